@@ -1,0 +1,1 @@
+"""Gradient descent compared with the constructions: one trainer, one experiment per area."""

@@ -1,0 +1,205 @@
+r"""The rare failure of the per-digit addition algorithm (Quirke & Barez 2024, arXiv:2310.13121).
+
+The algorithm (:mod:`constructions.addition`) propagates a carry through at most one column
+that sums to 9. Everything depends only on the column sums, so "exhaustive over all digit
+pairs" is done over the :math:`19^{n_d}` column-sum classes, each weighted by how many digit
+pairs it holds; for :math:`n_d \le 3` all :math:`10^{2n_d}` pairs are also enumerated directly.
+All arithmetic in these checks is exact (integers and rationals): no tolerance is needed.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from constructions.addition import (
+    algorithm_digits,
+    class_weights,
+    column_sums,
+    failure_probability,
+    has_cascade,
+    per_digit_addition,
+    true_digits,
+)
+from theorems.claims import Claim, Source
+from theorems.evidence import check, evidence, expect_failure
+
+QUIRKE = {"arxiv": "2310.13121", "ref": "Quirke & Barez (2024), ICLR"}
+ALGORITHM_SOURCE = Source(where="Section 5 and the authors' code (PhilipQuirke/transformer-maths)",
+                          tag="V", **QUIRKE)
+
+AD_FAILURE_SET = Claim(
+    id="addition.failure-set",
+    title="The per-digit algorithm is wrong exactly when a carry meets two 9-sum columns",
+    statement=(
+        r"For $n_d$-digit addends $a, b$ with column sums $s_p = D_p + D'_p$ "
+        r"($p = 0$ least significant), let the algorithm answer digits "
+        r"$A_p = (s_p + \mathrm{MC1}_{p-1} + [\lnot\mathrm{MC1}_{p-1}\wedge\mathrm{MS9}_{p-1}"
+        r"\wedge\mathrm{MC1}_{p-2}]) \bmod 10$ for $p = 0, \dots, n_d$, with "
+        r"$\mathrm{MC1}_p = [s_p \ge 10]$, $\mathrm{MS9}_p = [s_p = 9]$, $s_{n_d} = 0$ and "
+        r"out-of-range terms 0. Then $\sum_p A_p 10^p \ne a + b$ iff there is a $p$ with "
+        r"$s_p \ge 10$ and $s_{p+1} = s_{p+2} = 9$."),
+    source=(ALGORITHM_SOURCE,
+            Source(where="the exact failure set, derived here", tag="D", **QUIRKE)),
+    kind="identity",
+    construction="constructions.addition:per_digit_addition",
+)
+
+AD_FAILURE_PROBABILITY = Claim(
+    id="addition.failure-probability",
+    title="Exact probability that the per-digit algorithm errs",
+    statement=(
+        r"For $a, b$ uniform on $\{0, \dots, 10^{n_d} - 1\}$ the column sums are independent "
+        r"with $P(s_p \ge 10) = 45/100$ and $P(s_p = 9) = 10/100$. Read the columns from "
+        r"$p = 0$ upward with an automaton whose state is 0 (idle), 1 (the last column had "
+        r"$s \ge 10$) or 2 (a carry followed by exactly one 9-sum): $s \ge 10$ moves to 1; "
+        r"$s = 9$ keeps 0, moves 1 to 2, and moves 2 to an absorbing *fail*; any other sum "
+        r"moves to 0. Then $P(\text{algorithm} \ne a + b) = P(\text{fail after } n_d"
+        r"\text{ columns})$. For $2 \le n_d \le 5$ this equals "
+        r"$(n_d - 2)\cdot\tfrac{45}{100}\cdot\big(\tfrac1{10}\big)^2$: 0.0045 at 3 digits, "
+        r"0.009 at 4, 0.0135 at 5."),
+    source=Source(where="derived here from the failure set", tag="D", **QUIRKE),
+    kind="identity",
+    construction="constructions.addition:failure_probability",
+    depends_on=("addition.failure-set",),
+    notes=("The blog's '>99.5% accuracy' matches the per-digit accuracy (99.775% at 5 digits), "
+           "not the per-question accuracy (98.65%)."),
+)
+
+AD_LINEAR_PROBABILITY = Claim(
+    id="addition.failure-probability-linear",
+    title="The failure probability is (n_d − 2) × 0.0045 for every n_d (false from 6 digits)",
+    statement=(
+        r"For every $n_d \ge 2$ and $a, b$ uniform $n_d$-digit addends, "
+        r"$P(\text{algorithm} \ne a + b) = (n_d - 2)\cdot 0.0045$."),
+    source=Source(where="the claim catalogue's extrapolation from 3, 4 and 5 digits", tag="D",
+                  **QUIRKE),
+    kind="identity",
+    construction="constructions.addition:failure_probability",
+    depends_on=("addition.failure-probability",),
+    correction=(
+        r"The events 'cascade starting at column $p$' are disjoint only while no two fit in "
+        r"$n_d$ columns. From $n_d = 6$ two cascades can co-occur (columns 0–2 and 3–5), so "
+        r"by inclusion–exclusion $P(6) = 4\cdot 0.0045 - 0.45^2\cdot 0.1^4 = 0.01797975 < 0.018$. "
+        r"The exact value for every $n_d$ is the automaton formula of "
+        r"addition.failure-probability; $(n_d - 2)\cdot 0.0045$ is exact for $n_d \le 5$ and a "
+        r"first-order upper bound after that."),
+)
+
+
+def all_column_sums(n_digits: int) -> np.ndarray:
+    """Every column-sum vector in {0..18}^n_d, one per row."""
+    return np.indices((19,) * n_digits, dtype=np.int64).reshape(n_digits, -1).T
+
+
+def failure_set_exhaustive_check(algorithm=algorithm_digits):
+    def run(n_digits: int) -> None:
+        sums = all_column_sums(n_digits)
+        wrong = (algorithm(sums) != true_digits(sums)).any(-1)
+        mismatched = int((wrong != has_cascade(sums)).sum())
+        evidence.cases(int(class_weights(sums).sum()))
+        assert mismatched == 0, f"{mismatched} classes break the iff at {n_digits} digits"
+    return run
+
+
+@check(AD_FAILURE_SET, "exhaustive")
+def test_failure_set_over_every_column_sum_class():
+    for n_digits in range(1, 6):
+        failure_set_exhaustive_check()(n_digits)
+
+
+@check(AD_FAILURE_SET, "exhaustive")
+def test_failure_set_over_every_pair_up_to_three_digits():
+    for n_digits in range(1, 4):
+        a, b = np.meshgrid(np.arange(10**n_digits), np.arange(10**n_digits), indexing="ij")
+        a, b = a.ravel(), b.ravel()
+        wrong = per_digit_addition(a, b, n_digits) != a + b
+        pattern = has_cascade(column_sums(a, b, n_digits))
+        evidence.cases(a.size)
+        assert np.array_equal(wrong, pattern), f"iff fails at {n_digits} digits"
+
+
+@st.composite
+def cascade_prone_addends(draw):
+    """Addends whose columns favour sums of 9 and >= 10, where the algorithm is fragile."""
+    n_digits = draw(st.integers(1, 30))
+    a_digits = draw(st.lists(st.integers(0, 9), min_size=n_digits, max_size=n_digits))
+    b_digits = [draw(st.one_of(st.just(9 - da), st.integers(0, 9))) for da in a_digits]
+    a = sum(d * 10**p for p, d in enumerate(a_digits))
+    b = sum(d * 10**p for p, d in enumerate(b_digits))
+    return n_digits, a, b
+
+
+def failure_set_property_check(algorithm=algorithm_digits):
+    @given(case=cascade_prone_addends())
+    @example(case=(4, 1805, 1195))  # column sums (10, 9, 9, 2): the shortest failing cascade
+    def run(case):
+        n_digits, a, b = case
+        digits = [(a // 10**p) % 10 + (b // 10**p) % 10 for p in range(n_digits)]
+        sums = np.array(digits, dtype=np.int64)
+        answer = sum(int(d) * 10**p for p, d in enumerate(algorithm(sums)))
+        assert (answer != a + b) == bool(has_cascade(sums)), (
+            f"{a} + {b}: algorithm says {answer}, cascade={bool(has_cascade(sums))}")
+    return run
+
+
+test_failure_set_on_long_addends = check(AD_FAILURE_SET, "property")(
+    failure_set_property_check())
+
+
+def probability_exhaustive_check(probability=failure_probability):
+    def run(n_digits: int) -> None:
+        sums = all_column_sums(n_digits)
+        weights = class_weights(sums)
+        wrong = (algorithm_digits(sums) != true_digits(sums)).any(-1)
+        exact = Fraction(int(weights[wrong].sum()), 100**n_digits)
+        evidence.cases(int(weights.sum()))
+        assert probability(n_digits) == exact, f"{probability(n_digits)} != {exact}"
+    return run
+
+
+@check(AD_FAILURE_PROBABILITY, "exhaustive")
+def test_failure_probability_by_enumeration():
+    for n_digits in range(1, 6):
+        probability_exhaustive_check()(n_digits)
+
+
+@check(AD_FAILURE_PROBABILITY, "symbolic")
+def test_failure_probability_matches_linear_formula_up_to_five_digits():
+    import sympy as sp
+
+    n = sp.Symbol("n_d", integer=True, positive=True)
+    linear = (n - 2) * sp.Rational(45, 100) * sp.Rational(1, 10) ** 2
+    for n_digits in range(2, 6):
+        exact = sp.Rational(failure_probability(n_digits).numerator,
+                            failure_probability(n_digits).denominator)
+        assert sp.simplify(linear.subs(n, n_digits) - exact) == 0
+        evidence.cases(1)
+
+
+@check(AD_LINEAR_PROBABILITY, "refutation")
+def test_linear_failure_probability_breaks_at_six_digits():
+    import sympy as sp
+
+    def linear_claim(n_digits: int) -> None:
+        claimed = Fraction(45, 10_000) * (n_digits - 2)
+        assert failure_probability(n_digits) == claimed, (
+            f"n_d={n_digits}: exact {failure_probability(n_digits)} != claimed {claimed}")
+
+    for n_digits in range(2, 6):
+        linear_claim(n_digits)  # the claim holds here, so the refutation is not vacuous
+    report = expect_failure(linear_claim, 6)
+    # Inclusion-exclusion by hand, in SymPy: the two co-occurring cascades at 6 digits.
+    carry, nine = sp.Rational(45, 100), sp.Rational(10, 100)
+    by_hand = 4 * carry * nine**2 - carry**2 * nine**4
+    exact = failure_probability(6)
+    assert sp.Rational(exact.numerator, exact.denominator) == by_hand
+    evidence.counterexample(f"n_d = 6: {report}")
+    evidence.metric("P(6) exact", float(exact))
+    evidence.metric("P(6) claimed", 0.018)
+    evidence.table("exact failure probability", ["digits", "exact", "(n_d - 2) * 0.0045"],
+                   [[n, str(failure_probability(n)), f"{(n - 2) * 0.0045:.6g}"]
+                    for n in range(2, 11)])

@@ -1,0 +1,279 @@
+r"""Claims, their sources, the registry, and status derived from evidence.
+
+A :class:`Claim` is a statement from a paper (or derived here), with its exact source and a
+LaTeX statement in which every symbol is defined. Creating a ``Claim`` registers it. Checks
+(pytest tests marked with :func:`theorems.evidence.check`) produce evidence, and a claim's
+status is computed from that evidence by :func:`derive_status`, never set by hand:
+
+* ``verified``: every check passed, and at least one is beyond the ``symbolic`` tier;
+* ``refuted``: a ``refutation`` check passed, so a counterexample to the claim *as stated*
+  is pinned (and no check failed);
+* ``failing``: some check failed;
+* ``unchecked``: no check ran, every check was skipped, or only symbolic checks ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import pkgutil
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Literal
+
+TAGS = {
+    "V": "read in the primary text: the abstract, the paper, the official code or the "
+         "author's own post",
+    "S": "from a secondary summary only; the paper's exact constant is not claimed",
+    "R": "recalled or reconstructed, unverified against the paper",
+    "D": "derived in this project and checked numerically; the statement is ours",
+}
+KINDS = ("identity", "bound", "construction", "lower-bound", "dynamics", "scaling")
+TIERS = ("property", "exhaustive", "symbolic", "numeric", "empirical", "refutation")
+STATUSES = ("verified", "refuted", "failing", "unchecked")
+
+Tag = Literal["V", "S", "R", "D"]
+Kind = Literal["identity", "bound", "construction", "lower-bound", "dynamics", "scaling"]
+Status = Literal["verified", "refuted", "failing", "unchecked"]
+
+_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\.[a-z0-9]+(?:-[a-z0-9]+)*$")
+_ARXIV = re.compile(r"^\d{4}\.\d{4,5}$")
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+# Modules of the ``theorems`` package that hold infrastructure rather than an area's claims.
+INFRASTRUCTURE = frozenset({"claims", "evidence", "profiles", "strategies", "numerics", "cli",
+                            "__main__", "docs"})
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a claim comes from.
+
+    ``arxiv`` is the identifier (``2305.02582``), ``where`` the theorem, lemma or section, and
+    ``tag`` how well the detail is sourced (see :data:`TAGS`). ``ref`` is a short citation.
+    """
+
+    arxiv: str
+    where: str
+    tag: Tag
+    ref: str = ""
+
+    def __post_init__(self) -> None:
+        if not _ARXIV.match(self.arxiv):
+            raise ValueError(f"arxiv must look like 2305.02582, got {self.arxiv!r}")
+        if self.tag not in TAGS:
+            raise ValueError(f"tag must be one of {sorted(TAGS)}, got {self.tag!r}")
+        if not self.where.strip():
+            raise ValueError("where must name the theorem, lemma or section")
+
+    @property
+    def url(self) -> str:
+        return f"https://arxiv.org/abs/{self.arxiv}"
+
+    def as_dict(self) -> dict:
+        return {"arxiv": self.arxiv, "where": self.where, "tag": self.tag, "ref": self.ref,
+                "url": self.url}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One checkable statement. Creating it registers it in the current :class:`Registry`.
+
+    ``id`` is ``area.slug``; the area is the ``theorems`` module that defines the claim.
+    ``correction`` is the corrected statement of a claim that is false as stated.
+    """
+
+    id: str
+    title: str
+    statement: str
+    source: Source | tuple[Source, ...]
+    kind: Kind
+    construction: str | None = None
+    depends_on: tuple[str, ...] = ()
+    correction: str | None = None
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if not _ID.match(self.id):
+            raise ValueError(f"id must be 'area.slug' in kebab-case, got {self.id!r}")
+        if not self.title.strip() or not self.statement.strip():
+            raise ValueError(f"{self.id}: title and statement must be non-empty")
+        sources = (self.source,) if isinstance(self.source, Source) else tuple(self.source)
+        if not sources or not all(isinstance(s, Source) for s in sources):
+            raise TypeError(f"{self.id}: source must be a Source or a tuple of Sources")
+        object.__setattr__(self, "source", sources)
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.id}: kind must be one of {KINDS}, got {self.kind!r}")
+        if self.construction is not None and not _IMPORT_PATH.match(self.construction):
+            raise ValueError(f"{self.id}: construction must be 'module:attribute', "
+                             f"got {self.construction!r}")
+        object.__setattr__(self, "depends_on", tuple(self.depends_on))
+        current_registry().add(self)
+
+    @property
+    def area(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        return self.source  # normalised to a tuple in __post_init__
+
+    @property
+    def tags(self) -> str:
+        """The distinct source tags, in V, S, R, D order: what the claim relies on."""
+        return "".join(t for t in TAGS if any(s.tag == t for s in self.sources))
+
+    def resolve_construction(self):
+        """Import and return the construction object named by ``construction``."""
+        if self.construction is None:
+            return None
+        module, attribute = self.construction.split(":")
+        return getattr(importlib.import_module(module), attribute)
+
+    def as_dict(self) -> dict:
+        return {
+            "id": self.id, "area": self.area, "title": self.title, "statement": self.statement,
+            "kind": self.kind, "sources": [s.as_dict() for s in self.sources], "tags": self.tags,
+            "construction": self.construction, "depends_on": list(self.depends_on),
+            "correction": self.correction, "notes": self.notes,
+        }
+
+
+@dataclass
+class Registry:
+    """Claims by id, in definition order."""
+
+    claims: dict[str, Claim] = field(default_factory=dict)
+
+    def add(self, claim: Claim) -> None:
+        if claim.id in self.claims:
+            raise ValueError(f"duplicate claim id {claim.id!r}")
+        self.claims[claim.id] = claim
+
+    def __getitem__(self, claim_id: str) -> Claim:
+        try:
+            return self.claims[claim_id]
+        except KeyError:
+            raise KeyError(f"unknown claim {claim_id!r}") from None
+
+    def __contains__(self, claim_id: object) -> bool:
+        return claim_id in self.claims
+
+    def __iter__(self) -> Iterator[Claim]:
+        return iter(self.claims.values())
+
+    def __len__(self) -> int:
+        return len(self.claims)
+
+    def areas(self) -> list[str]:
+        return sorted({c.area for c in self})
+
+    def dependents(self, claim_id: str) -> list[str]:
+        """Claims whose ``depends_on`` names ``claim_id``: the reverse links."""
+        return [c.id for c in self if claim_id in c.depends_on]
+
+
+_DEFAULT = Registry()
+_CURRENT: ContextVar[Registry] = ContextVar("registry", default=_DEFAULT)
+
+
+def current_registry() -> Registry:
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def isolated_registry() -> Iterator[Registry]:
+    """A fresh registry for the duration of the block (used by the suite's own tests)."""
+    registry = Registry()
+    token = _CURRENT.set(registry)
+    try:
+        yield registry
+    finally:
+        _CURRENT.reset(token)
+
+
+def area_modules() -> list[str]:
+    """Names of the ``theorems`` modules that define areas (every non-infrastructure module)."""
+    import theorems
+
+    return sorted(m.name for m in pkgutil.iter_modules(theorems.__path__)
+                  if m.name not in INFRASTRUCTURE and not m.name.startswith("_"))
+
+
+def load_all() -> Registry:
+    """Import every area module, so that every claim is registered, and return the registry."""
+    for name in area_modules():
+        importlib.import_module(f"theorems.{name}")
+    return _DEFAULT
+
+
+# --- status ------------------------------------------------------------------------------
+
+def derive_status(checks: Iterable[Mapping]) -> Status:
+    """Status of one claim from its check records (each with ``tier`` and ``outcome``)."""
+    ran = [c for c in checks if c["outcome"] in ("passed", "failed")]
+    if any(c["outcome"] == "failed" for c in ran):
+        return "failing"
+    if any(c["tier"] == "refutation" for c in ran):
+        return "refuted"
+    if any(c["tier"] != "symbolic" for c in ran):
+        return "verified"
+    return "unchecked"
+
+
+def inconsistencies(registry: Registry, evidence: Mapping | None = None,
+                    checked: Mapping[str, Iterable[str]] | None = None) -> list[str]:
+    """Every way the registry and the evidence disagree; an empty list means consistent.
+
+    ``checked`` maps a claim id to the tiers of the checks that name it (from collection);
+    ``evidence`` is a loaded ``evidence.json``. Reported: a check naming an unknown claim, a
+    claim with no check (or only symbolic ones), a dependency on an unknown claim, a cycle in
+    ``depends_on``, a claim whose id prefix is not its area, and a verified claim that depends
+    on a failing one.
+    """
+    problems: list[str] = []
+    if checked is not None:
+        for claim_id in sorted(set(checked) - set(registry.claims)):
+            problems.append(f"a check names unknown claim {claim_id!r}")
+        for claim in registry:
+            tiers = set(checked.get(claim.id, ()))
+            if not tiers:
+                problems.append(f"claim {claim.id!r} has no check")
+            elif tiers <= {"symbolic"}:
+                problems.append(f"claim {claim.id!r} has only symbolic checks")
+    for claim in registry:
+        for dep in claim.depends_on:
+            if dep not in registry:
+                problems.append(f"claim {claim.id!r} depends on unknown claim {dep!r}")
+    problems.extend(f"dependency cycle: {' -> '.join(c)}" for c in _cycles(registry))
+    if evidence is not None:
+        status = {cid: rec["status"] for cid, rec in evidence.get("claims", {}).items()}
+        for claim in registry:
+            if status.get(claim.id) != "verified":
+                continue
+            for dep in claim.depends_on:
+                if status.get(dep) == "failing":
+                    problems.append(f"verified claim {claim.id!r} depends on failing {dep!r}")
+    return problems
+
+
+def _cycles(registry: Registry) -> list[list[str]]:
+    """One representative path per dependency cycle, found by depth-first search."""
+    colour: dict[str, int] = {}  # 0 absent = unvisited, 1 on the stack, 2 done
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        colour[node] = 1
+        for dep in registry.claims[node].depends_on if node in registry else ():
+            if colour.get(dep) == 1:
+                cycles.append([*path[path.index(dep):], dep])
+            elif colour.get(dep, 0) == 0 and dep in registry:
+                visit(dep, [*path, dep])
+        colour[node] = 2
+
+    for claim in registry:
+        if colour.get(claim.id, 0) == 0:
+            visit(claim.id, [claim.id])
+    return cycles

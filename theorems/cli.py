@@ -1,0 +1,185 @@
+"""``python -m theorems``: list the claims, show one, verify them all, build the docs."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from theorems import evidence as ev
+from theorems.claims import Claim, inconsistencies, load_all
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+STATUS_MARK = {"verified": "✔ verified", "refuted": "✘ refuted", "failing": "! FAILING",
+               "unchecked": "· unchecked"}
+
+
+def _format_number(value) -> str:
+    if value is None:
+        return "-"
+    value = ev.as_float(value)
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    return f"{value:.4g}"
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    registry = load_all()
+    if args.json:
+        print(json.dumps({"claims": [c.as_dict() for c in registry]}, indent=1))
+        return 0
+    for claim in registry:
+        source = claim.sources[0]
+        print(f"{claim.id:<44} [{claim.tags}] {claim.kind:<12} arXiv:{source.arxiv} "
+              f"{source.where}")
+        print(f"    {claim.title}")
+        if claim.construction:
+            print(f"    construction: {claim.construction}")
+    print(f"\n{len(registry)} claims in {len(registry.areas())} areas")
+    return 0
+
+
+def _describe(claim: Claim) -> str:
+    lines = [claim.id, "=" * len(claim.id), claim.title, "", "Statement:",
+             textwrap.indent(textwrap.fill(claim.statement, 96), "  "), "", "Sources:"]
+    for s in claim.sources:
+        lines.append(f"  [{s.tag}] {s.ref} arXiv:{s.arxiv}, {s.where} ({s.url})")
+    if claim.construction:
+        lines.append(f"Construction: {claim.construction}")
+    if claim.depends_on:
+        lines.append(f"Depends on: {', '.join(claim.depends_on)}")
+    if claim.correction:
+        lines += ["", "Corrected statement:", textwrap.indent(textwrap.fill(claim.correction, 96),
+                                                              "  ")]
+    if claim.notes:
+        lines += ["", "Notes:", textwrap.indent(textwrap.fill(claim.notes, 96), "  ")]
+    return "\n".join(lines)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    registry = load_all()
+    if args.id not in registry:
+        close = [c.id for c in registry if args.id in c.id]
+        print(f"unknown claim {args.id!r}" + (f"; did you mean {', '.join(close)}?" if close
+                                              else ""), file=sys.stderr)
+        return 2
+    print(_describe(registry[args.id]))
+    path = Path(args.evidence)
+    if not path.exists():
+        print(f"\nNo evidence yet ({path} is missing): run `python -m theorems verify`.")
+        return 0
+    record = ev.load(path)["claims"].get(args.id)
+    if record is None:
+        print(f"\nThe last run ({path}) did not check this claim.")
+        return 0
+    print(f"\nStatus: {record['status']}  (from {path})")
+    for check in record["checks"]:
+        margin = _format_number((check["margin"] or {}).get("worst"))
+        ratio = _format_number((check["ratio"] or {}).get("worst"))
+        print(f"  {check['outcome']:<7} {check['tier']:<10} {check['name']:<50} "
+              f"examples={check['examples']} worst_margin={margin} max_ratio={ratio} "
+              f"{check['duration']:.2f}s")
+        for name, metric in check["metrics"].items():
+            print(f"      {name} = {_format_number(metric['last'])} "
+                  f"(worst {_format_number(metric['worst'])})")
+        for label in ("counterexample", "falsifying_example", "message"):
+            if check.get(label):
+                print(textwrap.indent(f"{label}: {check[label]}", "      "))
+    return 0
+
+
+def print_table(data: dict) -> None:
+    rows = []
+    for claim_id, record in data["claims"].items():
+        s = record["summary"]
+        rows.append((STATUS_MARK[record["status"]], claim_id, ",".join(s["tiers"]) or "-",
+                     str(s["examples"]), _format_number(s["worst_margin"]),
+                     f"{s['duration']:.1f}s"))
+    header = ("status", "claim", "tiers", "examples", "worst margin", "time")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+    counts = {}
+    for record in data["claims"].values():
+        counts[record["status"]] = counts.get(record["status"], 0) + 1
+    print("\n" + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    command = [sys.executable, "-m", "pytest", str(PACKAGE_DIR), "-q", "-p", "no:cacheprovider",
+               "-o", "python_files=*.py", "-o", "testpaths=", "-o", "addopts=",
+               "--hypothesis-profile", args.profile, "--evidence-out", str(out.resolve())]
+    if args.k:
+        command += ["-k", args.k]
+    jobs = args.jobs
+    if jobs != "0" and importlib.util.find_spec("xdist") is not None:
+        command += ["-n", jobs]
+    if out.exists():
+        out.unlink()  # a stale file must never be mistaken for this run's evidence
+    print("$ " + " ".join(command), flush=True)
+    result = subprocess.run(command, check=False)
+    if not out.exists():
+        print(f"verify: no evidence was written (pytest exit code {result.returncode})",
+              file=sys.stderr)
+        return result.returncode or 1
+    data = ev.load(out)
+    print()
+    print_table(data)
+    problems = inconsistencies(load_all(), data)
+    for problem in problems:
+        print(f"inconsistent: {problem}", file=sys.stderr)
+    failing = [cid for cid, r in data["claims"].items() if r["status"] == "failing"]
+    if failing:
+        print(f"\n{len(failing)} failing: {', '.join(failing)}", file=sys.stderr)
+    return 1 if failing or problems or result.returncode not in (0, 1) else 0
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    try:
+        from theorems import docs
+    except ImportError as error:  # the docs extra is not installed
+        print(f"docs: {error}. Install the docs extra: pip install -e '.[docs]'", file=sys.stderr)
+        return 2
+    return docs.main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m theorems", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="list every claim (runs no checks)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(run=cmd_list)
+
+    p = sub.add_parser("show", help="a claim's statement, source and last evidence")
+    p.add_argument("id")
+    p.add_argument("--evidence", default=str(ev.DEFAULT_PATH))
+    p.set_defaults(run=cmd_show)
+
+    p = sub.add_parser("verify", help="run every check and write the evidence file")
+    p.add_argument("--profile", default="ci", choices=("dev", "ci", "thorough"),
+                   help="Hypothesis profile (default: ci, derandomized)")
+    p.add_argument("-k", default=None, help="only checks matching this pytest -k expression")
+    p.add_argument("--jobs", "-n", default="auto",
+                   help="pytest-xdist workers ('auto', a number, or 0 for serial)")
+    p.add_argument("--out", default=str(ev.DEFAULT_PATH))
+    p.set_defaults(run=cmd_verify)
+
+    p = sub.add_parser("docs", help="generate and build the documentation site")
+    p.add_argument("--serve", action="store_true", help="serve build/site on localhost")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--evidence", default=str(ev.DEFAULT_PATH))
+    p.add_argument("--out", default="build/site")
+    p.set_defaults(run=cmd_docs)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.run(args)

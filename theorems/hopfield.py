@@ -1,0 +1,235 @@
+r"""One softmax read-out erases what lies outside the patterns' span (Sargolzaei 2026,
+arXiv:2604.03190; code and LaTeX: salehsargolzaee/boosted-attention).
+
+Tolerances. :math:`T(\xi) = Xp` with :math:`p = \mathrm{softmax}(\beta X^\top\xi)`. The
+softmax Jacobian :math:`J = \mathrm{diag}(p) - pp^\top` satisfies
+:math:`\lVert Jv\rVert_1 \le 2\lVert v\rVert_\infty`, so a score perturbation
+:math:`\delta` moves :math:`T` by at most :math:`2\lVert\delta\rVert_\infty \max_i\lVert x_i\rVert`.
+Scores are :math:`d`-term dot products scaled by :math:`\beta`, accurate to
+:math:`\gamma_d\,\beta\,|X|^\top|\xi|`; the projection :math:`XX^+\xi` is accurate to about
+:math:`\kappa(X)\,\gamma_{dN}\lVert\xi\rVert` (backward-stable least squares).
+"""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from constructions.hopfield import hopfield_update, twicing
+from theorems.claims import Claim, Source
+from theorems.evidence import check, evidence
+from theorems.numerics import gamma
+from theorems.profiles import budget
+from theorems.strategies import gaussian_matrices
+
+SARGOLZAEI = {"arxiv": "2604.03190", "ref": "Sargolzaei (2026)"}
+
+HP_CONVEX = Claim(
+    id="hopfield.convex-hull",
+    title="One Hopfield step lands in the convex hull of the stored patterns",
+    statement=(
+        r"For patterns $X = [x_1, \dots, x_N] \in \mathbb R^{d\times N}$, inverse temperature "
+        r"$\beta > 0$ and state $\xi \in \mathbb R^d$, the update "
+        r"$T(\xi) = X\,\mathrm{softmax}(\beta X^\top\xi)$ has weights "
+        r"$p = \mathrm{softmax}(\beta X^\top\xi)$ with $p_i \ge 0$, $\sum_i p_i = 1$, so "
+        r"$T(\xi) \in \mathrm{conv}(X) \subseteq \mathrm{col}(X)$."),
+    source=Source(where="Proposition (one-step projection), part (a)", tag="V", **SARGOLZAEI),
+    kind="identity",
+    construction="constructions.hopfield:hopfield_update",
+)
+
+HP_ERASURE = Claim(
+    id="hopfield.orthogonal-erasure",
+    title="One Hopfield step erases the component orthogonal to the patterns",
+    statement=(
+        r"With $X$, $\beta$, $T$ as in the convex-hull claim, write "
+        r"$\xi = \xi_\parallel + \xi_\perp$ with $\xi_\parallel = XX^+\xi \in \mathrm{col}(X)$ "
+        r"($X^+$ the pseudo-inverse) and $\xi_\perp \perp \mathrm{col}(X)$. Then "
+        r"$T(\xi) = T(\xi_\parallel)$: the orthogonal part is erased in one step."),
+    source=Source(where="Proposition (one-step projection), part (b)", tag="V", **SARGOLZAEI),
+    kind="identity",
+    construction="constructions.hopfield:hopfield_update",
+    depends_on=("hopfield.convex-hull",),
+)
+
+HP_FIXED_POINTS = Claim(
+    id="hopfield.fixed-points",
+    title="Every fixed point of the Hopfield update lies in the patterns' convex hull",
+    statement=(
+        r"With $T$ as in the convex-hull claim, every $\xi^\star$ with "
+        r"$T(\xi^\star) = \xi^\star$ lies in $\mathrm{conv}(X)$."),
+    source=Source(where="Proposition (one-step projection), part (c)", tag="V", **SARGOLZAEI),
+    kind="identity",
+    construction="constructions.hopfield:hopfield_update",
+    depends_on=("hopfield.convex-hull",),
+)
+
+HP_RESIDUAL = Claim(
+    id="hopfield.residual-keeps-orthogonal",
+    title="With a residual stream nothing is erased",
+    statement=(
+        r"With the residual update $R(\xi) = \xi + T(\xi)$, "
+        r"$R(\xi) - R(\xi_\parallel) = \xi_\perp$ for every $\xi$ (notation as in the "
+        r"orthogonal-erasure claim): the orthogonal component passes through unchanged."),
+    source=Source(where="caveat to the one-step projection, derived here", tag="D",
+                  **SARGOLZAEI),
+    kind="identity",
+    construction="constructions.hopfield:hopfield_update",
+    depends_on=("hopfield.orthogonal-erasure",),
+)
+
+HP_TWICING = Claim(
+    id="hopfield.twicing-identity",
+    title="Twicing attention is one attention step plus one step on its residual",
+    statement=(
+        r"For any $A \in \mathbb R^{n\times n}$ and $V \in \mathbb R^{n\times d_v}$, "
+        r"$(2A - A^2)V = AV + A(V - AV)$."),
+    source=Source(where="Section on boosted attention (twicing)", tag="V", **SARGOLZAEI),
+    kind="identity",
+    construction="constructions.hopfield:twicing",
+)
+
+
+@st.composite
+def hopfield_cases(draw):
+    """Fewer patterns than dimensions (so col(X) is a proper subspace) and beta in [0.01, 50]."""
+    d = draw(st.integers(2, 10))
+    N = draw(st.integers(1, d - 1))
+    X = draw(gaussian_matrices(d, N))
+    xi = draw(gaussian_matrices(1, d, scale=draw(st.sampled_from([0.1, 1.0, 3.0]))))[0]
+    beta = draw(st.floats(0.01, 50.0))
+    return X, xi, beta
+
+
+def parallel_part(X: torch.Tensor, xi: torch.Tensor) -> torch.Tensor:
+    return X @ torch.linalg.lstsq(X, xi.unsqueeze(-1)).solution.squeeze(-1)
+
+
+def update_tolerance(X: torch.Tensor, xi: torch.Tensor, beta: float) -> float:
+    """Bound on |T(xi) - T(xi_par)| from rounding only (see the module docstring).
+
+    Each score is a d-term dot product with |x_i . v| <= |x_i| |v| (Cauchy-Schwarz), so both
+    evaluations err by gamma_d |x_i| |xi|; the computed xi_par adds |x_i| times its own error.
+    """
+    d, N = X.shape
+    column_norm = float(X.norm(dim=0).max())
+    projection_error = float(torch.linalg.cond(X)) * gamma(d * N) * float(xi.norm())
+    score_error = beta * column_norm * (2 * gamma(d) * float(xi.norm()) + projection_error)
+    return 2 * score_error * column_norm + 2 * gamma(N) * column_norm
+
+
+def convex_hull_check(build=hopfield_update):
+    @given(case=hopfield_cases())
+    def run(case):
+        X, xi, beta = case
+        T = build(X, beta)
+        p = T.weights(xi)
+        N = X.shape[1]
+        sum_err = abs(float(p.sum()) - 1)
+        evidence.margin((gamma(N) - sum_err) / gamma(N))
+        assert float(p.min()) >= 0 and sum_err <= gamma(N), f"weights {p.tolist()}"
+        err = float((T(xi) - X @ p).abs().max())
+        assert err <= 2 * gamma(N) * float(X.abs().max()), "T(xi) is not X p"
+    return run
+
+
+test_update_is_a_convex_combination = check(HP_CONVEX, "property")(convex_hull_check())
+
+
+def erasure_check(build=hopfield_update):
+    @given(case=hopfield_cases())
+    def run(case):
+        X, xi, beta = case
+        T = build(X, beta)
+        xi_par = parallel_part(X, xi)
+        err = float((T(xi) - T(xi_par)).norm())
+        tol = update_tolerance(X, xi, beta)
+        evidence.margin((tol - err) / tol)
+        evidence.metric("|xi_perp| / |xi|", float((xi - xi_par).norm() / xi.norm()),
+                        worse="lower")
+        assert err <= tol, f"|T(xi) - T(xi_par)| = {err:.3g} > {tol:.3g}"
+    return run
+
+
+test_one_step_erases_the_orthogonal_part = check(HP_ERASURE, "property")(erasure_check())
+
+
+def distance_to_hull(X: torch.Tensor, point: torch.Tensor) -> float:
+    """min |X p - point| over the simplex, by cvxpy with Clarabel (accurate to ~1e-8)."""
+    import cvxpy as cp
+
+    p = cp.Variable(X.shape[1])
+    problem = cp.Problem(cp.Minimize(cp.norm(X.numpy() @ p - point.numpy())),
+                         [p >= 0, cp.sum(p) == 1])
+    problem.solve(solver=cp.CLARABEL)
+    return float(problem.value)
+
+
+# Clarabel's default absolute/relative gap tolerances are 1e-8; distances are O(1) here.
+HULL_SOLVER_TOLERANCE = 1e-6
+
+
+def fixed_point_check(build=hopfield_update):
+    @budget(0.1)  # each example solves a conic program (about 0.1 s)
+    @given(case=hopfield_cases())
+    def run(case):
+        X, xi, beta = case
+        T = build(X, beta)
+        for _ in range(500):  # the update is a contraction near its attracting fixed points
+            xi_next = T(xi)
+            if float((xi_next - xi).norm()) <= 1e-13 * (1 + float(xi.norm())):
+                break
+            xi = xi_next
+        else:
+            return  # no fixed point reached from this start: nothing to check
+        evidence.cases(1)
+        distance = distance_to_hull(X, xi_next)
+        evidence.margin(HULL_SOLVER_TOLERANCE - distance)
+        assert distance <= HULL_SOLVER_TOLERANCE, f"fixed point at distance {distance:.3g}"
+    return run
+
+
+test_fixed_points_lie_in_the_hull = check(HP_FIXED_POINTS, "numeric")(fixed_point_check())
+
+
+def residual_check(residual: bool = True):
+    @given(case=hopfield_cases())
+    def run(case):
+        X, xi, beta = case
+        R = hopfield_update(X, beta, residual=residual)
+        xi_par = parallel_part(X, xi)
+        err = float((R(xi) - R(xi_par) - (xi - xi_par)).norm())
+        tol = update_tolerance(X, xi, beta) + 4 * gamma(1) * float(xi.norm())
+        evidence.margin((tol - err) / tol)
+        assert err <= tol, f"R(xi) - R(xi_par) differs from xi_perp by {err:.3g}"
+    return run
+
+
+test_residual_stream_keeps_the_orthogonal_part = check(HP_RESIDUAL, "property")(
+    residual_check())
+
+
+@st.composite
+def attention_matrices(draw):
+    n = draw(st.integers(1, 12))
+    A = draw(gaussian_matrices(n, n)).softmax(-1) if draw(st.booleans()) else draw(
+        gaussian_matrices(n, n))
+    return A, draw(gaussian_matrices(n, draw(st.integers(1, 6))))
+
+
+def twicing_check(boost=twicing):
+    @given(case=attention_matrices())
+    def run(case):
+        A, V = case
+        n = A.shape[0]
+        left, right = boost(A, V), A @ V + A @ (V - A @ V)
+        # both sides are at most two chained n-term products: gamma_{2n+2} on |A|(|V| + |A||V|)
+        tol = 4 * gamma(2 * n + 2) * (A.abs() @ (V.abs() + A.abs() @ V.abs())) + 1e-300
+        err = (left - right).abs()
+        evidence.margin(float(((tol - err) / tol).min()))
+        assert (err <= tol).all(), f"twicing identity off by {float(err.max()):.3g}"
+    return run
+
+
+test_twicing_identity = check(HP_TWICING, "property")(twicing_check())

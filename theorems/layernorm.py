@@ -1,0 +1,312 @@
+r"""LayerNorm geometry and attention (Brody, Alon, Yahav 2023, arXiv:2305.02582).
+
+Each claim is followed by its checks. A check is built by a factory that takes the
+construction under test, so ``tests/test_mutants.py`` can rebuild it around a broken
+construction and assert that it then fails.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from hypothesis import assume, example, given
+from hypothesis import strategies as st
+
+from constructions.layernorm_geometry import (
+    layer_norm,
+    majority_head,
+    projection_form,
+    selectability_margin,
+)
+from theorems.claims import Claim, Source
+from theorems.evidence import check, evidence, expect_failure
+from theorems.numerics import gamma
+from theorems.profiles import budget
+from theorems.strategies import gaussian_matrices, seeds, tensors
+
+BRODY = {"arxiv": "2305.02582", "ref": "Brody, Alon, Yahav (2023), Findings of ACL"}
+
+LN_DECOMPOSITION = Claim(
+    id="layernorm.projection-decomposition",
+    title="LayerNorm is a projection onto 1⊥ followed by scaling to norm √d",
+    statement=(
+        r"Let $d \ge 2$, $\mathbf 1 \in \mathbb R^d$ the all-ones vector and "
+        r"$P = I - \tfrac1d\mathbf 1\mathbf 1^\top$ the orthogonal projection onto "
+        r"$\mathbf 1^\perp$. For $x \in \mathbb R^d$ with $Px \neq 0$, LayerNorm without affine "
+        r"parameters and with $\epsilon = 0$, $\mathrm{LN}(x) = (x - \bar x\mathbf 1)/\sigma(x)$, "
+        r"where $\bar x$ is the mean and $\sigma(x)$ the population standard deviation of the "
+        r"entries of $x$, satisfies $\mathrm{LN}(x) = \sqrt d\,Px/\lVert Px\rVert_2$. Hence "
+        r"$\mathbf 1^\top\mathrm{LN}(x) = 0$ and $\lVert\mathrm{LN}(x)\rVert_2^2 = d$."),
+    source=Source(where="Section 3, Eq. (1)–(2) (projection and scaling)", tag="V", **BRODY),
+    kind="identity",
+    construction="constructions.layernorm_geometry:layer_norm",
+)
+
+LN_TWO_DIMENSIONS = Claim(
+    id="layernorm.two-dimensions",
+    title="In two dimensions LayerNorm outputs only (1, −1) or (−1, 1)",
+    statement=(
+        r"For $x = (x_1, x_2) \in \mathbb R^2$ with $x_1 \ne x_2$, "
+        r"$\mathrm{LN}(x) = \operatorname{sign}(x_1 - x_2)\,(1, -1)$, with $\mathrm{LN}$ as in "
+        r"the projection-decomposition claim."),
+    source=Source(where="Section 3 (corollary of the decomposition)", tag="V", **BRODY),
+    kind="identity",
+    construction="constructions.layernorm_geometry:layer_norm",
+    depends_on=("layernorm.projection-decomposition",),
+)
+
+LN_UNIFORM_ATTENTION = Claim(
+    id="layernorm.uniform-attention",
+    title="A query parallel to 1 attends uniformly to LayerNorm-ed keys, which computes majority",
+    statement=(
+        r"Let keys be $k_j = \mathrm{LN}(e_{t_j})$ for token embeddings "
+        r"$e_1, \dots, e_V \in \mathbb R^d$ and a sequence $t_1, \dots, t_n \in [V]$, and let "
+        r"one softmax head have scores $s_{ij} = (W_Q^\top x_i)^\top (W_K^\top k_j)$ with "
+        r"$W_K W_Q^\top x_i \parallel \mathbf 1$ for every query $x_i$ (here "
+        r"$W_Q = c\mathbf 1^\top$, $W_K = I$). Then $s_{ij} = 0$, the attention is uniform, "
+        r"$A_{ij} = 1/n$, and the output is the mean of the values. With values "
+        r"$k_j W_V = \mathbf e_{t_j}$ (one-hot), the output is the token-frequency vector "
+        r"$\big(\#\{j : t_j = v\}/n\big)_{v \in [V]}$, whose argmax is the majority token."),
+    source=(Source(where="Section 4 (the projection lets attention be uniform)", tag="V",
+                   **BRODY),
+            Source(where="explicit weights of the mechanism (this project)", tag="D", **BRODY)),
+    kind="construction",
+    construction="constructions.layernorm_geometry:majority_head",
+    depends_on=("layernorm.projection-decomposition",),
+)
+
+LN_SELECTABLE = Claim(
+    id="layernorm.keys-selectable",
+    title="After LayerNorm every distinct key can be selected by some query",
+    statement=(
+        r"Key $k_i$ of $k_1, \dots, k_m \in \mathbb R^d$ is *selectable* iff some "
+        r"$q \in \mathbb R^d$ has $q^\top k_i > q^\top k_j$ for all $j \ne i$, i.e. iff $k_i$ "
+        r"is an exposed vertex of $\mathrm{conv}\{k_1, \dots, k_m\}$. If the keys are distinct "
+        r"and have equal norm, as LayerNorm outputs do ($\lVert\mathrm{LN}(x)\rVert = \sqrt d$), "
+        r"every key is selectable: $q = k_i$ gives "
+        r"$q^\top(k_i - k_j) = \tfrac12\lVert k_i - k_j\rVert^2 > 0$."),
+    source=(Source(where="Section 4 (scaling: no key is unselectable)", tag="V", **BRODY),
+            Source(where="precise form via exposed vertices and the LP certificate", tag="D",
+                   **BRODY)),
+    kind="construction",
+    construction="constructions.layernorm_geometry:selectability_margin",
+    depends_on=("layernorm.projection-decomposition",),
+)
+
+LN_UNNORMALISED_SELECTABLE = Claim(
+    id="layernorm.unnormalised-keys-selectable",
+    title="Without normalisation, every distinct key is selectable (false)",
+    statement=(
+        r"For any distinct keys $k_1, \dots, k_m \in \mathbb R^d$ (no normalisation), every "
+        r"$k_i$ is selectable: some $q$ has $q^\top k_i > q^\top k_j$ for all $j \ne i$."),
+    source=Source(where="Section 4: the failure mode that LayerNorm's scaling removes", tag="D",
+                  **BRODY),
+    kind="construction",
+    construction="constructions.layernorm_geometry:selectability_margin",
+    correction=(
+        r"$k_i$ is selectable iff it is an exposed vertex of $\mathrm{conv}\{k_j\}$. A key in "
+        r"the convex hull of the others, such as $k_3 = (k_1 + k_2)/2$, is never selectable; "
+        r"equal norms (for example after LayerNorm) rule this out for distinct keys."),
+)
+
+
+# --- strategies ------------------------------------------------------------------------------
+
+@st.composite
+def layer_norm_inputs(draw, min_d: int = 2, max_d: int = 16) -> torch.Tensor:
+    """Vectors with ``Px != 0``, including nearly constant ones (the ill-conditioned case)."""
+    d = draw(st.integers(min_d, max_d))
+    x = draw(tensors((d,), bound=100.0))
+    if draw(st.booleans()):  # an offset much larger than the spread stresses the centring
+        x = draw(st.floats(-1e3, 1e3)) + 1e-3 * x
+    assume(float(x.std(unbiased=False)) > 1e-6 * (1 + float(x.abs().max())))
+    return x
+
+
+def centring_condition(x: torch.Tensor) -> float:
+    r""":math:`\lVert x\rVert_\infty / \sigma(x)`: how much centring amplifies rounding errors."""
+    return float(x.abs().max() / x.std(unbiased=False))
+
+
+def layer_norm_tolerance(x: torch.Tensor) -> float:
+    r"""Entrywise error bound between two correct float64 LayerNorm evaluations of ``x``.
+
+    The mean carries an absolute error :math:`\le \gamma_d\lVert x\rVert_\infty`; centring
+    passes it on, and dividing by :math:`\sigma(x)` scales it by the centring condition
+    :math:`\kappa = \lVert x\rVert_\infty/\sigma`. The variance and square root add a relative
+    :math:`\gamma_{d+2}` on entries of size :math:`\le\sqrt d`. Each side may err by this
+    much, so the difference bound is twice the single-evaluation bound.
+    """
+    d = x.shape[-1]
+    return 2 * gamma(2 * d + 4) * (centring_condition(x) + math.sqrt(d)) * (1 + math.sqrt(d))
+
+
+# --- LN.1 ----------------------------------------------------------------------------------
+
+def decomposition_check(norm=layer_norm):
+    @given(x=layer_norm_inputs())
+    @example(x=torch.tensor([0.0, 0.0, 0.0, 1.0], dtype=torch.float64))
+    @example(x=torch.tensor([1e3, 1e3 + 1e-3, 1e3, 1e3], dtype=torch.float64))
+    def run(x):
+        d = x.shape[-1]
+        out = norm(x)
+        tol = layer_norm_tolerance(x)
+        reference = torch.nn.functional.layer_norm(x, (d,), eps=0.0)
+        err = max(float((out - projection_form(x)).abs().max()),
+                  float((out - reference).abs().max()))
+        evidence.margin((tol - err) / tol)
+        assert err <= tol, f"LN(x) differs from sqrt(d) Px/|Px| by {err:.3g} > {tol:.3g}"
+        # 1^T LN(x) and |LN(x)|^2 are d-term sums of entries of size <= sqrt(d) (gamma_d each)
+        # on top of the entrywise error tol.
+        sum_tol = d * tol + gamma(d) * d
+        norm_tol = 2 * d * tol + gamma(d) * d
+        total = abs(float(out.sum()))
+        squared_error = abs(float(out.pow(2).sum()) - d)
+        evidence.margin(min((sum_tol - total) / sum_tol, (norm_tol - squared_error) / norm_tol))
+        assert total <= sum_tol, f"1^T LN(x) = {total:.3g}"
+        assert squared_error <= norm_tol, f"|LN(x)|^2 - d = {squared_error:.3g}"
+    return run
+
+
+test_layer_norm_is_scaled_projection = check(LN_DECOMPOSITION, "property")(
+    decomposition_check())
+
+
+def two_dimensions_check(norm=layer_norm):
+    @given(x=layer_norm_inputs(min_d=2, max_d=2))
+    @example(x=torch.tensor([5.0, 5.0 - 1e-4], dtype=torch.float64))
+    def run(x):
+        out = norm(x)
+        expected = torch.sign(x[0] - x[1]) * torch.tensor([1.0, -1.0], dtype=x.dtype)
+        err, tol = float((out - expected).abs().max()), layer_norm_tolerance(x)
+        evidence.margin((tol - err) / tol)
+        assert err <= tol, f"LN({x.tolist()}) = {out.tolist()}, expected {expected.tolist()}"
+    return run
+
+
+test_two_dimensional_layer_norm_is_a_sign = check(LN_TWO_DIMENSIONS, "property")(
+    two_dimensions_check())
+
+
+# --- LN.2 ----------------------------------------------------------------------------------
+
+@st.composite
+def majority_cases(draw):
+    vocab_size = draw(st.integers(2, 6))
+    d = draw(st.integers(vocab_size + 1, 12))
+    n = draw(st.integers(1, 24))
+    tokens = draw(st.lists(st.integers(0, vocab_size - 1), min_size=n, max_size=n))
+    return vocab_size, d, draw(seeds()), torch.tensor([tokens])
+
+
+def uniform_attention_check(build=majority_head):
+    @budget(0.5)
+    @given(case=majority_cases())
+    def run(case):
+        vocab_size, d, seed, tokens = case
+        model = build(vocab_size, d, seed=seed)
+        out, pattern = model(tokens, return_pattern=True)
+        att = model.attention
+        n = tokens.shape[-1]
+        keys = model.keys(tokens)
+        # Scores are d-term dot products whose exact value is (c.x_i)(1.k_j) = 0 up to the
+        # LayerNorm rounding in 1.k_j; bound them by gamma on the absolute-value evaluation,
+        # plus |c.x_i| times the LayerNorm sum bound.
+        q, k = keys @ att.W_Q[0], keys @ att.W_K[0]
+        score_tol = float((gamma(3 * d) * q.abs() @ k.abs().transpose(-1, -2)).max()
+                          + (keys @ att.W_Q[0, :, 0]).abs().max() * d
+                          * max(layer_norm_tolerance(e) for e in model.embeddings))
+        # |softmax(s) - 1/n| <= (exp(2 max|s|) - 1)/n for scores within [-max|s|, max|s|]
+        pattern_tol = math.expm1(2 * score_tol) / n + gamma(n)
+        pattern_err = float((pattern - 1.0 / n).abs().max())
+        evidence.margin((pattern_tol - pattern_err) / pattern_tol)
+        assert pattern_err <= pattern_tol, f"attention deviates from 1/n by {pattern_err:.3g}"
+        values = keys @ att.W_V[0] @ att.W_O[0]
+        mean_tol = float(pattern_tol * n * values.abs().max() + gamma(n) * values.abs().max())
+        mean_err = float((out[0] - values[0].mean(0)).abs().max())
+        assert mean_err <= mean_tol, f"output is not the mean of the values ({mean_err:.3g})"
+        counts = torch.bincount(tokens[0], minlength=vocab_size).to(out.dtype) / n
+        top = counts.topk(min(2, vocab_size)).values
+        solve_err = float((values - torch.nn.functional.one_hot(
+            tokens, vocab_size).to(values.dtype)).abs().max())
+        if top[0] > top[-1]:  # a unique majority token exists
+            gap = float(top[0] - top[-1])
+            evidence.metric("majority frequency gap", gap, worse="lower")
+            assert torch.equal(out[0].argmax(-1), counts.argmax().expand(n)), "wrong majority"
+            assert gap > 2 * (mean_err + solve_err), "majority not separated from rounding"
+    return run
+
+
+test_uniform_attention_computes_majority = check(LN_UNIFORM_ATTENTION, "property")(
+    uniform_attention_check())
+
+
+# --- LN.3 ----------------------------------------------------------------------------------
+
+# HiGHS's default primal and dual feasibility tolerance is 1e-7, so an LP optimum t* is only
+# known to about that accuracy; a key counts as selectable when t* exceeds 10x that.
+LP_TOLERANCE = 1e-6
+MIDPOINT_KEYS = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.5, 0.5, 0.0]],
+                             dtype=torch.float64)
+
+
+@st.composite
+def key_sets(draw, min_d: int = 2, max_d: int = 6):
+    """Gaussian keys; often one is a convex combination of two others (inside their hull)."""
+    d = draw(st.integers(min_d, max_d))
+    m = draw(st.integers(2, 8))
+    keys = draw(gaussian_matrices(m, d, scale=draw(st.sampled_from([0.1, 1.0, 10.0]))))
+    if m >= 3 and draw(st.booleans()):
+        weight = draw(st.floats(0.1, 0.9))
+        keys[-1] = weight * keys[0] + (1 - weight) * keys[1]
+    return keys
+
+
+def min_pairwise_distance(keys: torch.Tensor) -> float:
+    distances = torch.cdist(keys, keys).fill_diagonal_(math.inf)
+    return float(distances.min())
+
+
+def selectable_after_norm_check(norm=layer_norm):
+    @budget(0.5)
+    @given(raw=key_sets(min_d=3))
+    @example(raw=MIDPOINT_KEYS)
+    def run(raw):
+        assume(float(raw.std(dim=-1, unbiased=False).min()) > 1e-3)
+        keys = norm(raw)
+        assume(min_pairwise_distance(keys) > 1e-2)  # the claim is about distinct keys
+        for i in range(len(keys)):
+            t_star = selectability_margin(keys, i)
+            # q = k_i / |k_i|_inf is feasible, so t* >= min_j k_i.(k_i - k_j) / |k_i|_inf
+            certificate = float(((keys[i] - keys) @ keys[i]).sort().values[1]
+                                / keys[i].abs().max())
+            evidence.margin(t_star - LP_TOLERANCE)
+            evidence.ratio(certificate / t_star if t_star > 0 else math.inf)
+            assert t_star > LP_TOLERANCE, f"key {i} is not selectable (t* = {t_star:.3g})"
+    return run
+
+
+test_normalised_keys_are_selectable = check(LN_SELECTABLE, "numeric")(
+    selectable_after_norm_check())
+
+
+def unnormalised_selectable_check():
+    """The claim as stated: every distinct raw key is selectable."""
+    @budget(0.3)
+    @given(keys=key_sets())
+    @example(keys=MIDPOINT_KEYS)
+    def run(keys):
+        assume(min_pairwise_distance(keys) > 1e-2)
+        for i in range(len(keys)):
+            assert selectability_margin(keys, i) > LP_TOLERANCE, f"key {i} is unselectable"
+    return run
+
+
+@check(LN_UNNORMALISED_SELECTABLE, "refutation")
+def test_a_midpoint_key_is_unselectable():
+    report = expect_failure(unnormalised_selectable_check())
+    evidence.counterexample(report)
+    t_star = selectability_margin(MIDPOINT_KEYS, 2)
+    evidence.metric("t* of the midpoint key", t_star)
+    assert abs(t_star) <= LP_TOLERANCE  # q.(k3 - k1) and q.(k3 - k2) average to 0

@@ -1,0 +1,51 @@
+"""Hypothesis profiles, and the example budget a check asks for.
+
+* ``dev``: few examples, for quick local runs (the default outside CI).
+* ``ci``: derandomized, no deadline, no example database, fixed example counts: two runs give
+  the same evidence. Loaded automatically when the ``CI`` environment variable is set, and by
+  ``python -m theorems verify``.
+* ``thorough``: thousands of examples, for a nightly or pre-release run.
+
+A check whose examples are expensive asks for a *fraction* of the profile's budget with
+:func:`budget`, so ``thorough`` still scales it up and ``dev`` down.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, Phase, settings
+
+BASE_EXAMPLES = {"dev": 30, "ci": 100, "thorough": 2000}
+
+# Data generation in these checks builds tensors, and the first example pays torch's warm-up,
+# so the "too slow" and "large base example" health checks are noise here, not signal.
+_QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
+
+settings.register_profile("dev", max_examples=BASE_EXAMPLES["dev"], deadline=None,
+                          suppress_health_check=_QUIET)
+settings.register_profile("ci", max_examples=BASE_EXAMPLES["ci"], deadline=None,
+                          derandomize=True, database=None, print_blob=False,
+                          suppress_health_check=_QUIET)
+settings.register_profile("thorough", max_examples=BASE_EXAMPLES["thorough"], deadline=None,
+                          suppress_health_check=_QUIET)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def current_profile() -> str:
+    return settings.get_current_profile_name()
+
+
+def budget(fraction: float, *, minimum: int = 5, **overrides) -> settings:
+    """Settings with ``fraction`` of the current profile's ``max_examples`` (at least ``minimum``).
+
+    Use it as a decorator under ``@given``-level settings; other keyword arguments are passed
+    through to :class:`hypothesis.settings`.
+    """
+    examples = max(minimum, round(settings.default.max_examples * fraction))
+    return settings(max_examples=examples, **overrides)
+
+
+def without_shrinking(**overrides) -> settings:
+    """Settings that stop at the first failure: for mutants, where only *that* it fails matters."""
+    return settings(phases=[Phase.explicit, Phase.reuse, Phase.generate], **overrides)

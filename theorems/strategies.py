@@ -1,0 +1,69 @@
+"""Hypothesis strategies shared across areas: small, composable, and torch-valued.
+
+Every strategy returns float64 torch tensors (convert at the call site for other dtypes).
+Area-specific strategies live beside their claims in the area module.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+
+def finite_floats(bound: float = 10.0, *, min_magnitude: float = 0.0) -> st.SearchStrategy:
+    """Finite floats in ``[-bound, bound]``; magnitudes below ``min_magnitude`` are excluded."""
+    values = st.floats(-bound, bound, allow_nan=False, allow_infinity=False, allow_subnormal=False)
+    if min_magnitude > 0:
+        values = values.filter(lambda v: abs(v) >= min_magnitude)
+    return values
+
+
+def tensors(shape: tuple[int, ...], bound: float = 10.0) -> st.SearchStrategy[torch.Tensor]:
+    """float64 tensors of a fixed shape with entries in ``[-bound, bound]``."""
+    elements = st.floats(-bound, bound, allow_nan=False, allow_infinity=False,
+                         allow_subnormal=False, width=64)
+    return hnp.arrays(np.float64, shape, elements=elements).map(torch.from_numpy)
+
+
+def seeds() -> st.SearchStrategy[int]:
+    """Seeds for ``torch.Generator``: for checks that evaluate a whole random batch per example."""
+    return st.integers(0, 2**31 - 1)
+
+
+@st.composite
+def gaussian_matrices(draw, rows: int, cols: int, scale: float = 1.0) -> torch.Tensor:
+    """A seeded Gaussian ``(rows, cols)`` matrix: cheap to draw, and shrinks by its seed."""
+    generator = torch.Generator().manual_seed(draw(seeds()))
+    return scale * torch.randn(rows, cols, generator=generator, dtype=torch.float64)
+
+
+@st.composite
+def orthogonal_matrices(draw, d: int) -> torch.Tensor:
+    """A random orthogonal ``(d, d)`` matrix (QR of a Gaussian, signs fixed)."""
+    q, r = torch.linalg.qr(draw(gaussian_matrices(d, d)))
+    return q * torch.sign(torch.diagonal(r))
+
+
+@st.composite
+def spd_matrices(draw, d: int, max_condition: float = 1e3) -> torch.Tensor:
+    """A symmetric positive-definite matrix with condition number at most ``max_condition``.
+
+    Eigenvalues are log-uniform in ``[1, max_condition]``, and the extremes are drawn
+    explicitly so that the worst conditioning is actually exercised.
+    """
+    log_max = float(np.log(max_condition))
+    logs = draw(st.lists(st.floats(0.0, log_max), min_size=d, max_size=d))
+    if d >= 2 and draw(st.booleans()):
+        logs[0], logs[-1] = 0.0, log_max
+    eigenvalues = torch.tensor(np.exp(logs), dtype=torch.float64)
+    Q = draw(orthogonal_matrices(d))
+    return (Q * eigenvalues) @ Q.T
+
+
+@st.composite
+def unit_vectors(draw, d: int) -> torch.Tensor:
+    """A uniformly random unit vector in ``R^d``."""
+    v = draw(gaussian_matrices(1, d))[0]
+    return v / v.norm()

@@ -65,6 +65,7 @@ aggregates them. Only the ``started``/``finished``/``duration`` fields are times
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -85,6 +86,10 @@ from theorems.claims import STATUSES, TIERS, Claim, derive_status
 SCHEMA_VERSION = 1
 DEFAULT_PATH = Path("build") / "evidence.json"
 _PROPERTY_KEY = "theorems-evidence"
+_CLAIMS_KEY = "theorems-claims"
+# How Hypothesis' failure notes begin ("Falsifying example", "Failing test case",
+# "Failing explicit example", depending on its version and the phase).
+FAILURE_NOTE_PREFIXES = ("Falsifying", "Failing")
 
 
 # --- the recorder ------------------------------------------------------------------------
@@ -265,6 +270,7 @@ def check(claim: Claim | str, tier: str) -> Callable:
         if hypothesis_handle is not None:
             inner = hypothesis_handle.inner_test
 
+            @functools.wraps(inner)
             def counted(*args, **kwargs):
                 recorder = evidence if evidence.active else _NULL
                 recorder.start_example()
@@ -329,7 +335,7 @@ def failure_text(error: BaseException) -> str:
     while stack:
         err = stack.pop()
         notes.extend(n for n in getattr(err, "__notes__", ())
-                     if n.startswith(("Falsifying", "Failing explicit")))
+                     if n.startswith(FAILURE_NOTE_PREFIXES))
         if isinstance(err, BaseExceptionGroup):
             stack.extend(err.exceptions)
     if notes:
@@ -454,6 +460,15 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["THEOREMS_HYPOTHESIS_SEED"] = str(seed)
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On an xdist worker, send the ids of the claims its collection registered."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        from theorems.claims import current_registry
+
+        workeroutput[_CLAIMS_KEY] = sorted(current_registry().claims)
+
+
 def _claim_mark(item: pytest.Item):
     return item.get_closest_marker("claim")
 
@@ -507,7 +522,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         error = call.excinfo.value
         if report.outcome == "failed":
             notes = failure_text(error)
-            record["falsifying_example"] = (notes if notes.startswith(("Falsifying", "Failing"))
+            record["falsifying_example"] = (notes if notes.startswith(FAILURE_NOTE_PREFIXES)
                                              else None)
         message = str(getattr(error, "msg", None) or error).strip()
         record["message"] = "\n".join(message.splitlines()[:6]) or type(error).__name__
@@ -521,6 +536,7 @@ class EvidenceCollector:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.checks: dict[str, list[dict]] = {}
+        self.claim_ids: set[str] = set()  # claims registered where tests were collected
         self.written: Path | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -529,16 +545,21 @@ class EvidenceCollector:
                 record = json.loads(payload)
                 self.checks.setdefault(record.pop("claim"), []).append(record)
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        """pytest-xdist: a worker finished; take the claim ids its collection registered."""
+        self.claim_ids.update(getattr(node, "workeroutput", {}).get(_CLAIMS_KEY, []))
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.config.getoption("--no-evidence") or not self.checks:
             return  # no claim was checked: keep the last evidence file as it is
-        from theorems.claims import load_all
+        from theorems.claims import current_registry, load_all
 
-        registry = load_all()
+        claim_ids = self.claim_ids | set(load_all().claims) | set(current_registry().claims)
         workers = int(getattr(self.config.option, "numprocesses", 0) or 0)
         data = {"schema": SCHEMA_VERSION,
                 "run": run_metadata(self.config._theorems_started, workers),
-                "claims": claim_records(self.checks, [c.id for c in registry])}
+                "claims": claim_records(self.checks, sorted(claim_ids))}
         out = self.config._theorems_out
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(_jsonable(data), indent=1) + "\n")

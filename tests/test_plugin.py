@@ -1,0 +1,187 @@
+"""The evidence plugin, end to end: a throwaway test module is run by pytest in a subprocess
+(serially and under xdist) and the evidence file it writes is inspected."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from theorems.evidence import load
+
+pytest_plugins = ["pytester"]
+
+DEMO = '''
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from hypothesis import example, given, strategies as st
+
+from theorems.claims import Claim, Source
+from theorems.evidence import check, evidence, expect_failure
+
+SOURCE = Source(arxiv="2408.14332", where="Theorem 1", tag="V")
+GOOD = Claim(id="demo.good", title="t", statement="s", source=SOURCE, kind="identity")
+BAD = Claim(id="demo.bad", title="t", statement="s", source=SOURCE, kind="bound")
+REFUTED = Claim(id="demo.refuted", title="t", statement="s", source=SOURCE, kind="identity",
+                correction="x != 3 except at 3")
+SYMBOLIC = Claim(id="demo.symbolic-only", title="t", statement="s", source=SOURCE,
+                 kind="identity")
+UNCHECKED = Claim(id="demo.unchecked", title="t", statement="s", source=SOURCE, kind="identity")
+
+
+@check(GOOD, "property")
+@given(x=st.integers(0, 10**6))
+@example(x=10**6)
+def test_good(x):
+    evidence.margin(10**6 + 1 - x)
+    evidence.ratio(x / 10**6)
+    evidence.metric("x", x, worse="higher")
+
+
+@check(GOOD, "exhaustive")
+def test_good_exhaustively():
+    evidence.cases(7)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    evidence.figure(fig, "line")
+    evidence.table("squares", ["n", "n^2"], [[n, n * n] for n in range(3)])
+
+
+@check(BAD, "property")
+@given(x=st.integers(0, 100))
+def test_bad(x):
+    evidence.margin(50 - x)
+    assert x < 50
+
+
+def claim_as_stated():
+    @given(x=st.integers(0, 5))
+    @example(x=3)
+    def run(x):
+        assert x != 3
+    return run
+
+
+@check(REFUTED, "refutation")
+def test_refutation():
+    evidence.counterexample(expect_failure(claim_as_stated()))
+
+
+@check(SYMBOLIC, "symbolic")
+def test_symbolic():
+    evidence.cases(1)
+'''
+
+
+def run_pytest(directory: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                           "--hypothesis-profile=ci", f"--evidence-out={out}", *args],
+                          cwd=directory, capture_output=True, text=True, timeout=300,
+                          check=False)
+
+
+@pytest.fixture(scope="module")
+def demo_directory(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("demo")
+
+
+@pytest.fixture(scope="module")
+def demo_runs(demo_directory) -> dict[str, tuple[subprocess.CompletedProcess, dict]]:
+    """The demo module run three times: serially twice, and once under xdist if available."""
+    directory = demo_directory
+    (directory / "test_demo.py").write_text(DEMO)
+    runs = {"serial": (), "again": ()}
+    if importlib.util.find_spec("xdist") is not None:
+        runs["xdist"] = ("-n", "2")
+    results = {}
+    for name, args in runs.items():
+        out = directory / name / "evidence.json"
+        results[name] = (run_pytest(directory, out, *args), load(out))
+    return results
+
+
+def without_times(data: dict) -> dict:
+    data = json.loads(json.dumps(data))
+    for key in ("started", "finished", "workers"):
+        data["run"].pop(key)
+    for record in data["claims"].values():
+        record["summary"].pop("duration")
+        for check in record["checks"]:
+            check.pop("duration")
+    return data
+
+
+def test_evidence_file_records_each_check(demo_runs, demo_directory):
+    process, data = demo_runs["serial"]
+    assert "4 passed" in process.stdout and "1 failed" in process.stdout, process.stdout
+    claims = data["claims"]
+    assert {cid: claims[cid]["status"] for cid in claims if cid.startswith("demo.")} == {
+        "demo.good": "verified", "demo.bad": "failing", "demo.refuted": "refuted",
+        "demo.symbolic-only": "unchecked", "demo.unchecked": "unchecked"}
+
+    good = {c["tier"]: c for c in claims["demo.good"]["checks"]}
+    assert good["property"]["examples"] == 101  # the ci profile's 100, plus the @example
+    assert good["property"]["margin"]["worst"] == 1  # the @example x = 10**6
+    assert good["property"]["ratio"]["worst"] == 1.0
+    assert good["property"]["metrics"]["x"]["worst"] == 10**6
+    assert good["exhaustive"]["examples"] == 7
+    assert good["exhaustive"]["tables"]["squares"]["rows"] == [[0, 0], [1, 1], [2, 4]]
+    figure = demo_directory / "serial" / good["exhaustive"]["figures"][0]
+    assert figure.read_bytes().startswith(b"\x89PNG")
+    assert claims["demo.good"]["summary"]["tiers"] == ["property", "exhaustive"]
+
+    (bad,) = claims["demo.bad"]["checks"]
+    assert bad["outcome"] == "failed"
+    assert "test_bad(" in bad["falsifying_example"]
+    assert "x=50" in bad["falsifying_example"]  # Hypothesis shrinks to the boundary
+    assert bad["margin"]["worst"] < 0
+
+    (refutation,) = claims["demo.refuted"]["checks"]
+    assert "x=3" in refutation["counterexample"]
+    assert data["run"]["hypothesis_profile"] == "ci"
+
+
+def test_xdist_run_gives_the_same_evidence(demo_runs):
+    if "xdist" not in demo_runs:
+        pytest.skip("pytest-xdist is not installed")
+    process, parallel = demo_runs["xdist"]
+    assert "4 passed" in process.stdout and "1 failed" in process.stdout, process.stdout
+    assert parallel["run"]["workers"] == 2
+    assert without_times(parallel) == without_times(demo_runs["serial"][1])
+
+
+def test_two_ci_runs_give_the_same_evidence(demo_runs):
+    assert without_times(demo_runs["again"][1]) == without_times(demo_runs["serial"][1])
+
+
+def test_a_check_naming_an_unknown_claim_is_a_usage_error(pytester: pytest.Pytester):
+    pytester.makepyfile(test_typo='''
+from theorems.evidence import check
+
+@check("demo.no-such-claim", "property")
+def test_typo():
+    pass
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--no-evidence")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*a check names unknown claim 'demo.no-such-claim'*"])
+
+
+def test_runs_without_claim_checks_leave_the_evidence_file_alone(pytester: pytest.Pytester):
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    out = pytester.path / "evidence.json"
+    out.write_text("previous")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--evidence-out={out}")
+    assert out.read_text() == "previous"
+
+
+def test_unknown_tier_is_rejected():
+    from theorems.evidence import check
+
+    with pytest.raises(ValueError, match="tier"):
+        check("demo.good", "anecdotal")

@@ -1,0 +1,185 @@
+"""The registry's integrity, and the consistency checks between claims and their checks."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+from theorems.claims import (
+    Claim,
+    Source,
+    area_modules,
+    derive_status,
+    inconsistencies,
+    isolated_registry,
+    load_all,
+)
+from theorems.evidence import declared_checks
+
+TESTS = Path(__file__).parent
+SOURCE = {"arxiv": "2408.14332", "where": "Theorem 1", "tag": "V"}
+
+
+def make(claim_id: str, depends_on=()) -> Claim:
+    return Claim(id=claim_id, title="t", statement="s", source=Source(**SOURCE),
+                 kind="identity", depends_on=depends_on)
+
+
+# --- the real registry -------------------------------------------------------------------
+
+def test_registry_is_consistent_with_declared_checks():
+    assert inconsistencies(load_all(), checked=declared_checks()) == []
+
+
+def test_claim_ids_are_prefixed_by_their_area_module():
+    registry = load_all()
+    for name in area_modules():
+        module = importlib.import_module(f"theorems.{name}")
+        area = name.replace("_", "-")
+        for value in vars(module).values():
+            if isinstance(value, Claim):
+                assert value.area == area, f"{value.id} is defined in theorems/{name}.py"
+    assert {c.area for c in registry} == {m.replace("_", "-") for m in area_modules()}
+
+
+def test_every_claim_names_an_importable_construction():
+    for claim in load_all():
+        if claim.construction is not None:
+            assert claim.resolve_construction() is not None, claim.id
+
+
+def test_refuted_claims_state_their_correction():
+    """A claim checked by a refutation must say what is true instead."""
+    declared = declared_checks()
+    for claim in load_all():
+        if "refutation" in declared.get(claim.id, []):
+            assert claim.correction, f"{claim.id} has a refutation check but no correction"
+
+
+def _mutant_claims() -> set[str]:
+    """Claim ids named by @pytest.mark.mutant(...) in tests/test_*.py, read without importing."""
+    named: set[str] = set()
+    for path in TESTS.glob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "mutant"
+                    and isinstance(node.func.value, ast.Attribute)
+                    and node.func.value.attr == "mark"):
+                named.update(arg.value for arg in node.args if isinstance(arg, ast.Constant))
+    return named
+
+
+def test_every_claim_has_a_mutant():
+    missing = sorted(c.id for c in load_all() if c.id not in _mutant_claims())
+    assert missing == [], f"claims without a mutant test in tests/: {missing}"
+
+
+def test_mutants_name_known_claims():
+    unknown = sorted(_mutant_claims() - set(load_all().claims))
+    assert unknown == [], f"mutant tests name unknown claims: {unknown}"
+
+
+# --- validation of claims ----------------------------------------------------------------
+
+@pytest.mark.parametrize("field, value, match", [
+    ("id", "NoArea", "area.slug"),
+    ("id", "area.Bad_Slug", "area.slug"),
+    ("kind", "theorem", "kind"),
+    ("construction", "no_colon_here", "module:attribute"),
+])
+def test_claim_rejects_malformed_fields(field, value, match):
+    arguments = {"id": "area.slug", "title": "t", "statement": "s",
+                 "source": Source(**SOURCE), "kind": "identity", field: value}
+    with isolated_registry(), pytest.raises(ValueError, match=match):
+        Claim(**arguments)
+
+
+@pytest.mark.parametrize("field, value", [("arxiv", "arXiv:2408"), ("tag", "X"), ("where", " ")])
+def test_source_rejects_malformed_fields(field, value):
+    with pytest.raises(ValueError, match=field):
+        Source(**(SOURCE | {field: value}))
+
+
+def test_duplicate_ids_are_rejected():
+    with isolated_registry():
+        make("area.one")
+        with pytest.raises(ValueError, match="duplicate"):
+            make("area.one")
+
+
+# --- consistency checks on synthetic registries ------------------------------------------
+
+def test_unknown_claim_in_a_check_is_reported():
+    with isolated_registry() as registry:
+        make("area.known")
+        problems = inconsistencies(registry, checked={"area.known": ["property"],
+                                                      "area.typo": ["property"]})
+    assert problems == ["a check names unknown claim 'area.typo'"]
+
+
+def test_claim_without_a_check_is_reported():
+    with isolated_registry() as registry:
+        make("area.lonely")
+        make("area.symbolic-only")
+        problems = inconsistencies(registry, checked={"area.symbolic-only": ["symbolic"]})
+    assert problems == ["claim 'area.lonely' has no check",
+                        "claim 'area.symbolic-only' has only symbolic checks"]
+
+
+def test_dependency_cycle_is_reported():
+    with isolated_registry() as registry:
+        make("area.a", depends_on=("area.b",))
+        make("area.b", depends_on=("area.c",))
+        make("area.c", depends_on=("area.a",))
+        make("area.d", depends_on=("area.a",))
+        problems = inconsistencies(registry)
+    assert problems == ["dependency cycle: area.a -> area.b -> area.c -> area.a"]
+
+
+def test_unknown_dependency_is_reported():
+    with isolated_registry() as registry:
+        make("area.a", depends_on=("area.ghost",))
+        assert inconsistencies(registry) == ["claim 'area.a' depends on unknown claim 'area.ghost'"]
+
+
+def test_verified_claim_depending_on_failing_claim_is_reported():
+    with isolated_registry() as registry:
+        make("area.base")
+        make("area.top", depends_on=("area.base",))
+        evidence = {"claims": {"area.base": {"status": "failing"},
+                               "area.top": {"status": "verified"}}}
+        assert inconsistencies(registry, evidence) == [
+            "verified claim 'area.top' depends on failing 'area.base'"]
+        evidence["claims"]["area.base"]["status"] = "verified"
+        assert inconsistencies(registry, evidence) == []
+
+
+def test_reverse_dependencies():
+    with isolated_registry() as registry:
+        make("area.base")
+        make("area.top", depends_on=("area.base",))
+        assert registry.dependents("area.base") == ["area.top"]
+
+
+# --- status derivation -------------------------------------------------------------------
+
+def checks(*pairs):
+    return [{"tier": tier, "outcome": outcome} for tier, outcome in pairs]
+
+
+@pytest.mark.parametrize("records, status", [
+    (checks(), "unchecked"),
+    (checks(("property", "skipped")), "unchecked"),
+    (checks(("symbolic", "passed")), "unchecked"),
+    (checks(("symbolic", "passed"), ("property", "passed")), "verified"),
+    (checks(("property", "passed"), ("numeric", "failed")), "failing"),
+    (checks(("refutation", "passed")), "refuted"),
+    (checks(("refutation", "failed")), "failing"),
+    (checks(("refutation", "passed"), ("property", "failed")), "failing"),
+    (checks(("property", "passed"), ("empirical", "skipped")), "verified"),
+])
+def test_status_is_derived_from_outcomes(records, status):
+    assert derive_status(records) == status

@@ -107,8 +107,9 @@ def failure_set_exhaustive_check(algorithm=algorithm_digits):
 
 @check(AD_FAILURE_SET, "exhaustive")
 def test_failure_set_over_every_column_sum_class():
+    check_digits = failure_set_exhaustive_check()
     for n_digits in range(1, 6):
-        failure_set_exhaustive_check()(n_digits)
+        check_digits(n_digits)
 
 
 @check(AD_FAILURE_SET, "exhaustive")
@@ -163,8 +164,9 @@ def probability_exhaustive_check(probability=failure_probability):
 
 @check(AD_FAILURE_PROBABILITY, "exhaustive")
 def test_failure_probability_by_enumeration():
+    check_digits = probability_exhaustive_check()
     for n_digits in range(1, 6):
-        probability_exhaustive_check()(n_digits)
+        check_digits(n_digits)
 
 
 @check(AD_FAILURE_PROBABILITY, "symbolic")
@@ -180,26 +182,31 @@ def test_failure_probability_matches_linear_formula_up_to_five_digits():
         evidence.cases(1)
 
 
-@check(AD_LINEAR_PROBABILITY, "refutation")
-def test_linear_failure_probability_breaks_at_six_digits():
-    import sympy as sp
+def linear_probability_refutation(probability=failure_probability):
+    def run():
+        import sympy as sp
 
-    def linear_claim(n_digits: int) -> None:
-        claimed = Fraction(45, 10_000) * (n_digits - 2)
-        assert failure_probability(n_digits) == claimed, (
-            f"n_d={n_digits}: exact {failure_probability(n_digits)} != claimed {claimed}")
+        def linear_claim(n_digits: int) -> None:
+            claimed = Fraction(45, 10_000) * (n_digits - 2)
+            assert probability(n_digits) == claimed, (
+                f"n_d={n_digits}: exact {probability(n_digits)} != claimed {claimed}")
 
-    for n_digits in range(2, 6):
-        linear_claim(n_digits)  # the claim holds here, so the refutation is not vacuous
-    report = expect_failure(linear_claim, 6)
-    # Inclusion-exclusion by hand, in SymPy: the two co-occurring cascades at 6 digits.
-    carry, nine = sp.Rational(45, 100), sp.Rational(10, 100)
-    by_hand = 4 * carry * nine**2 - carry**2 * nine**4
-    exact = failure_probability(6)
-    assert sp.Rational(exact.numerator, exact.denominator) == by_hand
-    evidence.counterexample(f"n_d = 6: {report}")
-    evidence.metric("P(6) exact", float(exact))
-    evidence.metric("P(6) claimed", 0.018)
-    evidence.table("exact failure probability", ["digits", "exact", "(n_d - 2) * 0.0045"],
-                   [[n, str(failure_probability(n)), f"{(n - 2) * 0.0045:.6g}"]
-                    for n in range(2, 11)])
+        for n_digits in range(2, 6):
+            linear_claim(n_digits)  # the claim holds here, so the refutation is not vacuous
+        report = expect_failure(linear_claim, 6)
+        # Inclusion-exclusion by hand, in SymPy: the two co-occurring cascades at 6 digits.
+        carry, nine = sp.Rational(45, 100), sp.Rational(10, 100)
+        by_hand = 4 * carry * nine**2 - carry**2 * nine**4
+        exact = probability(6)
+        assert sp.Rational(exact.numerator, exact.denominator) == by_hand
+        evidence.counterexample(f"n_d = 6: {report}")
+        evidence.metric("P(6) exact", float(exact))
+        evidence.metric("P(6) claimed", 0.018)
+        evidence.table("exact failure probability", ["digits", "exact", "(n_d - 2) * 0.0045"],
+                       [[n, str(probability(n)), f"{(n - 2) * 0.0045:.6g}"]
+                        for n in range(2, 11)])
+    return run
+
+
+test_linear_failure_probability_breaks_at_six_digits = check(
+    AD_LINEAR_PROBABILITY, "refutation")(linear_probability_refutation())

@@ -1,0 +1,107 @@
+"""python -m theorems, exercised through subprocesses as a user would run it."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from theorems import cli
+from theorems.claims import load_all
+from theorems.evidence import summarize
+
+
+def theorems(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "theorems", *args], capture_output=True,
+                          text=True, timeout=600, cwd=cwd, check=False)
+
+
+def test_list_json_names_every_registered_claim():
+    result = theorems("list", "--json")
+    assert result.returncode == 0, result.stderr
+    listed = json.loads(result.stdout)["claims"]
+    assert [c["id"] for c in listed] == [c.id for c in load_all()]
+    for claim in listed:
+        assert claim["sources"] and {"arxiv", "where", "tag"} <= set(claim["sources"][0])
+
+
+def test_list_is_human_readable():
+    result = theorems("list")
+    assert result.returncode == 0
+    assert "layernorm.projection-decomposition" in result.stdout
+    assert "arXiv:2305.02582" in result.stdout
+
+
+def test_show_prints_statement_and_source(tmp_path):
+    result = theorems("show", "addition.failure-set", "--evidence", str(tmp_path / "none.json"))
+    assert result.returncode == 0
+    assert "Statement:" in result.stdout and "arXiv:2310.13121" in result.stdout
+    assert "No evidence yet" in result.stdout
+
+
+def test_show_unknown_claim_suggests_close_ids():
+    result = theorems("show", "failure-set")
+    assert result.returncode == 2
+    assert "addition.failure-set" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def verified(tmp_path_factory):
+    """One verify run on a cheap subset, with a refuted claim in it."""
+    out = tmp_path_factory.mktemp("verify") / "evidence.json"
+    result = theorems("verify", "-k", "bilinear or linear_failure", "--jobs", "0",
+                      "--out", str(out))
+    return result, out
+
+
+def test_verify_writes_evidence_and_prints_one_row_per_claim(verified):
+    result, out = verified
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(out.read_text())
+    assert data["run"]["hypothesis_profile"] == "ci"
+    assert data["claims"]["bilinear.tensor-identity"]["status"] == "verified"
+    assert data["claims"]["addition.failure-probability-linear"]["status"] == "refuted"
+    assert re.search(r"✔ verified\s+bilinear\.tensor-identity\s+property\s+\d+", result.stdout)
+    assert re.search(r"✘ refuted\s+addition\.failure-probability-linear\s+refutation",
+                     result.stdout)
+
+
+def test_show_reads_the_last_evidence(verified):
+    _, out = verified
+    result = theorems("show", "addition.failure-probability-linear", "--evidence", str(out))
+    assert "Status: refuted" in result.stdout
+    assert "counterexample: n_d = 6" in result.stdout
+
+
+def fake_pytest_run(statuses: dict[str, str]):
+    """Stands in for the pytest subprocess: writes an evidence file with these statuses."""
+    def run(command, check=False):
+        out = Path(command[command.index("--evidence-out") + 1])
+        claims = {}
+        for claim_id, status in statuses.items():
+            outcome = "failed" if status == "failing" else "passed"
+            tier = "refutation" if status == "refuted" else "property"
+            check_record = {"nodeid": claim_id, "name": claim_id, "tier": tier,
+                            "outcome": outcome, "examples": 1, "margin": None, "ratio": None,
+                            "duration": 0.0}
+            claims[claim_id] = {"status": status, "summary": summarize([check_record]),
+                                "checks": [check_record]}
+        out.write_text(json.dumps({"schema": 1, "run": {}, "claims": claims}))
+        return subprocess.CompletedProcess(command, 1 if "failing" in statuses.values() else 0)
+    return run
+
+
+@pytest.mark.parametrize("status, code", [("verified", 0), ("refuted", 0), ("failing", 1)])
+def test_verify_exit_code_follows_the_statuses(monkeypatch, tmp_path, capsys, status, code):
+    monkeypatch.setattr(cli.subprocess, "run", fake_pytest_run({"bilinear.tensor-identity":
+                                                                status}))
+    assert cli.main(["verify", "-k", "bilinear", "--out", str(tmp_path / "e.json")]) == code
+    assert status in capsys.readouterr().out
+
+
+def test_verify_without_evidence_is_an_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(cli.subprocess, "run",
+                        lambda command, check=False: subprocess.CompletedProcess(command, 5))
+    assert cli.main(["verify", "-k", "nothing", "--out", str(tmp_path / "e.json")]) == 5

@@ -1,0 +1,82 @@
+"""Mutants and bad input for the LayerNorm-geometry claims (theorems/layernorm.py)."""
+
+from functools import partial
+
+import pytest
+import torch
+
+from constructions.layernorm_geometry import layer_norm, majority_head, selectability_margin
+from theorems.evidence import expect_failure
+from theorems.layernorm import (
+    decomposition_check,
+    midpoint_refutation,
+    selectable_after_norm_check,
+    two_dimensions_check,
+    uniform_attention_check,
+)
+
+
+def unbiased_layer_norm(x):
+    """The classic bug: the sample (n - 1) standard deviation, so |LN(x)|^2 = d - 1."""
+    centred = x - x.mean(-1, keepdim=True)
+    return centred / centred.std(-1, keepdim=True)
+
+
+def rms_norm(x):
+    """No centring: RMSNorm is not a projection onto 1-perp."""
+    return x / x.pow(2).mean(-1, keepdim=True).sqrt()
+
+
+def centring_only(x):
+    """Projection without the scaling: keys keep unequal norms."""
+    return x - x.mean(-1, keepdim=True)
+
+
+@pytest.mark.mutant("layernorm.projection-decomposition")
+@pytest.mark.parametrize("norm", [unbiased_layer_norm, rms_norm])
+def test_wrong_normalisations_break_the_decomposition(norm):
+    expect_failure(decomposition_check(norm))
+
+
+@pytest.mark.mutant("layernorm.two-dimensions")
+def test_rms_norm_is_not_a_sign_in_two_dimensions():
+    expect_failure(two_dimensions_check(rms_norm))
+
+
+@pytest.mark.mutant("layernorm.uniform-attention")
+def test_without_layer_norm_attention_is_not_uniform():
+    expect_failure(uniform_attention_check(partial(majority_head, normalize=False)))
+
+
+@pytest.mark.mutant("layernorm.keys-selectable")
+def test_without_scaling_a_midpoint_key_survives():
+    expect_failure(selectable_after_norm_check(centring_only))
+
+
+@pytest.mark.mutant("layernorm.unnormalised-keys-selectable")
+def test_refutation_fails_with_an_oracle_that_selects_everything():
+    expect_failure(midpoint_refutation(margin=lambda keys, index: 1.0))
+
+
+def test_majority_head_example_from_the_readme():
+    out, pattern = majority_head(vocab_size=3, d=8)(torch.tensor([[2, 0, 2, 1, 2, 0]]),
+                                                    return_pattern=True)
+    assert torch.allclose(pattern, torch.full_like(pattern, 1 / 6), atol=1e-12)
+    assert torch.allclose(out[0, 0], torch.tensor([2, 1, 3], dtype=out.dtype) / 6, atol=1e-12)
+
+
+@pytest.mark.parametrize("call, error, name", [
+    (lambda: majority_head(1, 8), ValueError, "vocab_size"),
+    (lambda: majority_head(8, 8), ValueError, "vocab_size"),
+    (lambda: majority_head(3, 2.5), TypeError, "d"),
+    (lambda: majority_head(3, 8, dtype=torch.int64), ValueError, "dtype"),
+    (lambda: majority_head(3, 8)(torch.tensor([[0, 3]])), ValueError, "tokens"),
+    (lambda: majority_head(3, 8)(torch.tensor([[0.0, 1.0]])), TypeError, "tokens"),
+    (lambda: layer_norm(torch.ones(4, 1)), ValueError, "x"),
+    (lambda: layer_norm([1.0, 2.0]), TypeError, "x"),
+    (lambda: selectability_margin(torch.eye(3), 3), ValueError, "index"),
+    (lambda: selectability_margin(torch.ones(3), 0), ValueError, "keys"),
+])
+def test_bad_input_names_the_parameter(call, error, name):
+    with pytest.raises(error, match=rf"^{name}\b"):
+        call()

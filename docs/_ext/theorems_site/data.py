@@ -1,0 +1,320 @@
+"""The site's inputs, joined into one view: claims, their last evidence, published results.
+
+Three inputs, nothing else:
+
+* the claim registry (:func:`theorems.claims.load_all`);
+* the evidence file written by the pytest plugin (schema in :mod:`theorems.evidence`);
+* the published empirics results, ``<results>/<experiment>/<config>.json`` written by
+  :meth:`empirics.experiment.Result.save`, compared with the registered experiments'
+  :meth:`~empirics.experiment.Experiment.fingerprint` to tell a stale result.
+
+Everything a page shows is computed here (statuses, counts, reverse dependencies, stale
+markers) so that the templates only lay it out.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import subprocess
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from docutils.nodes import make_id
+
+from theorems.claims import STATUSES, TIERS, Claim, Registry, inconsistencies
+
+# A published result is compared with the code that would produce it now.
+STALENESS = {
+    "current": "produced by the current code",
+    "stale": "the experiment's code has changed since this result was produced",
+    "orphaned": "no registered experiment has this name any more",
+    "unknown": "the result carries no code fingerprint",
+}
+
+
+def anchor(claim_id: str) -> str:
+    """The HTML id of a claim's section: docutils' id of the label ``claim_id``."""
+    return make_id(claim_id)
+
+
+def area_docname(area: str) -> str:
+    return f"claims/{area}"
+
+
+@dataclass(frozen=True)
+class ResultView:
+    """One published empirics result (one JSON file and its figures)."""
+
+    experiment: str
+    config_name: str
+    seed: int
+    path: Path
+    data: Mapping[str, Any]
+    staleness: str  # a key of STALENESS
+
+    @property
+    def record(self) -> Mapping[str, Any]:
+        return self.data.get("record", {})
+
+    @property
+    def label(self) -> str:
+        return self.config_name if self.seed == 0 else f"{self.config_name}, seed {self.seed}"
+
+    @property
+    def slug(self) -> str:
+        return make_id(f"result-{self.experiment}-{self.path.stem}")
+
+    def figure_files(self) -> dict[str, Path]:
+        """Figure name -> PNG path, for the figures that exist beside the JSON file."""
+        figures = self.data.get("figures") or {}
+        if not isinstance(figures, Mapping):  # an unsaved Result lists names only
+            return {}
+        files = {name: self.path.parent / file for name, file in sorted(figures.items())}
+        return {name: path for name, path in files.items() if path.is_file()}
+
+
+@dataclass(frozen=True)
+class ExperimentView:
+    """A registered (or only published) experiment and its published results."""
+
+    name: str
+    description: str
+    claims: tuple[str, ...]
+    configs: Mapping[str, Mapping[str, Any]]
+    results: tuple[ResultView, ...]
+    registered: bool
+
+    @property
+    def slug(self) -> str:
+        return make_id(f"experiment-{self.name}")
+
+
+@dataclass(frozen=True)
+class ClaimView:
+    """A claim with its last evidence and its links."""
+
+    claim: Claim
+    record: Mapping[str, Any] | None  # this claim's entry in the evidence file, if any
+    dependents: tuple[str, ...]
+    experiments: tuple[str, ...]
+
+    @property
+    def id(self) -> str:
+        return self.claim.id
+
+    @property
+    def anchor(self) -> str:
+        return anchor(self.claim.id)
+
+    @property
+    def status(self) -> str:
+        return self.record["status"] if self.record else "unchecked"
+
+    @property
+    def checks(self) -> list[Mapping[str, Any]]:
+        return list(self.record["checks"]) if self.record else []
+
+    @property
+    def summary(self) -> Mapping[str, Any]:
+        return self.record["summary"] if self.record else {}
+
+    @property
+    def tiers(self) -> list[str]:
+        return list(self.summary.get("tiers", []))
+
+    @property
+    def counterexamples(self) -> list[tuple[str, str]]:
+        """(check name, pinned counterexample) of the passed refutation checks."""
+        return [(c["name"], c["counterexample"]) for c in self.checks
+                if c["tier"] == "refutation" and c["outcome"] == "passed"
+                and c.get("counterexample")]
+
+
+@dataclass
+class SiteData:
+    """Everything the generated pages show."""
+
+    registry: Registry
+    claims: list[ClaimView]
+    evidence_path: Path | None
+    run: Mapping[str, Any] | None
+    experiments: list[ExperimentView]
+    unknown_in_evidence: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    head_sha: str | None = None
+
+    @property
+    def by_id(self) -> dict[str, ClaimView]:
+        return {c.id: c for c in self.claims}
+
+    @property
+    def areas(self) -> list[str]:
+        return sorted({c.claim.area for c in self.claims})
+
+    def claims_in(self, area: str) -> list[ClaimView]:
+        return [c for c in self.claims if c.claim.area == area]
+
+    def status_counts(self, claims: list[ClaimView] | None = None) -> dict[str, int]:
+        counts = Counter(c.status for c in (self.claims if claims is None else claims))
+        return {status: counts.get(status, 0) for status in STATUSES}
+
+    def tier_counts(self) -> list[dict[str, Any]]:
+        """Per tier: claims checked at it, and its checks' outcomes and example counts."""
+        rows = []
+        for tier in TIERS:
+            checks = [(c, k) for c in self.claims for k in c.checks if k["tier"] == tier]
+            outcomes = Counter(k["outcome"] for _, k in checks)
+            rows.append({"tier": tier, "claims": len({c.id for c, _ in checks}),
+                         "checks": len(checks), "passed": outcomes.get("passed", 0),
+                         "failed": outcomes.get("failed", 0),
+                         "skipped": outcomes.get("skipped", 0),
+                         "examples": sum(int(k["examples"]) for _, k in checks)})
+        return rows
+
+    def results(self) -> list[ResultView]:
+        return [r for e in self.experiments for r in e.results]
+
+    @property
+    def evidence_is_behind(self) -> bool:
+        """True when the evidence was produced at another commit, or from a dirty tree."""
+        if not self.run:
+            return False
+        return bool(self.run.get("git_dirty")) or (
+            self.head_sha is not None and self.run.get("git_sha") != self.head_sha)
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+def load_evidence(path: Path | None) -> dict | None:
+    """The evidence file, schema-checked, or ``None`` when there is none."""
+    from theorems import evidence
+
+    if path is None or not Path(path).is_file():
+        return None
+    return evidence.load(path)
+
+
+def staleness(record: Mapping[str, Any], current: Callable[[], str] | None) -> str:
+    """Compare a result's ``code_fingerprint`` with the experiment's current fingerprint.
+
+    ``current`` computes the fingerprint of the registered experiment, or is ``None`` when no
+    experiment of that name is registered.
+    """
+    if current is None:
+        return "orphaned"
+    produced = record.get("code_fingerprint")
+    if not produced:
+        return "unknown"
+    return "current" if produced == current() else "stale"
+
+
+def load_results(results_dir: Path | None,
+                 fingerprints: Mapping[str, Callable[[], str]]) -> list[ResultView]:
+    """Every ``<experiment>/<config>.json`` under ``results_dir``, sorted by path."""
+    if results_dir is None or not Path(results_dir).is_dir():
+        return []
+    views = []
+    for path in sorted(Path(results_dir).glob("*/*.json")):
+        data = json.loads(path.read_text())
+        name = data.get("experiment", path.parent.name)
+        views.append(ResultView(experiment=name, config_name=data.get("config_name", path.stem),
+                                seed=int(data.get("seed", 0)), path=path, data=data,
+                                staleness=staleness(data.get("record", {}),
+                                                    fingerprints.get(name))))
+    return views
+
+
+def load_experiments(results_dir: Path | None) -> list[ExperimentView]:
+    """Registered experiments with their published results, plus orphaned results' names."""
+    from empirics.experiment import load_all as load_experiments_registry
+
+    registered = load_experiments_registry()
+    results = load_results(results_dir, {name: e.fingerprint for name, e in registered.items()})
+    views = []
+    for name in sorted(set(registered) | {r.experiment for r in results}):
+        experiment = registered.get(name)
+        mine = tuple(r for r in results if r.experiment == name)
+        if experiment is None:
+            views.append(ExperimentView(name, "", (), {}, mine, registered=False))
+        else:
+            views.append(ExperimentView(name, experiment.description, tuple(experiment.claims),
+                                        dict(experiment.configs), mine, registered=True))
+    return views
+
+
+def git_head() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True, timeout=10,
+                              cwd=Path(__file__).resolve().parent).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def collect(registry: Registry, evidence: Mapping[str, Any] | None,
+            experiments: list[ExperimentView], evidence_path: Path | None = None,
+            head_sha: str | None = None) -> SiteData:
+    """Join the registry, the evidence and the experiments into a :class:`SiteData`."""
+    records = dict(evidence["claims"]) if evidence else {}
+    covering: dict[str, list[str]] = {}
+    for experiment in experiments:
+        for claim_id in experiment.claims:
+            covering.setdefault(claim_id, []).append(experiment.name)
+    # Areas in alphabetical order; within an area, claims in their order of definition.
+    order = {claim_id: rank for rank, claim_id in enumerate(registry.claims)}
+    claims = [ClaimView(claim=claim, record=records.get(claim.id),
+                        dependents=tuple(registry.dependents(claim.id)),
+                        experiments=tuple(covering.get(claim.id, ())))
+              for claim in sorted(registry, key=lambda c: (c.area, order[c.id]))]
+    return SiteData(registry=registry, claims=claims, evidence_path=evidence_path,
+                    run=evidence["run"] if evidence else None, experiments=experiments,
+                    unknown_in_evidence=sorted(set(records) - set(registry.claims)),
+                    problems=inconsistencies(registry, evidence) if evidence else [],
+                    head_sha=head_sha)
+
+
+# --- what the area pages import -----------------------------------------------------------------
+
+def area_intro(area: str) -> tuple[str, str]:
+    """(title, first paragraph) of the area module's docstring, e.g. ``theorems/layernorm.py``."""
+    try:
+        module = importlib.import_module(f"theorems.{area.replace('-', '_')}")
+    except ImportError:
+        return area, ""
+    doc = inspect.getdoc(module) or ""
+    paragraph = doc.split("\n\n", 1)[0].strip()
+    title = paragraph.split("\n", 1)[0].split(" (", 1)[0].rstrip(". ") or area
+    return title, paragraph
+
+
+@dataclass(frozen=True)
+class ConstructionView:
+    """What autodoc documents for a claim's construction."""
+
+    import_path: str  # "module:attribute", as the claim names it
+    dotted: str       # "module.attribute", as autodoc names it
+    directive: str    # autofunction | autoclass | autodata
+    signature: str
+
+    @classmethod
+    def of(cls, claim: Claim) -> ConstructionView | None:
+        if claim.construction is None:
+            return None
+        obj = claim.resolve_construction()  # raises if it does not import: a real error
+        if inspect.isclass(obj):
+            directive = "autoclass"
+        elif callable(obj):
+            directive = "autofunction"
+        else:
+            directive = "autodata"
+        try:
+            signature = str(inspect.signature(obj))
+        except (TypeError, ValueError):
+            signature = ""
+        return cls(claim.construction, claim.construction.replace(":", "."), directive,
+                   signature)

@@ -1,0 +1,283 @@
+"""MyST Markdown for every page, from :class:`~theorems_site.data.SiteData` and templates.
+
+The page layouts are the Jinja templates in ``templates/``; this module gives them the
+formatting helpers (numbers, code spans, fenced blocks, list-tables) and writes the pages.
+Claim statements, titles and corrections are MyST Markdown with ``$...$`` math, as their
+authors wrote them; every other string (check names, metric names, table cells, falsifying
+examples) is data and is escaped or fenced, so it can never be read as markup.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from theorems.claims import STATUSES, TAGS, TIERS
+
+from .data import (
+    STALENESS,
+    ClaimView,
+    ConstructionView,
+    ResultView,
+    SiteData,
+    area_docname,
+    area_intro,
+)
+from .markup import OUTCOME_MEANING, STATUS_MEANING, TIER_MEANING
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|$~^&:=])")
+
+
+# --- formatting helpers ----------------------------------------------------------------------
+
+def number(value: Any) -> str:
+    """A count with thousands separators, a float to 4 significant digits, '—' for none."""
+    if value is None:
+        return "—"
+    if isinstance(value, str):  # the evidence file writes non-finite floats as strings
+        value = float(value)
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    return f"{value + 0.0:.4g}"  # + 0.0 turns -0.0 into 0.0
+
+
+def seconds(value: Any) -> str:
+    return "—" if value is None else f"{float(value):.2f} s"
+
+
+def text(value: Any) -> str:
+    """Plain text in Markdown: every punctuation mark Markdown could read is escaped."""
+    flat = " ".join(str(value).split())
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", flat)
+
+
+def code(value: Any) -> str:
+    """An inline code span that survives backticks inside the value."""
+    flat = " ".join(str(value).split())
+    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{ticks}{pad}{flat}{pad}{ticks}"
+
+
+def fence(value: Any, language: str = "text") -> str:
+    """A fenced code block that survives backtick fences inside the value."""
+    body = str(value).rstrip("\n")
+    longest = max((len(run) for run in re.findall(r"^`{3,}", body, flags=re.M)), default=2)
+    ticks = "`" * (longest + 1)
+    return f"{ticks}{language}\n{body}\n{ticks}"
+
+
+def fence_for(body: str, name: str, argument: str = "", colons: int = 3) -> str:
+    """A colon-fenced directive around Markdown ``body``."""
+    marks = ":" * colons
+    return f"{marks}{{{name}}} {argument}".rstrip() + f"\n{body.rstrip()}\n{marks}"
+
+
+def list_table(header: Sequence[str] | None, rows: Iterable[Sequence[str]], *,
+               classes: str = "", caption: str = "", widths: str = "auto") -> str:
+    """A MyST ``list-table``; a cell may hold several lines of Markdown (indented for it)."""
+    lines = [f"::::{{list-table}} {caption}".rstrip(),
+             f":header-rows: {0 if header is None else 1}", f":widths: {widths}"]
+    if classes:
+        lines.append(f":class: {classes}")
+    lines.append("")
+    for row in [*([list(header)] if header is not None else []), *map(list, rows)]:
+        for index, cell in enumerate(row):
+            first, *rest = (str(cell) if str(cell).strip() else "\u00a0").split("\n")
+            lines.append(("* - " if index == 0 else "  - ") + first)
+            lines.extend(("    " + line) if line.strip() else "" for line in rest)
+    lines.append("::::")
+    return "\n".join(lines)
+
+
+def ref(claim_id: str, label: str | None = None) -> str:
+    """A cross-reference to a claim's section (its label is its id)."""
+    return f"{{ref}}`{text(label or claim_id)} <{claim_id}>`"
+
+
+def margin_or_ratio(summary: dict) -> str:
+    parts = []
+    if summary.get("worst_margin") is not None:
+        parts.append(f"margin {number(summary['worst_margin'])}")
+    if summary.get("max_ratio") is not None:
+        parts.append(f"ratio {number(summary['max_ratio'])}")
+    return " · ".join(parts) or "—"
+
+
+def extreme(check: dict, key: str) -> str:
+    return number((check.get(key) or {}).get("worst"))
+
+
+def short_sha(sha: str | None) -> str:
+    return sha[:10] if sha else "unknown"
+
+
+# --- pages -----------------------------------------------------------------------------------
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined, autoescape=False)
+    env.filters.update(number=number, seconds=seconds, text=text, code=code, fence=fence,
+                       sha=short_sha, check_row=check_row, text_row=text_row,
+                       claim_nav_row=claim_nav_row, claim_row=claim_row)
+    env.globals.update(list_table=list_table, ref=ref, fence_for=fence_for,
+                       margin_or_ratio=margin_or_ratio, extreme=extreme, STATUSES=STATUSES,
+                       TIERS=TIERS, TAGS=TAGS, STALENESS=STALENESS,
+                       STATUS_MEANING=STATUS_MEANING, TIER_MEANING=TIER_MEANING,
+                       OUTCOME_MEANING=OUTCOME_MEANING, area_docname=area_docname,
+                       metric_rows=metric_rows, area_rows=area_rows,
+                       config_rows=config_rows, result_meta_rows=result_meta_rows,
+                       vocabulary_rows=vocabulary_rows,
+                       tier_rows=tier_rows, run_rows=run_rows)
+    return env
+
+
+def constructions(site: SiteData) -> dict[str, tuple[ConstructionView, bool]]:
+    """Claim id -> (its construction, whether this is the first claim documenting it).
+
+    Autodoc indexes an object once; later claims built on the same construction show the
+    same entry with ``:no-index:``, so cross-references resolve to the first one.
+    """
+    seen: set[str] = set()
+    out = {}
+    for view in site.claims:
+        construction = ConstructionView.of(view.claim)
+        if construction is not None:
+            out[view.id] = (construction, construction.dotted not in seen)
+            seen.add(construction.dotted)
+    return out
+
+
+def pages(site: SiteData, *, graph_svg: str, graph_renderer: str,
+          figures: dict[str, str]) -> dict[str, str]:
+    """Docname -> MyST source, for every page of the site.
+
+    ``figures`` maps a figure's path in the evidence or results to its path in the source
+    tree (absolute from the source root, as Sphinx reads ``/...``).
+    """
+    env = environment()
+    common = {"site": site, "figures": figures, "constructions": constructions(site)}
+    out = {"index": env.get_template("index.md.jinja").render(**common),
+           "graph": env.get_template("graph.md.jinja").render(
+               **common, svg=graph_svg, renderer=graph_renderer),
+           "empirics": env.get_template("empirics.md.jinja").render(**common),
+           "reading": env.get_template("reading.md.jinja").render(**common)}
+    area_template = env.get_template("area.md.jinja")
+    for area in site.areas:
+        title, intro = area_intro(area)
+        out[area_docname(area)] = area_template.render(
+            **common, area=area, title=title, intro=intro, claims=site.claims_in(area))
+    return out
+
+
+def area_rows(site: SiteData) -> list[list[str]]:
+    rows = []
+    for area in site.areas:
+        claims = site.claims_in(area)
+        counts = site.status_counts(claims)
+        rows.append([f"{{doc}}`{area} </{area_docname(area)}>`", number(len(claims)),
+                     *(number(counts[s]) for s in STATUSES)])
+    return rows
+
+
+def tier_rows(site: SiteData) -> list[list[str]]:
+    return [[f"{{tier}}`{row['tier']}`", *(number(row[k]) for k in
+                                          ("claims", "checks", "passed", "failed", "skipped",
+                                           "examples"))]
+            for row in site.tier_counts()]
+
+
+def run_rows(run: dict) -> list[list[str]]:
+    """The evidence run's metadata, one row per field."""
+    def get(key: str) -> str:
+        value = run.get(key)
+        return "—" if value is None else text(value)
+
+    seed = run.get("hypothesis_seed")
+    if seed is None:
+        seed = "derandomized" if run.get("hypothesis_profile") == "ci" else "random"
+    return [["git commit", code(short_sha(run.get("git_sha")))
+             + (" (with uncommitted changes)" if run.get("git_dirty") else "")],
+            ["started", get("started")], ["finished", get("finished")],
+            ["Hypothesis profile", get("hypothesis_profile")], ["Hypothesis seed", text(seed)],
+            ["Python", get("python")], ["torch", get("torch")], ["NumPy", get("numpy")],
+            ["Hypothesis", get("hypothesis")], ["platform", get("platform")],
+            ["device", get("device")], ["pytest-xdist workers", get("workers")]]
+
+
+def check_row(check: dict) -> list[str]:
+    """A row of a claim's evidence table: one check."""
+    if check.get("falsifying_example"):
+        falsified = fence(check["falsifying_example"])
+    elif check["outcome"] != "passed" and check.get("message"):
+        falsified = fence(check["message"])
+    elif check.get("counterexample"):
+        falsified = "see above"
+    else:
+        falsified = "—"
+    return [code(check["name"]), f"{{tier}}`{check['tier']}`",
+            f"{{outcome}}`{check['outcome']}`", number(check["examples"]),
+            extreme(check, "margin"), extreme(check, "ratio"), seconds(check["duration"]),
+            falsified]
+
+
+def metric_rows(view: ClaimView) -> list[list[str]]:
+    return [[code(check["name"]), text(name), number(metric["last"]), number(metric["worst"]),
+             text(metric.get("worse", "higher"))]
+            for check in view.checks for name, metric in check.get("metrics", {}).items()]
+
+
+def text_row(row: Sequence[Any]) -> list[str]:
+    return [text(cell) if not isinstance(cell, (int, float)) else number(cell) for cell in row]
+
+
+def config_rows(configs: dict[str, dict]) -> list[list[str]]:
+    """One row per config key, one column per config (a key a config lacks shows '—')."""
+    keys = sorted({key for config in configs.values() for key in config})
+    return [[code(key), *(code(config[key]) if key in config else "—"
+                          for config in configs.values())] for key in keys]
+
+
+def result_meta_rows(result: ResultView) -> list[list[str]]:
+    record = result.record
+    device = record.get("device") or result.data.get("device", "—")
+    if record.get("device_name") and record.get("device_name") != device:
+        device = f"{device} ({record['device_name']})"
+    return [["device", text(device)], ["date", text(record.get("date", "—"))],
+            ["seed", number(result.seed)],
+            ["git commit", code(short_sha(record.get("git_sha")))],
+            ["wall time", seconds(record.get("wall_time"))],
+            ["torch / Python", text(f"{record.get('torch', '—')} / {record.get('python', '—')}")],
+            ["code", f"{{staleness}}`{result.staleness}` {text(STALENESS[result.staleness])}"],
+            ["file", code(f"{result.path.parent.name}/{result.path.name}")]]
+
+
+def vocabulary_rows(kind: str, meanings: dict[str, str]) -> list[list[str]]:
+    return [[f"{{{kind}}}`{value}`", text(meaning)] for value, meaning in meanings.items()]
+
+
+def claim_nav_row(view: ClaimView) -> list[str]:
+    return [ref(view.id), f"{{status}}`{view.status}`", view.claim.title]
+
+
+def claim_row(view: ClaimView) -> list[str]:
+    """A row of the index's claims table: the id links to the claim, the title below it."""
+    area = view.claim.area
+    return [f"{ref(view.id)}\n\n{view.claim.title}", f"{{doc}}`{area} </{area_docname(area)}>`",
+            f"{{status}}`{view.status}`",
+            " ".join(f"{{tier}}`{t}`" for t in view.tiers) or "—",
+            margin_or_ratio(view.summary), " ".join(f"{{tag}}`{t}`" for t in view.claim.tags)]

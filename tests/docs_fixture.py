@@ -1,0 +1,129 @@
+"""A deterministic evidence file and results folder for the docs tests.
+
+The docs tests build the site from the real claim registry, so every area's statements and
+construction docstrings go through Sphinx with warnings as errors. Running every check for
+that would take minutes and vary between runs, so the evidence is synthesised here instead,
+through the foundation's own record builders (``claim_records``), from the checks each claim
+declares. It covers every status and every kind of evidence a page can show:
+
+* each claim gets one passed check per tier it declares, with examples, a margin and a
+  ratio; a refutation check pins a counterexample, so claims with one come out ``refuted``;
+* ``FAILING`` (the first claim without a refutation check) also gets a failed check with a
+  falsifying example, so it comes out ``failing``;
+* ``UNCHECKED`` (the last claim) is left out of the evidence, as a claim added after the run;
+* ``FIGURED`` (the second claim) reports a metric, a table and a figure;
+* the file also holds a record for a claim that no longer exists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from theorems.claims import Registry
+from theorems.evidence import SCHEMA_VERSION, claim_records, declared_checks
+
+RUN = {"git_sha": "0123456789abcdef0123456789abcdef01234567", "git_dirty": False,
+       "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:01:00Z",
+       "hypothesis_profile": "ci", "hypothesis_seed": None, "python": "3.11.7",
+       "torch": "2.13.0+cpu", "numpy": "2.0.0", "hypothesis": "6.100.0",
+       "platform": "Linux-x86_64", "device": "cpu", "workers": 2}
+RETIRED = "retired.claim"
+FALSIFYING = "Falsifying example: run(\n    x=tensor([0.0, 1.0], dtype=torch.float64),\n)"
+
+
+def require(module: str):
+    """Import ``module``; skip without it, except under CI (``CI=1``), which must have it."""
+    if os.environ.get("CI"):
+        return __import__(module)
+    return pytest.importorskip(module, reason=f"{module} is in the docs extra: "
+                                              "pip install -e '.[docs]'")
+
+
+def roles(registry: Registry) -> dict[str, str]:
+    """Which real claims play the failing, unchecked and figured parts."""
+    declared = declared_checks()
+    ids = [c.id for c in registry]
+    plain = [i for i in ids if "refutation" not in declared.get(i, [])]
+    return {"failing": plain[0], "unchecked": ids[-1], "figured": ids[1]}
+
+
+def _check(claim_id: str, tier: str, index: int, **extra) -> dict:
+    record = {"nodeid": f"theorems/{claim_id.split('.')[0]}.py::test_{index}_{tier}",
+              "name": f"test_{claim_id.split('.', 1)[1].replace('-', '_')}_{tier}",
+              "tier": tier, "outcome": "passed", "duration": 0.25, "examples": 100,
+              "margin": {"worst": 0.125, "last": 0.5, "count": 100, "worse": "lower"},
+              "ratio": {"worst": 0.875, "last": 0.5, "count": 100, "worse": "higher"},
+              "metrics": {}, "tables": {}, "figures": [], "counterexample": None,
+              "falsifying_example": None, "message": None}
+    if tier == "refutation":
+        record.update(examples=1, margin=None, ratio=None,
+                      counterexample=f"the pinned counterexample to {claim_id}")
+    record.update(extra)
+    return record
+
+
+def write_evidence(registry: Registry, directory: Path) -> Path:
+    """Write ``directory/evidence.json`` (and its figure) for ``registry``; return its path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    part = roles(registry)
+    declared = declared_checks()
+    checks: dict[str, list[dict]] = {}
+    for claim in registry:
+        if claim.id == part["unchecked"]:
+            continue
+        tiers = declared.get(claim.id) or ["property"]
+        checks[claim.id] = [_check(claim.id, tier, i) for i, tier in enumerate(tiers)]
+    checks[part["failing"]].append(_check(
+        part["failing"], "property", 99, outcome="failed", falsifying_example=FALSIFYING,
+        message="AssertionError: margin -0.5 < 0", margin={"worst": -0.5, "last": -0.5,
+                                                            "count": 3, "worse": "lower"}))
+    figure = f"figures/{part['figured']}/fixture-figure.png"
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1, 2], [0, 1, 4])
+    (directory / figure).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(directory / figure, dpi=40, metadata={"Software": None})
+    plt.close(fig)
+    checks[part["figured"]][0].update(
+        metrics={"gap": {"worst": 0.25, "last": 0.5, "count": 4, "worse": "lower"}},
+        tables={"fixture table": {"header": ["n", "value *not emphasis*"],
+                                  "rows": [[1, "a|b"], [2, "$x$"]]}},
+        figures=[figure])
+    checks[RETIRED] = [_check(RETIRED, "property", 0)]
+    data = {"schema": SCHEMA_VERSION, "run": RUN,
+            "claims": claim_records(checks, [c.id for c in registry if c.id != part["unchecked"]])}
+    path = directory / "evidence.json"
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+def write_results(directory: Path) -> Path:
+    """A published result of an experiment that does not exist (so it is orphaned)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder = directory / "results" / "fixture-experiment"
+    folder.mkdir(parents=True)
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1], [1, 0])
+    fig.savefig(folder / "full-loss.png", dpi=40, metadata={"Software": None})
+    plt.close(fig)
+    result = {"experiment": "fixture-experiment", "config_name": "full",
+              "config": {"steps": 1000, "lr": 0.001}, "seed": 0, "device": "cuda",
+              "metrics": {"final loss": 0.0125}, "tables": {}, "training": {},
+              "figures": {"loss": "full-loss.png"},
+              "record": {"device": "cuda", "device_name": "NVIDIA H200", "torch": "2.13.0",
+                         "python": "3.11.7", "git_sha": "fedcba9876543210",
+                         "date": "2026-01-02T03:04:05Z", "wall_time": 12.5,
+                         "code_fingerprint": "0000000000000000"}}
+    (folder / "full.json").write_text(json.dumps(result, indent=1))
+    return directory / "results"

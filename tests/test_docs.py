@@ -1,0 +1,320 @@
+"""The generated documentation site: a strict Sphinx build from the real registry, and the parts
+the build relies on (formatting, staleness, the dependency graph, the CLI).
+
+The build uses a synthesised evidence file (``docs_fixture``) so it is fast and deterministic;
+the registry, the construction docstrings and the templates are the real ones, and Sphinx
+turns every warning into a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import re
+import shutil
+import sys
+import urllib.request
+from pathlib import Path
+
+import docs_fixture
+import pytest
+
+from theorems import docs
+from theorems.claims import Claim, Source, isolated_registry, load_all
+
+for _module in ("sphinx", "myst_parser", "furo"):
+    docs_fixture.require(_module)
+sys.path.insert(0, str(docs.DOCS / "_ext"))
+from theorems_site import data, graph, render  # noqa: E402  (the extension lives in docs/_ext)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> tuple[Path, docs.BuildReport, dict]:
+    root = tmp_path_factory.mktemp("docs")
+    evidence = docs_fixture.write_evidence(load_all(), root)
+    results = docs_fixture.write_results(root)
+    report = docs.build_site(evidence, root / "site", results=results, strict=True)
+    return root / "site", report, json.loads(evidence.read_text())
+
+
+def page(site_dir: Path, name: str) -> str:
+    return (site_dir / name).read_text()
+
+
+def section(html_text: str, anchor: str) -> str:
+    """The HTML of the section whose id is ``anchor``, nested sections included."""
+    start = html_text.index(f'<section id="{anchor}"')
+    depth = 0
+    for tag in re.finditer(r"<(/?)section\b", html_text[start:]):
+        depth += -1 if tag.group(1) else 1
+        if depth == 0:
+            return html_text[start:start + tag.end()]
+    raise AssertionError(f"section {anchor} is not closed")
+
+
+# --- the build ---------------------------------------------------------------------------------
+
+def test_build_is_clean_with_warnings_as_errors(site):
+    _site_dir, report, _ = site
+    assert report.warnings == (), "\n".join(report.warnings)
+    assert report.ok and report.index.is_file()
+
+
+def test_index_counts_and_lists_every_claim(site):
+    site_dir, _, evidence = site
+    index = page(site_dir, "index.html")
+    registry = load_all()
+    statuses = {cid: r["status"] for cid, r in evidence["claims"].items()}
+    for claim in registry:
+        area_page = f"claims/{claim.area}.html#{data.anchor(claim.id)}"
+        assert f'href="{area_page}"' in index, f"the index does not link {claim.id}"
+    expected = {s: sum(statuses.get(c.id, "unchecked") == s for c in registry)
+                for s in ("verified", "refuted", "failing", "unchecked")}
+    for status, count in expected.items():
+        card = re.search(rf'tt-status-{status}"[^>]*><span class="tt-card-count">(\d+)<', index)
+        assert card and int(card.group(1)) == count, status
+    assert expected["failing"] == 1 and expected["unchecked"] == 1 and expected["refuted"] >= 1
+    assert docs_fixture.RUN["git_sha"][:10] in index  # run metadata
+    assert docs_fixture.RETIRED in index  # evidence for a claim that no longer exists
+    assert 'class="tt-filter" data-table="tt-claims"' in index
+    assert "claims-filter.js" in index
+
+
+def test_claim_sections_show_statement_source_evidence_and_links(site):
+    site_dir, _, evidence = site
+    registry = load_all()
+    for claim in registry:
+        text = page(site_dir, f"claims/{claim.area}.html")
+        body = section(text, data.anchor(claim.id))
+        status = evidence["claims"].get(claim.id, {}).get("status", "unchecked")
+        assert f"tt-status-{status}" in body, claim.id
+        assert claim.sources[0].url in body
+        assert f"tt-tag-{claim.sources[0].tag}" in body
+        if claim.id in evidence["claims"]:
+            assert 'class="tt-evidence' in body, claim.id
+        if claim.construction:
+            name = claim.construction.split(":")[1]
+            assert claim.construction in body and "<details" in body, claim.id
+            assert f'<span class="pre">{name}</span>' in body, claim.id  # autodoc's entry
+        for dep in claim.depends_on:
+            assert f"#{data.anchor(dep)}" in body, f"{claim.id} does not link to {dep}"
+        for user in registry.dependents(claim.id):
+            assert f"#{data.anchor(user)}" in body, f"{claim.id} does not link back to {user}"
+
+
+def test_refuted_and_failing_claims_show_what_broke(site):
+    site_dir, _, evidence = site
+    registry = load_all()
+    refuted = [c for c in registry if evidence["claims"].get(c.id, {}).get("status") == "refuted"]
+    for claim in refuted:
+        body = section(page(site_dir, f"claims/{claim.area}.html"), data.anchor(claim.id))
+        assert html.escape(f"the pinned counterexample to {claim.id}") in body
+        assert "Corrected statement" in body and "tt-refutation" in body
+    failing = registry[docs_fixture.roles(registry)["failing"]]
+    body = section(page(site_dir, f"claims/{failing.area}.html"), data.anchor(failing.id))
+    assert "Falsifying example: run(" in body and "tt-outcome-failed" in body
+    unchecked = registry[docs_fixture.roles(registry)["unchecked"]]
+    body = section(page(site_dir, f"claims/{unchecked.area}.html"), data.anchor(unchecked.id))
+    assert "No check of this claim is in the evidence file" in body
+
+
+def test_tables_figures_and_metrics_are_shown_as_data(site):
+    site_dir, _, _ = site
+    registry = load_all()
+    figured = registry[docs_fixture.roles(registry)["figured"]]
+    body = section(page(site_dir, f"claims/{figured.area}.html"), data.anchor(figured.id))
+    assert "fixture table" in body and "a|b" in body
+    assert "*not emphasis*" in body  # table cells are data, never markup
+    assert "<em>not emphasis</em>" not in body
+    image = re.search(r'<img [^>]*src="([^"]*fixture-figure[^"]*)"', body)
+    assert image and (site_dir / "claims" / image.group(1)).resolve().is_file()
+    assert "gap" in body  # the metric
+
+
+def test_empirics_page_marks_orphaned_results_with_their_device_and_date(site):
+    site_dir, _, _ = site
+    text = page(site_dir, "empirics.html")
+    body = section(text, "experiment-fixture-experiment")
+    assert "tt-staleness-orphaned" in body
+    assert "NVIDIA H200" in body and "2026-01-02T03:04:05Z" in body and "lr" in body
+    image = re.search(r'<img [^>]*src="([^"]*full-loss[^"]*)"', body)
+    assert image and (site_dir / image.group(1)).is_file()
+
+
+def test_graph_links_every_claim_and_colours_it_by_status(site):
+    site_dir, _, _evidence = site
+    text = page(site_dir, "graph.html")
+    for claim in load_all():
+        assert f'claims/{claim.area}.html#{data.anchor(claim.id)}' in text, claim.id
+    fill = graph.STATUS_COLOURS["failing"][0]
+    assert fill in text
+
+
+def test_math_is_left_for_the_bundled_mathjax(site):
+    site_dir, _, _ = site
+    text = page(site_dir, "claims/layernorm.html")
+    assert 'src="../_static/mathjax/tex-chtml.js' in text
+    assert (site_dir / "_static/mathjax/tex-chtml.js").is_file()
+    assert (site_dir / "_static/mathjax/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff"
+            ).is_file()
+    assert not re.search(r"https?://[^\"']*(mathjax|katex|jsdelivr|cdnjs)", text, re.I)
+    assert '<span class="math notranslate nohighlight">\\(' in text
+
+
+def test_a_warning_fails_the_strict_build(tmp_path):
+    """The build really is strict: evidence naming a missing figure is a failure."""
+    evidence = docs_fixture.write_evidence(load_all(), tmp_path)
+    for figure in (tmp_path / "figures").rglob("*.png"):
+        figure.unlink()
+    report = docs.build_site(evidence, tmp_path / "site", results=None, strict=True)
+    assert not report.ok
+    assert any("fixture-figure.png" in w for w in report.warnings), report.warnings
+
+
+# --- the pieces ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (None, "—"), (1234567, "1,234,567"), (0.000112233, "0.0001122"), ("inf", "∞"),
+    ("-inf", "−∞"), ("nan", "NaN"), (-0.0, "0"), (True, "True")])
+def test_numbers_are_formatted_for_reading(value, shown):
+    assert render.number(value) == shown
+
+
+def test_data_strings_cannot_become_markup():
+    assert render.text("*a* $x$ [l](u) `c` a|b") == (
+        r"\*a\* \$x\$ \[l\]\(u\) \`c\` a\|b")
+    assert render.code("a `b` c") == "``a `b` c``"
+    assert render.fence("```python\nx\n```").startswith("````text\n")
+    table = render.list_table(["h"], [["line one\nline two"]])
+    assert "* - line one\n    line two" in table
+
+
+def test_staleness_compares_code_fingerprints(tmp_path):
+    folder = tmp_path / "exp"
+    folder.mkdir()
+    for name, fingerprint in (("full", "abc"), ("smoke", "old"), ("bare", None)):
+        record = {} if fingerprint is None else {"code_fingerprint": fingerprint}
+        (folder / f"{name}.json").write_text(json.dumps(
+            {"experiment": "exp", "config_name": name, "seed": 0, "record": record}))
+    (tmp_path / "gone").mkdir()
+    (tmp_path / "gone" / "full.json").write_text(json.dumps({"experiment": "gone",
+                                                             "record": {}}))
+    views = data.load_results(tmp_path, {"exp": lambda: "abc"})
+    found = {(v.experiment, v.config_name): v.staleness for v in views}
+    assert found == {("exp", "bare"): "unknown", ("exp", "full"): "current",
+                     ("exp", "smoke"): "stale", ("gone", "full"): "orphaned"}
+
+
+def _nodes() -> list[graph.Node]:
+    return [graph.Node("a.one", "a", "One", "verified", "claims/a.html#a-one", ()),
+            graph.Node("a.two", "a", "Two", "refuted", "claims/a.html#a-two", ("a.one",)),
+            graph.Node("b.three", "b", 'Three "quoted"', "failing", "claims/b.html#b-three",
+                       ("a.one", "a.two"))]
+
+
+def test_python_graph_renderer_links_and_colours_every_node():
+    svg = graph.render_in_python(_nodes())
+    assert svg.startswith("<svg") and svg.count("<a href=") == 3
+    for node in _nodes():
+        assert f'href="{node.url}"' in svg
+        assert graph.STATUS_COLOURS[node.status][0] in svg
+    assert svg.count("marker-end=") == 3  # a.one->a.two, a.one->b.three, a.two->b.three
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed")
+def test_graphviz_renderer_links_and_colours_every_node():
+    name, draw = graph.renderer("graphviz")
+    svg = draw(_nodes())
+    assert svg.startswith("<svg") and name == "Graphviz"
+    for node in _nodes():
+        assert f'xlink:href="{node.url}"' in svg or f'href="{node.url}"' in svg
+        assert graph.STATUS_COLOURS[node.status][0] in svg
+    assert svg.count('class="edge"') == 3
+
+
+def test_graph_renderer_choice_is_validated():
+    with pytest.raises(ValueError, match="theorems_graph_renderer"):
+        graph.renderer("matplotlib")
+    assert graph.renderer("python")[0] == "NetworkX layered layout"
+
+
+def test_area_intro_and_construction_views():
+    title, paragraph = data.area_intro("layernorm")
+    assert title == "LayerNorm geometry and attention" and "2305.02582" in paragraph
+    assert data.area_intro("no-such-area") == ("no-such-area", "")
+    with isolated_registry():
+        claim = Claim(id="x.y", title="t", statement="s", kind="identity",
+                      source=Source(arxiv="2305.02582", where="Section 3", tag="V"),
+                      construction="constructions.layernorm_geometry:layer_norm")
+        view = data.ConstructionView.of(claim)
+    assert view.directive == "autofunction"
+    assert view.dotted == "constructions.layernorm_geometry.layer_norm"
+    assert view.signature.startswith("(")
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+def _args(tmp_path: Path, **kw) -> argparse.Namespace:
+    return argparse.Namespace(**{"serve": False, "port": 0,
+                                 "evidence": str(tmp_path / "evidence.json"),
+                                 "out": str(tmp_path / "site"), **kw})
+
+
+def test_docs_command_runs_verify_when_there_is_no_evidence(tmp_path, monkeypatch, capsys):
+    calls = []
+
+    def fake_verify(args):
+        calls.append(args)
+        Path(args.out).write_text("{}")
+        return 0
+
+    def fake_build(evidence, out, **kw):
+        calls.append((Path(evidence), Path(out)))
+        return docs.BuildReport(index=Path(out) / "index.html", warnings=(), status=0)
+
+    import theorems.cli
+
+    monkeypatch.setattr(theorems.cli, "cmd_verify", fake_verify)
+    monkeypatch.setattr(docs, "build_site", fake_build)
+    assert docs.main(_args(tmp_path)) == 0
+    assert calls[0].profile == "ci" and calls[0].out == str(tmp_path / "evidence.json")
+    assert calls[1] == (tmp_path / "evidence.json", tmp_path / "site")
+    assert "running `python -m theorems verify`" in capsys.readouterr().out
+
+
+def test_docs_command_fails_when_verify_writes_nothing(tmp_path, monkeypatch, capsys):
+    import theorems.cli
+
+    monkeypatch.setattr(theorems.cli, "cmd_verify", lambda args: 2)
+    assert docs.main(_args(tmp_path)) == 1
+    assert "wrote no evidence" in capsys.readouterr().err
+
+
+def test_docs_command_names_the_missing_extra(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(docs.REQUIRED, "no_such_module_for_docs", "no-such-dist")
+    assert docs.main(_args(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert "no-such-dist" in err and "pip install -e '.[docs]'" in err
+
+
+def test_server_serves_the_site(tmp_path):
+    (tmp_path / "index.html").write_text("<p>hello</p>")
+    server, url = docs.serve_in_background(tmp_path)
+    try:
+        assert url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(url + "index.html", timeout=10) as response:
+            assert response.read() == b"<p>hello</p>"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_extension_refuses_to_write_into_the_docs_folder(tmp_path):
+    from sphinx.application import Sphinx
+    from sphinx.errors import ExtensionError
+    from sphinx.util.docutils import docutils_namespace
+
+    with docutils_namespace(), pytest.raises(ExtensionError, match="dedicated"):
+        Sphinx(docs.DOCS, docs.DOCS, tmp_path / "out", tmp_path / "doctrees", "html",
+               status=None, warning=None)

@@ -1,0 +1,175 @@
+"""End to end: the built site in headless Chromium, served on localhost with no network.
+
+Asserts that the index lists every registered claim, that the filter narrows the table, that
+one click on a claim opens its section with its status and evidence (the second click a
+reader needs is the check's row, already on screen), and that the math on the page was
+typeset by the bundled MathJax with no raw TeX left. Every request that leaves localhost is
+blocked and recorded, so a CDN dependency fails the test. Screenshots go to
+``build/docs-browser/``.
+
+Needs Debian's ``chromium`` (``/usr/bin/chromium``; ``.ci/run`` installs it) and the
+``playwright`` package (docs extra). Without them the test is skipped, except under CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import docs_fixture
+import pytest
+from docutils.nodes import make_id
+
+from theorems import docs
+from theorems.claims import load_all
+
+CHROMIUM = os.environ.get("THEOREMS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+# As root in a sandboxed machine: no sandbox, no GPU, and none of Chromium's own background
+# connections (they would be refused by the closed network, and are not the site's).
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "build" / "docs-browser"
+
+for _module in ("sphinx", "myst_parser", "furo"):
+    docs_fixture.require(_module)
+sync_api = docs_fixture.require("playwright.sync_api")
+if not os.environ.get("CI") and not Path(CHROMIUM).is_file():
+    pytest.skip("Chromium is not installed (apt-get install chromium)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("docs-browser")
+    evidence = docs_fixture.write_evidence(load_all(), root)
+    report = docs.build_site(evidence, root / "site", results=docs_fixture.write_results(root),
+                             strict=True)
+    assert report.ok, "\n".join(report.warnings)
+    server, url = docs.serve_in_background(root / "site")
+    statuses = {cid: r["status"] for cid, r in json.loads(evidence.read_text())["claims"].items()}
+    yield url, statuses
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                             args=FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, served):
+    """A page whose every request off the local server is blocked and recorded."""
+    url, _ = served
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    outside: list[str] = []
+    broken: list[str] = []
+
+    def route(request_route):
+        if request_route.request.url.startswith(url):
+            request_route.continue_()
+        else:
+            outside.append(request_route.request.url)
+            request_route.abort()
+
+    page.route("**/*", route)
+    page.on("response", lambda r: r.status >= 400 and broken.append(f"{r.status} {r.url}"))
+    yield page
+    context.close()
+    assert outside == [], f"the site reached for the network: {outside}"
+    assert broken == [], f"missing files: {broken}"
+
+
+def claim_rows(page):
+    return page.locator("table.tt-claims tbody tr")
+
+
+def visible_ids(page) -> list[str]:
+    return page.eval_on_selector_all(
+        "table.tt-claims tbody tr:not(.tt-hidden) td:first-child a",
+        "links => links.map(a => a.textContent.trim())")
+
+
+def test_index_lists_every_claim_and_the_filter_narrows_it(page, served):
+    url, statuses = served
+    page.goto(url + "index.html")
+    registry = load_all()
+    assert claim_rows(page).count() == len(registry)
+    assert sorted(visible_ids(page)) == sorted(c.id for c in registry)
+    assert page.locator(".tt-filter .tt-count").inner_text() == (
+        f"{len(registry)} of {len(registry)} claims")
+
+    area = registry.areas()[0]
+    page.fill(".tt-filter input[type=search]", area + ".")
+    in_area = sorted(c.id for c in registry if c.area == area)
+    assert sorted(visible_ids(page)) == in_area and len(in_area) < len(registry)
+    assert f"q={area}" in page.url  # the filtered view can be linked
+
+    page.click(".tt-filter button")  # clear
+    page.select_option(".tt-filter select[name=status]", "refuted")
+    refuted = sorted(c.id for c in registry if statuses.get(c.id) == "refuted")
+    assert sorted(visible_ids(page)) == refuted and 0 < len(refuted) < len(registry)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "index-filtered.png"), full_page=True)
+
+    page.goto(url + "index.html?status=failing")  # the status cards link to such views
+    assert len(visible_ids(page)) == 1
+
+
+def test_one_click_from_the_index_shows_a_claim_with_its_evidence_and_rendered_math(page,
+                                                                                    served):
+    url, statuses = served
+    registry = load_all()
+    # A refuted claim shows the most: statement, counterexample, correction, evidence.
+    claim = next(c for c in registry if statuses.get(c.id) == "refuted")
+    page.goto(url + "index.html")
+    page.get_by_role("link", name=claim.id, exact=True).click()
+    page.wait_for_load_state()
+    anchor = make_id(claim.id)
+    assert page.url.endswith(f"claims/{claim.area}.html#{anchor}")
+    section = page.locator(f"section#{anchor}")
+    assert section.locator(".tt-status-refuted").first.is_visible()
+    assert section.locator("table.tt-evidence").is_visible()
+    assert section.locator(".tt-refutation").is_visible()
+
+    page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+    page.evaluate("() => MathJax.startup.promise")
+    math = page.locator("span.math, div.math")
+    assert math.count() > 0
+    untypeset = page.eval_on_selector_all(
+        "span.math, div.math", "els => els.filter(e => !e.querySelector('mjx-container')).length")
+    assert untypeset == 0
+    text = page.inner_text("article")
+    raw = re.findall(r"\$[^$\n]*\\[A-Za-z]+|\\\(|\\\[", text)
+    assert raw == [], f"raw TeX left on the page: {raw[:5]}"
+    # Typesetting changed the heights above the claim; the site scrolls it back into view.
+    page.wait_for_function(f"() => Math.abs(document.getElementById('{anchor}')"
+                           ".getBoundingClientRect().top) <= 40")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "claim.png"))
+
+
+def test_graph_nodes_open_their_claims(page, served):
+    url, _ = served
+    registry = load_all()
+    page.goto(url + "graph.html")
+    links = page.eval_on_selector_all("svg.tt-graph a",
+                                      "as => as.map(a => a.getAttribute('href') || "
+                                      "a.getAttribute('xlink:href'))")
+    assert len(links) == len(registry)
+    target = list(registry)[-1]
+    index = next(i for i, href in enumerate(links) if href.endswith("#" + make_id(target.id)))
+    page.locator("svg.tt-graph a").nth(index).click()
+    page.wait_for_load_state()
+    assert page.url.endswith(f"claims/{target.area}.html#{make_id(target.id)}")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "graph-click.png"))

@@ -35,7 +35,7 @@ SCREENSHOTS = Path(__file__).resolve().parents[1] / "build" / "docs-browser"
 
 for _module in ("sphinx", "myst_parser", "furo"):
     docs_fixture.require(_module)
-sync_api = docs_fixture.require("playwright.sync_api")
+docs_fixture.require("playwright.sync_api")
 if not os.environ.get("CI") and not Path(CHROMIUM).is_file():
     pytest.skip("Chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
@@ -58,6 +58,9 @@ def served(tmp_path_factory):
 def browser():
     from playwright.sync_api import sync_playwright
 
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(f"Chromium is not at {CHROMIUM}: .ci/run installs Debian's chromium",
+                    pytrace=False)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
                                              args=FLAGS)

@@ -104,6 +104,34 @@ def write_evidence(registry: Registry, directory: Path) -> Path:
     return path
 
 
+def build(tmp_path_factory) -> tuple[Path, dict, dict]:
+    """Build the fixture site once per test session; return (site, report, evidence).
+
+    Under pytest-xdist every worker would otherwise build its own copy. The workers share the
+    session's base temporary folder, so the first one builds there under a file lock and the
+    others read its result (the pattern pytest-xdist documents for once-per-session work).
+    Without xdist the site is built in this session's own temporary folder.
+    """
+    from filelock import FileLock
+
+    from theorems.claims import load_all
+    from theorems.docs import build_site
+
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "docs-site"
+    with FileLock(str(root) + ".lock"):
+        done = root / "report.json"
+        if not done.is_file():
+            root.mkdir(parents=True, exist_ok=True)
+            evidence = write_evidence(load_all(), root)
+            report = build_site(evidence, root / "site", results=write_results(root),
+                                strict=True)
+            done.write_text(json.dumps({"warnings": list(report.warnings),
+                                        "status": report.status}))
+    report = json.loads(done.read_text())
+    return root / "site", report, json.loads((root / "evidence.json").read_text())
+
+
 def write_results(directory: Path) -> Path:
     """A published result of an experiment that does not exist (so it is orphaned)."""
     import matplotlib

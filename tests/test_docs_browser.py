@@ -13,7 +13,6 @@ Needs Debian's ``chromium`` (``/usr/bin/chromium``; ``.ci/run`` installs it) and
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -42,14 +41,11 @@ if not os.environ.get("CI") and not Path(CHROMIUM).is_file():
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    root = tmp_path_factory.mktemp("docs-browser")
-    evidence = docs_fixture.write_evidence(load_all(), root)
-    report = docs.build_site(evidence, root / "site", results=docs_fixture.write_results(root),
-                             strict=True)
-    assert report.ok, "\n".join(report.warnings)
-    server, url = docs.serve_in_background(root / "site")
-    statuses = {cid: r["status"] for cid, r in json.loads(evidence.read_text())["claims"].items()}
-    yield url, statuses
+    """The fixture site (built once per session) on a local HTTP server: (url, statuses)."""
+    site, report, evidence = docs_fixture.build(tmp_path_factory)
+    assert report["status"] == 0, "\n".join(report["warnings"])
+    server, url = docs.serve_in_background(site)
+    yield url, {claim_id: record["status"] for claim_id, record in evidence["claims"].items()}
     server.shutdown()
     server.server_close()
 

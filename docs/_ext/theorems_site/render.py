@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from theorems.claims import STATUSES, TAGS, TIERS
+from theorems.claims import STATUSES, TAGS
 
 from .data import (
     STALENESS,
@@ -28,7 +28,7 @@ from .data import (
     area_docname,
     area_intro,
 )
-from .markup import OUTCOME_MEANING, STATUS_MEANING, TIER_MEANING
+from .markup import STATUS_MEANING, TIER_MEANING
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 _MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|$~^&:=])")
@@ -80,12 +80,6 @@ def fence(value: Any, language: str = "text") -> str:
     return f"{ticks}{language}\n{body}\n{ticks}"
 
 
-def fence_for(body: str, name: str, argument: str = "", colons: int = 3) -> str:
-    """A colon-fenced directive around Markdown ``body``."""
-    marks = ":" * colons
-    return f"{marks}{{{name}}} {argument}".rstrip() + f"\n{body.rstrip()}\n{marks}"
-
-
 def list_table(header: Sequence[str] | None, rows: Iterable[Sequence[str]], *,
                classes: str = "", caption: str = "", widths: str = "auto") -> str:
     """A MyST ``list-table``; a cell may hold several lines of Markdown (indented for it)."""
@@ -134,15 +128,12 @@ def environment() -> jinja2.Environment:
     env.filters.update(number=number, seconds=seconds, text=text, code=code, fence=fence,
                        sha=short_sha, check_row=check_row, text_row=text_row,
                        claim_nav_row=claim_nav_row, claim_row=claim_row)
-    env.globals.update(list_table=list_table, ref=ref, fence_for=fence_for,
-                       margin_or_ratio=margin_or_ratio, extreme=extreme, STATUSES=STATUSES,
-                       TIERS=TIERS, TAGS=TAGS, STALENESS=STALENESS,
-                       STATUS_MEANING=STATUS_MEANING, TIER_MEANING=TIER_MEANING,
-                       OUTCOME_MEANING=OUTCOME_MEANING, area_docname=area_docname,
-                       metric_rows=metric_rows, area_rows=area_rows,
-                       config_rows=config_rows, result_meta_rows=result_meta_rows,
-                       vocabulary_rows=vocabulary_rows,
-                       tier_rows=tier_rows, run_rows=run_rows)
+    env.globals.update(
+        list_table=list_table, ref=ref, area_docname=area_docname, metric_rows=metric_rows,
+        area_rows=area_rows, tier_rows=tier_rows, run_rows=run_rows, config_rows=config_rows,
+        result_meta_rows=result_meta_rows, vocabulary_rows=vocabulary_rows,
+        STATUSES=STATUSES, TAGS=TAGS, STALENESS=STALENESS, STATUS_MEANING=STATUS_MEANING,
+        TIER_MEANING=TIER_MEANING)
     return env
 
 

@@ -52,3 +52,41 @@ def recall_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     if not keep.any():
         return float("nan")
     return float((logits.detach().argmax(-1)[keep] == targets[keep]).double().mean())
+
+
+def effective_map(*factors: torch.Tensor) -> torch.Tensor:
+    """The product ``factors[0] @ factors[1] @ ...``: the gauge-invariant map a chain of
+    weights computes (e.g. ``W_Q @ W_K.T`` for scores, ``W_V @ W_O`` for the OV circuit)."""
+    if not factors:
+        raise ValueError("effective_map needs at least one factor")
+    out = factors[0].detach().double()
+    for factor in factors[1:]:
+        out = out @ factor.detach().double()
+    return out
+
+
+def line_angle(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    r"""Angle in degrees between the *lines* through ``u`` and ``v``, in ``[0, 90]``.
+
+    Batched over the leading dims of ``u`` (last dim is the vector). It is
+    :math:`\arccos(|\cos\theta|)`, so it ignores sign, which a gauge may flip; it equals the
+    authors' ``90 - |acos(cos) - 90|`` of Brody et al. (2023). A zero vector has no line and
+    gives NaN.
+    """
+    u, v = u.detach().double(), v.detach().double().to(u.device)
+    cos = (u @ v) / (u.norm(dim=-1) * v.norm())
+    return torch.rad2deg(torch.acos(cos.abs().clamp(max=1.0)))
+
+
+def pattern_distance(pattern: torch.Tensor, reference: torch.Tensor) -> float:
+    """Mean total-variation distance between attention rows, in ``[0, 1]``.
+
+    ``pattern`` and ``reference`` are ``(..., n_queries, n_keys)`` with rows summing to 1
+    (e.g. a trained head and the construction's head on the same inputs). 0 means identical
+    patterns; 1 means disjoint supports.
+    """
+    if pattern.shape != reference.shape:
+        raise ValueError(f"pattern and reference must have the same shape, got "
+                         f"{tuple(pattern.shape)} and {tuple(reference.shape)}")
+    difference = pattern.detach().double() - reference.detach().double().to(pattern.device)
+    return float(0.5 * difference.abs().sum(-1).mean())

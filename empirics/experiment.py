@@ -14,8 +14,22 @@ An area's experiment module defines one or more :class:`Experiment` objects at i
 construction through gauge-invariant quantities, and returns a :class:`Result` holding those
 metrics, its figures and tables. :meth:`Result.save` writes ``<out>/<name>/<config>.json``
 plus one PNG per figure. The record carries the config, seed, device, versions, git SHA and
-wall time, and a fingerprint of the experiment's source code, which is how the docs tell a
-published result that has gone stale.
+wall time, and a fingerprint of the experiment's source code.
+
+Several seeds
+-------------
+:func:`run_seeds` runs seeds ``0..K-1`` of one config as a :func:`empirics.sweep.sweep`
+(process pool or Ray), saves each as ``<config>-seed<k>.json``, and writes the aggregate as
+``<config>.json``: per metric the mean, standard deviation, standard error and count over
+seeds (:func:`empirics.sweep.aggregate`), with an error-bar figure. An experiment may add its
+own aggregate figures with ``summarize(per_seed_dicts) -> {name: Figure}``.
+
+Published results and staleness
+-------------------------------
+Full-config results are published by running with ``--out empirics/results`` and committing
+what it writes. A published result is *stale* when its ``record.code_fingerprint`` differs
+from :meth:`Experiment.fingerprint`, i.e. the code it ran on has changed since;
+:func:`is_stale` decides it and :func:`published` lists them (the docs use both).
 """
 
 from __future__ import annotations
@@ -29,7 +43,7 @@ import pkgutil
 import platform
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +56,7 @@ CONFIG_NAMES = ("smoke", "full")
 # Modules of the empirics package that hold the engine rather than an experiment.
 ENGINE_MODULES = frozenset({"training", "experiment", "sweep", "compare", "bench", "plots",
                             "__main__", "cli"})
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
 @dataclass
@@ -68,13 +83,18 @@ class Result:
                 "metrics": self.metrics, "tables": self.tables, "training": self.training,
                 "figures": sorted(self.figures), "record": self.record}
 
-    def save(self, out: str | Path) -> Path:
-        """Write ``<out>/<experiment>/<config>.json`` and its PNG figures; return the JSON path."""
+    def save(self, out: str | Path, *, stem: str | None = None) -> Path:
+        """Write ``<out>/<experiment>/<stem>.json`` and its PNG figures; return the JSON path.
+
+        ``stem`` defaults to the config name for seed 0 and ``<config>-seed<k>`` otherwise.
+        Figures are written as ``<stem>-<figure>.png`` and closed.
+        """
         import matplotlib.pyplot as plt
 
         directory = Path(out) / self.experiment
         directory.mkdir(parents=True, exist_ok=True)
-        stem = self.config_name if self.seed == 0 else f"{self.config_name}-seed{self.seed}"
+        if stem is None:
+            stem = self.config_name if self.seed == 0 else f"{self.config_name}-seed{self.seed}"
         names = {}
         for name, fig in self.figures.items():
             path = directory / f"{stem}-{name}.png"
@@ -97,6 +117,8 @@ class Experiment:
     run: Callable[[dict, torch.device, int], Result]
     claims: tuple[str, ...] = ()
     code: tuple[str, ...] = ()  # further modules the result depends on, e.g. constructions
+    # optional: figures over several seeds, from the per-seed Result.as_dict()s
+    summarize: Callable[[list[dict]], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         missing = [c for c in CONFIG_NAMES if c not in self.configs]
@@ -106,20 +128,32 @@ class Experiment:
             raise ValueError(f"duplicate experiment name {self.name!r}")
         EXPERIMENTS[self.name] = self
 
-    def __call__(self, config: str | Mapping[str, Any] = "smoke", *,
-                 device: str | torch.device = "auto", seed: int = 0,
-                 **overrides) -> Result:
-        """Run a named config (with ``overrides``) or an explicit config dict."""
+    def config(self, config: str | Mapping[str, Any] = "smoke",
+               **overrides) -> tuple[str, dict[str, Any]]:
+        """(name, values) of a named config (or an explicit dict) with ``overrides`` applied."""
         if isinstance(config, str):
             if config not in self.configs:
                 raise ValueError(f"config must be one of {sorted(self.configs)}, got {config!r}")
             name, values = config, dict(self.configs[config])
-        else:
+        elif isinstance(config, Mapping):
             name, values = "custom", dict(config)
+        else:
+            raise TypeError(f"config must be a config name or a dict, got "
+                            f"{type(config).__name__}")
         unknown = set(overrides) - set(values)
         if unknown:
-            raise ValueError(f"unknown config keys {sorted(unknown)} for {self.name!r}")
+            raise ValueError(f"unknown config keys {sorted(unknown)} for {self.name!r}; "
+                             f"known: {sorted(values)}")
         values.update(overrides)
+        return name, values
+
+    def __call__(self, config: str | Mapping[str, Any] = "smoke", *,
+                 device: str | torch.device = "auto", seed: int = 0,
+                 **overrides) -> Result:
+        """Run a named config (with ``overrides``) or an explicit config dict."""
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+        name, values = self.config(config, **overrides)
         device = pick_device(device)
         started = time.perf_counter()
         result = self.run(values, device, seed)
@@ -156,16 +190,182 @@ def load_all() -> dict[str, Experiment]:
     return EXPERIMENTS
 
 
+def get(name: str) -> Experiment:
+    """The registered experiment called ``name`` (loading every experiment module first)."""
+    experiments = load_all()
+    if name not in experiments:
+        raise ValueError(f"unknown experiment {name!r}; known: {sorted(experiments)}")
+    return experiments[name]
+
+
 def run_record(device: torch.device) -> dict[str, Any]:
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True, timeout=10).stdout.strip()
+                             check=True, timeout=10,
+                             cwd=Path(__file__).resolve().parent).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         sha = None
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {"device": str(device), "device_name": name, "torch": torch.__version__,
             "python": platform.python_version(), "git_sha": sha,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+# --- several seeds ---------------------------------------------------------------------------
+
+def _run_seed(point: dict) -> dict:
+    """One seed of one experiment, run and saved in a sweep worker; returns its JSON dict."""
+    # import only the module that defines the experiment (not every experiment module)
+    importlib.import_module(point["module"])
+    experiment = EXPERIMENTS[point["experiment"]]
+    result = experiment(point["config"], device=point["device"], seed=point["seed"],
+                        **point["overrides"])
+    stem = f"{point['config']}-seed{point['seed']}"
+    path = result.save(point["out"], stem=stem) if point["out"] is not None else None
+    data = _finite(result.as_dict())
+    data["path"] = str(path) if path is not None else None
+    return data
+
+
+def run_seeds(experiment: Experiment | str, config: str = "smoke", *,
+              seeds: int | Sequence[int] = 1, device: str | torch.device = "auto",
+              out: str | Path | None = None,
+              workers: int | None = None, backend: str = "process", progress: bool = True,
+              **overrides) -> dict[str, Any]:
+    """Run several seeds of one config as a sweep, then aggregate and (optionally) save.
+
+    Returns the aggregate dict (also written to ``<out>/<name>/<config>.json`` when ``out`` is
+    given): ``metrics`` maps each metric to ``{"mean", "std", "sem", "n"}``, ``per_seed``
+    lists each seed's metrics and JSON path, and ``record`` describes the run.
+    """
+    from empirics.sweep import aggregate, sweep
+
+    experiment = get(experiment) if isinstance(experiment, str) else experiment
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
+    if not seed_list or any(s < 0 for s in seed_list):
+        raise ValueError(f"seeds must be a positive count or non-empty seeds >= 0, got {seeds!r}")
+    name, values = experiment.config(config, **overrides)  # validate before starting workers
+    device = pick_device(device)
+    points = [{"experiment": experiment.name, "module": experiment.run.__module__,
+               "config": config, "seed": s,
+               "device": str(device), "overrides": overrides,
+               "out": None if out is None else str(out)} for s in seed_list]
+    # One GPU is shared by every worker process; on CUDA the seeds run one after another.
+    if device.type == "cuda" and backend == "process":
+        backend = "serial"
+    started = time.perf_counter()
+    per_seed = sweep(_run_seed, points, workers=workers, backend=backend, progress=progress,
+                     desc=f"{experiment.name} seeds")
+    rows = [{**{k: v for k, v in d["metrics"].items() if _is_number(v)}} for d in per_seed]
+    summary = aggregate(rows)[0] if rows else {}
+    data = {"experiment": experiment.name, "config_name": name, "config": values,
+            "seeds": seed_list, "device": str(device), "metrics": summary,
+            "per_seed": [{"seed": d["seed"], "metrics": d["metrics"], "path": d["path"]}
+                         for d in per_seed],
+            "figures": {},
+            "record": {**run_record(device), "wall_time": round(time.perf_counter() - started,
+                                                                3),
+                       "backend": backend, "code_fingerprint": experiment.fingerprint()}}
+    if out is not None:
+        directory = Path(out) / experiment.name
+        directory.mkdir(parents=True, exist_ok=True)
+        figures = {"seeds": seeds_figure(experiment.name, summary, per_seed)}
+        if experiment.summarize is not None:
+            figures.update(experiment.summarize(per_seed))
+        data["figures"] = _save_figures(figures, directory, name)
+        (directory / f"{name}.json").write_text(json.dumps(_finite(data), indent=1) + "\n")
+        data["path"] = str(directory / f"{name}.json")
+    return data
+
+
+def seeds_figure(title: str, summary: Mapping[str, Mapping], per_seed: Sequence[dict]):
+    """One panel per metric: every seed's value, and the mean ± standard deviation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = sorted(summary)
+    columns = min(4, max(1, len(metrics)))
+    rows = max(1, math.ceil(len(metrics) / columns))
+    fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.6 * rows), squeeze=False)
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        values = [d["metrics"].get(metric) for d in per_seed]
+        values = [float(v) for v in values if _is_number(v)]
+        stats = summary[metric]
+        ax.scatter(range(len(values)), values, s=12, alpha=0.6, label="seeds")
+        ax.errorbar([len(values) / 2 - 0.5], [stats["mean"]],
+                    yerr=[0.0 if math.isnan(stats["std"]) else stats["std"]],
+                    color="black", marker="s", capsize=4, label="mean ± std")
+        ax.set_title(metric, fontsize=8)
+        ax.set_xticks([])
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.axis("off")
+    fig.suptitle(f"{title}: {len(per_seed)} seeds", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _save_figures(figures: Mapping[str, Any], directory: Path, stem: str) -> dict[str, str]:
+    import matplotlib.pyplot as plt
+
+    names = {}
+    for name, fig in figures.items():
+        path = directory / f"{stem}-{name}.png"
+        fig.savefig(path, dpi=120, bbox_inches="tight", metadata={"Software": None})
+        plt.close(fig)
+        names[name] = path.name
+    return names
+
+
+# --- published results -------------------------------------------------------------------------
+
+def load_result(path: str | Path) -> dict[str, Any]:
+    """Read a saved result (one seed, or the aggregate of several)."""
+    data = json.loads(Path(path).read_text())
+    for key in ("experiment", "config_name", "record"):
+        if key not in data:
+            raise ValueError(f"{path} is not a saved experiment result (no {key!r})")
+    return data
+
+
+def is_stale(result: str | Path | Mapping[str, Any]) -> bool:
+    """True when the code a saved result ran on has changed since.
+
+    Compares the result's ``record.code_fingerprint`` with the current
+    :meth:`Experiment.fingerprint` of its experiment. A result without a fingerprint, or of
+    an experiment that no longer exists, is stale.
+    """
+    data = load_result(result) if isinstance(result, (str, Path)) else result
+    saved = data.get("record", {}).get("code_fingerprint")
+    experiments = load_all()
+    experiment = experiments.get(data.get("experiment"))
+    return saved is None or experiment is None or saved != experiment.fingerprint()
+
+
+def published(directory: str | Path = RESULTS_DIR) -> list[dict[str, Any]]:
+    """Every result JSON under ``directory`` (default ``empirics/results``) with its status.
+
+    Each entry: ``experiment``, ``config``, ``path``, ``seeds`` (list, for aggregates),
+    ``device``, ``date`` and ``stale``. Per-seed files of an aggregate are skipped.
+    """
+    entries = []
+    for path in sorted(Path(directory).glob("*/*.json")):
+        try:
+            data = load_result(path)
+        except (ValueError, json.JSONDecodeError):
+            continue
+        if "-seed" in path.stem:
+            continue
+        entries.append({"experiment": data["experiment"], "config": data["config_name"],
+                        "path": str(path), "seeds": data.get("seeds", [data.get("seed")]),
+                        "device": data["record"].get("device_name", data.get("device")),
+                        "date": data["record"].get("date"), "stale": is_stale(data)})
+    return entries
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _finite(value):

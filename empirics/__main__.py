@@ -1,0 +1,151 @@
+"""``python -m empirics``: list the experiments, run one, and show the published results.
+
+::
+
+    python -m empirics list [--json]
+    python -m empirics run NAME [--config smoke|full] [--device auto|cpu|cuda] [--seeds K]
+                                [--out DIR] [--workers N] [--backend process|serial|ray]
+                                [--set KEY=VALUE ...]
+    python -m empirics results [--dir DIR] [--json]
+
+``run`` writes ``<out>/<name>/<config>.json`` and its PNG figures (default ``--out
+build/empirics``). With ``--seeds K > 1`` the seeds run as a sweep (a local process pool, or
+Ray with ``--backend ray``); each seed is saved as ``<config>-seed<k>.json`` and
+``<config>.json`` holds the mean and spread over seeds, with an error-bar figure. To publish
+a full-config result, run it with ``--out empirics/results`` and commit what it writes;
+``results`` lists the published results and marks those whose code has changed since.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from empirics.experiment import RESULTS_DIR, get, load_all, published, run_seeds
+from empirics.sweep import BACKENDS
+
+DEFAULT_OUT = Path("build") / "empirics"
+
+
+def parse_override(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` with VALUE read as JSON where it parses (numbers, lists, true), else text."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--set needs KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    experiments = load_all()
+    status = {(e["experiment"], e["config"]): e for e in published()}
+    rows = []
+    for name, experiment in sorted(experiments.items()):
+        entry = status.get((name, "full"))
+        state = "none" if entry is None else ("stale" if entry["stale"] else "current")
+        rows.append({"name": name, "description": experiment.description,
+                     "configs": sorted(experiment.configs), "claims": list(experiment.claims),
+                     "published_full": state})
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    for row in rows:
+        print(f"{row['name']:<22} {row['description']}")
+        print(f"{'':<22} configs: {', '.join(row['configs'])}; claims: "
+              f"{', '.join(row['claims']) or '-'}; published full result: "
+              f"{row['published_full']}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import torch
+
+    experiment = get(args.name)
+    overrides = dict(args.set or [])
+    if args.seeds < 1:
+        raise SystemExit("--seeds must be >= 1")
+    if args.seeds == 1 and args.backend != "ray":
+        torch.set_num_threads(args.threads)
+        result = experiment(args.config, device=args.device, seed=args.seed, **overrides)
+        path = result.save(args.out)
+        metrics = result.metrics
+        print(f"{experiment.name} [{args.config}] seed {args.seed} on "
+              f"{result.record['device_name']}: {result.record['wall_time']:.1f} s")
+        for name, value in sorted(metrics.items()):
+            print(f"  {name:<40} {value:.6g}" if isinstance(value, float)
+                  else f"  {name:<40} {value}")
+        print(f"wrote {path} and {len(result.figures)} figure(s)")
+        return 0
+    data = run_seeds(experiment, args.config, seeds=list(range(args.seed, args.seed + args.seeds)),
+                     device=args.device, out=args.out, workers=args.workers,
+                     backend=args.backend, **overrides)
+    print(f"{experiment.name} [{args.config}] {args.seeds} seeds on {data['device']} "
+          f"({data['record']['backend']}): {data['record']['wall_time']:.1f} s")
+    for name, stats in sorted(data["metrics"].items()):
+        print(f"  {name:<40} {stats['mean']:.6g} ± {stats['std']:.2g} (std, n={stats['n']})")
+    print(f"wrote {data['path']} and {len(data['figures'])} figure(s)")
+    return 0
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    entries = published(args.dir)
+    if args.json:
+        print(json.dumps(entries, indent=1))
+        return 0
+    if not entries:
+        print(f"no published results under {args.dir}")
+    for e in entries:
+        mark = "STALE" if e["stale"] else "current"
+        print(f"{e['experiment']:<22} {e['config']:<6} {mark:<8} {e['device']} {e['date']} "
+              f"seeds={e['seeds']} {e['path']}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m empirics", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="the experiments, their configs, claims and published state")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_list)
+
+    p = sub.add_parser("run", help="run one experiment and save its JSON and PNG figures")
+    p.add_argument("name")
+    p.add_argument("--config", default="smoke", help="smoke (seconds on a CPU) or full (a GPU)")
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:k]")
+    p.add_argument("--seeds", type=int, default=1, help="number of seeds (a sweep when > 1)")
+    p.add_argument("--seed", type=int, default=0, help="first seed")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                   help=f"output folder (default {DEFAULT_OUT}; publish with {RESULTS_DIR.name})")
+    p.add_argument("--workers", type=int, default=None,
+                   help="parallel seeds (default: the core count)")
+    p.add_argument("--backend", choices=BACKENDS, default="process")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads for a single-seed run (default 1: small models are "
+                        "fastest single-threaded)")
+    p.add_argument("--set", action="append", type=parse_override, metavar="KEY=VALUE",
+                   help="override one config value (repeatable), e.g. --set steps=100")
+    p.set_defaults(run=cmd_run)
+
+    p = sub.add_parser("results", help="published results and whether they are stale")
+    p.add_argument("--dir", type=Path, default=RESULTS_DIR)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_results)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except ValueError as error:  # bad names, configs or overrides: a message, not a traceback
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,691 @@
+r"""Induction heads: the task, and two exact two-layer attention-only constructions.
+
+**The task** (Sanford, Hsu, Telgarsky 2024, arXiv:2408.14332, Section 1). The input is
+:math:`\sigma_1 \dots \sigma_n` over :math:`\Sigma = \{0, \dots, S-1\}`. The output at
+position :math:`i` is :math:`\tau_i = \sigma_{j^\star + 1}` with
+:math:`j^\star = \max\{j < i : \sigma_j = \sigma_i\}`, or :math:`\bot` when no such :math:`j`
+exists. :func:`induction_targets` is this specification (with :math:`\bot = -1`).
+
+**The models.** Both builders return an :class:`InductionTransformer`: a standard two-layer,
+one-head-per-layer, attention-only transformer (token and positional embeddings, two causal
+softmax :class:`~constructions.layers.Attention` layers on a residual stream, an unembedding)
+that prepends its own BOS token. Model position 0 holds BOS and model position :math:`t \ge 1`
+holds :math:`\sigma_t`; the logits have :math:`S+1` classes, the last one meaning :math:`\bot`.
+
+* Layer 1 is a *previous-token head*: query :math:`t` puts weight
+  :math:`\alpha_t \ge \alpha` on key :math:`t-1`, so the layer writes
+  :math:`\mathrm{prev}_t \approx \mathrm{emb}(\sigma_{t-1})`.
+* Layer 2 is an *induction head*: query :math:`i` scores key :math:`j` by
+  :math:`\beta_2\langle \mathrm{tok}_i, \mathrm{prev}_j\rangle + \lambda j + \theta[j = 0]`. The
+  match term finds the keys right after an earlier occurrence of :math:`\sigma_i`, the recency
+  bias :math:`\lambda j` makes the most recent one win, and the BOS sink :math:`\theta` wins when
+  there is no match. The layer copies the winning key's token (BOS copies :math:`\bot`).
+
+:func:`two_layer_induction` uses one-hot blocks (width :math:`3S + n + 5`);
+:func:`compact_induction` puts tokens and positions on circles (width 11, independent of
+:math:`S` and :math:`n`). Their temperatures are derived from margin conditions that hold for
+*every* input of length :math:`\le n` (see each builder), and the condition functions
+:func:`two_layer_conditions` and :func:`compact_conditions` evaluate those conditions in any
+numeric library (``math``, ``mpmath``, or ``sympy`` for symbolic ``n``).
+
+**Precision.** :meth:`InductionTransformer.run` accepts a ``rounding`` function applied to every
+stored weight, activation, score and attention weight; with :func:`round_significand` this
+emulates p-bit floating point. :func:`required_bits` is the precision the margins guarantee to
+suffice: :math:`\lceil \log_2 M + 6\rceil`, where :math:`M` is the largest score magnitude, so
+:math:`p = \log_2 n + O(\log\log n)` for the one-hot model and :math:`2\log_2 n + O(\log\log n)`
+for the compact one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+
+import torch
+from torch import nn
+
+from constructions import _validate
+from constructions.layers import Attention, causal_mask, fixed, resolve
+
+NO_MATCH = -1  # what induction_targets returns for \bot
+Rounding = Callable[[torch.Tensor], torch.Tensor]
+
+
+# --- the task -----------------------------------------------------------------------------
+
+def _as_tokens(tokens: object) -> torch.Tensor:
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(f"tokens must be a torch.Tensor of token ids, got {type(tokens).__name__}")
+    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must have an integer dtype, got {tokens.dtype}")
+    if tokens.ndim < 1:
+        raise ValueError("tokens must have shape (..., n), got a scalar")
+    if tokens.numel() and tokens.min() < 0:
+        raise ValueError(f"tokens must be >= 0, got {int(tokens.min())}")
+    return tokens.long()
+
+
+def previous_occurrence(tokens: torch.Tensor) -> torch.Tensor:
+    r""":math:`j^\star_i = \max\{j < i : \sigma_j = \sigma_i\}` (0-indexed), or -1 if none.
+
+    ``tokens`` is an integer tensor of shape ``(..., n)``; the result has the same shape.
+    """
+    tokens = _as_tokens(tokens)
+    n = tokens.shape[-1]
+    earlier = torch.ones(n, n, dtype=torch.bool, device=tokens.device).tril(-1)  # j < i
+    equal = (tokens.unsqueeze(-1) == tokens.unsqueeze(-2)) & earlier
+    index = torch.arange(n, device=tokens.device).expand_as(equal)
+    return torch.where(equal, index, -1).amax(dim=-1) if n else tokens.clone()
+
+
+def induction_targets(tokens: torch.Tensor) -> torch.Tensor:
+    r"""The induction-heads task: :math:`\tau_i = \sigma_{j^\star+1}`, or ``-1`` for :math:`\bot`.
+
+    ``tokens``: integer tensor of shape ``(..., n)`` with values in ``[0, vocab_size)``.
+    Returns a LongTensor of the same shape. Since :math:`j^\star < i`, the target is a token
+    at a position :math:`\le i`, so the task is causal.
+    """
+    tokens = _as_tokens(tokens)
+    previous = previous_occurrence(tokens)
+    following = tokens.gather(-1, (previous + 1).clamp(max=max(tokens.shape[-1] - 1, 0)))
+    return torch.where(previous >= 0, following, NO_MATCH)
+
+
+def induction_keys(tokens: torch.Tensor) -> torch.Tensor:
+    r"""The model position an exact induction head must attend to, per query position.
+
+    With the BOS at model position 0 and :math:`\sigma_t` (1-indexed) at position :math:`t`,
+    the key holding :math:`\tau_i` is :math:`j^\star + 1`, and BOS (0) when there is no earlier
+    occurrence. Returned for the real tokens only: shape ``(..., n)``, values in ``[0, n]``.
+    """
+    previous = previous_occurrence(tokens)  # 0-indexed j*, at model position j* + 1
+    return torch.where(previous >= 0, previous + 2, 0)
+
+
+# --- parameters and margin conditions ------------------------------------------------------
+
+@dataclass(frozen=True)
+class InductionParameters:
+    r"""Temperatures of an induction construction, and the geometry they were derived for.
+
+    ``beta1``: layer-1 (previous-token) inverse temperature; ``beta2``: layer-2 match weight;
+    ``recency``: :math:`\lambda`, the per-position recency bias; ``sink``: :math:`\theta`, the
+    BOS score. ``readout``: :math:`\rho`, the largest odds (wrong mass / correct mass) on the
+    layer-2 keys at which the argmax is still right (1 for one-hot values,
+    :math:`\sin(\pi/(S+1))` on the token circle). ``token_gap`` and ``position_gap``:
+    :math:`g^\star` and :math:`g_{pos}`, the score gaps of one unit of token and position
+    similarity (1 for one-hot embeddings).
+    """
+
+    beta1: float
+    beta2: float
+    recency: float
+    sink: float
+    readout: float = 1.0
+    token_gap: float = 1.0
+    position_gap: float = 1.0
+
+
+def two_layer_parameters(max_len, *, lib: ModuleType = math) -> InductionParameters:
+    r"""Temperatures of :func:`two_layer_induction` for sequences of length :math:`\le n`.
+
+    :math:`\lambda = \ln(3n) + 2`, :math:`\theta = \lambda n + \ln n + 2`,
+    :math:`\beta_2 = 2\theta + 10`, :math:`\beta_1 = \ln(n\beta_2) + 1`. With ``lib=sympy``
+    and a positive symbol ``max_len`` the parameters are symbolic.
+    """
+    if lib is math:
+        max_len = _validate.positive_int("max_len", max_len)
+    n = max_len
+    recency = lib.log(3 * n) + 2
+    sink = recency * n + lib.log(n) + 2
+    beta2 = 2 * sink + 10
+    beta1 = lib.log(n * beta2) + 1
+    return InductionParameters(beta1=beta1, beta2=beta2, recency=recency, sink=sink)
+
+
+def two_layer_conditions(max_len, params: InductionParameters, *,
+                         lib: ModuleType = math) -> dict[str, tuple[object, object]]:
+    r"""The margin conditions (A)–(D) of :func:`two_layer_induction`: ``{name: (lhs, bound)}``.
+
+    With :math:`\alpha = e^{\beta_1}/(e^{\beta_1} + n)`, the smallest layer-1 weight on the
+    previous token, each condition is ``lhs < bound``:
+
+    * (A) older matches: :math:`n e^{\beta_2(1-\alpha) - \lambda} < 1/3`;
+    * (B) non-matching keys: :math:`n e^{\beta_2(1-2\alpha) + \lambda(n-1)} < 1/3`;
+    * (C) the BOS sink against a match: :math:`e^{\theta - \beta_2\alpha - \lambda} < 1/3`;
+    * (D) with no match, the sink wins: :math:`n e^{\beta_2(1-\alpha) + \lambda n - \theta} < 1`.
+
+    (A)–(C) give the correct key odds :math:`< 1`, i.e. weight :math:`> 1/2`, and (D) gives BOS
+    weight :math:`> 1/2`; see :func:`two_layer_induction` for the derivation.
+    """
+    n, b1, b2 = max_len, params.beta1, params.beta2
+    lam, theta = params.recency, params.sink
+    alpha = lib.exp(b1) / (lib.exp(b1) + n)
+    third = lib.exp(0) / 3  # 1/3 exactly in sympy, at working precision in mpmath
+    return {
+        "A": (n * lib.exp(b2 * (1 - alpha) - lam), third),
+        "B": (n * lib.exp(b2 * (1 - 2 * alpha) + lam * (n - 1)), third),
+        "C": (lib.exp(theta - b2 * alpha - lam), third),
+        "D": (n * lib.exp(b2 * (1 - alpha) + lam * n - theta), 1),
+    }
+
+
+def circle_gaps(vocab_size, max_len, *, lib: ModuleType = math) -> tuple:
+    r"""(:math:`\rho`, :math:`g^\star`, :math:`g_{pos}`) of the circle embeddings.
+
+    Tokens and :math:`\bot` sit at :math:`N = S+1` equally spaced points, positions at
+    :math:`n+1`: :math:`\rho = \sin(\pi/N)`,
+    :math:`g^\star = \min(1 - \cos(2\pi/N), 1)`, :math:`g_{pos} = 1 - \cos(2\pi/(n+1))`.
+    The gaps are evaluated as :math:`2\sin^2(\pi/N)`, which does not cancel for large N.
+    """
+    points = vocab_size + 1
+    rho = lib.sin(lib.pi / points)
+    token_gap = 2 * rho**2
+    token_gap = lib.Min(token_gap, 1) if hasattr(lib, "Min") else min(token_gap, 1)
+    position_gap = 2 * lib.sin(lib.pi / (max_len + 1)) ** 2
+    return rho, token_gap, position_gap
+
+
+def compact_parameters(vocab_size, max_len, *, lib: ModuleType = math,
+                       gaps: tuple | None = None) -> InductionParameters:
+    r"""Temperatures of :func:`compact_induction`; ``gaps`` overrides :func:`circle_gaps`.
+
+    :math:`\lambda = \ln(3n/\rho) + 2`,
+    :math:`\beta_2 = (\lambda n + \ln(3n/\rho^2) + 4)/g^\star`,
+    :math:`\theta = \beta_2(1 - g^\star) + \lambda n + \ln(n/\rho) + 2`,
+    :math:`\beta_1 = (\ln(n\beta_2) + 1)/g_{pos}`. Passing symbolic ``gaps`` with
+    ``lib=sympy`` gives the parameters for any geometry.
+    """
+    if lib is math:
+        vocab_size = _validate.positive_int("vocab_size", vocab_size)
+        max_len = _validate.positive_int("max_len", max_len)
+    n = max_len
+    rho, g, g_pos = gaps if gaps is not None else circle_gaps(vocab_size, max_len, lib=lib)
+    recency = lib.log(3 * n / rho) + 2
+    beta2 = (recency * n + lib.log(3 * n / rho**2) + 4) / g
+    sink = beta2 * (1 - g) + recency * n + lib.log(n / rho) + 2
+    beta1 = (lib.log(n * beta2) + 1) / g_pos
+    return InductionParameters(beta1=beta1, beta2=beta2, recency=recency, sink=sink,
+                               readout=rho, token_gap=g, position_gap=g_pos)
+
+
+def compact_conditions(max_len, params: InductionParameters, *,
+                       lib: ModuleType = math) -> dict[str, tuple[object, object]]:
+    r"""The margin conditions (A′)–(D′) of :func:`compact_induction`: ``{name: (lhs, bound)}``.
+
+    With the layer-1 leak :math:`\delta = n e^{-\beta_1 g_{pos}}` (an upper bound on the weight
+    off the previous token), readout odds :math:`\rho` and token gap :math:`g^\star`:
+
+    * (A′) older matches: :math:`n e^{2\delta\beta_2 - \lambda} < \rho/3`;
+    * (B′) non-matching keys:
+      :math:`n e^{\beta_2(2\delta - (1-\delta)g^\star) + \lambda(n-2)} < \rho/3`;
+    * (C′) the sink against a match: :math:`e^{\theta - \beta_2(1 - 2\delta) - 2\lambda} < \rho/3`;
+    * (D′) with no match, the sink wins:
+      :math:`n e^{\beta_2(1 - (1-\delta)g^\star) + \lambda n - \theta} < \rho`.
+    """
+    n, b2, lam, theta = max_len, params.beta2, params.recency, params.sink
+    rho, g = params.readout, params.token_gap
+    delta = n * lib.exp(-params.beta1 * params.position_gap)
+    return {
+        "A": (n * lib.exp(2 * delta * b2 - lam), rho / 3),
+        "B": (n * lib.exp(b2 * (2 * delta - (1 - delta) * g) + lam * (n - 2)), rho / 3),
+        "C": (lib.exp(theta - b2 * (1 - 2 * delta) - 2 * lam), rho / 3),
+        "D": (n * lib.exp(b2 * (1 - (1 - delta) * g) + lam * n - theta), rho),
+    }
+
+
+def max_score(max_len: int, params: InductionParameters) -> float:
+    r"""The largest score magnitude :math:`M` of either layer on inputs of length :math:`\le n`.
+
+    Layer 1 scores are at most :math:`\beta_1`; layer 2 scores are
+    :math:`\beta_2\langle\mathrm{tok},\mathrm{prev}\rangle + \lambda j \le \beta_2 + \lambda n`
+    for real keys and :math:`\theta` for BOS.
+    """
+    return max(params.beta1, params.beta2 + params.recency * max_len, params.sink)
+
+
+def required_bits(max_len: int, params: InductionParameters) -> int:
+    r"""Significand bits :math:`p` that the margins guarantee to suffice:
+    :math:`\lceil \log_2 M + 6 \rceil` with :math:`M` from :func:`max_score`.
+
+    Derivation (first order in the unit roundoff :math:`u = 2^{-p}`, for the rounding model
+    of :meth:`InductionTransformer.run`). A score is :math:`\hat q\cdot\hat k`, rounded;
+    each of the weight, the residual entry, :math:`q` and :math:`k` is rounded once, so each
+    contributes at most :math:`u` times the absolute-value evaluation
+    :math:`\sum_l |q_l k_l| \le 2M` (two circle coordinates of modulus :math:`\le 1`), and the
+    final rounding :math:`uM`. A layer-2 key also carries the rounded layer-1 output
+    :math:`\mathrm{prev}` (entries :math:`\le 1`; a rounded attention weight, head output,
+    projection and residual sum: abs. error :math:`\le 4u`), times :math:`\beta_2 \le M`.
+    So every score errs by :math:`\epsilon \le (8 + 1 + 4)uM \le 16uM`, which is
+    :math:`\le 1/4` for :math:`p \ge \log_2 M + 6`. Then every odds term of (A)–(D) grows by
+    at most :math:`e^{2\epsilon} \le e^{1/2}` and the layer-1 leak by the same factor, so
+    :math:`\beta_2\delta \le e^{1/2}/e`; the symbolic bounds of the conditions
+    (:math:`1/e - 2`, :math:`2/e - 2`, ... in the exponent) keep a margin of at least 0.29.
+    The weights of the softmax and of the readout are rounded once more, a relative
+    :math:`u` that the margins absorb. The bound is conservative: on the stress inputs of
+    ``theorems.induction_heads`` the least exact :math:`p` is 5–9 bits lower.
+    """
+    return math.ceil(math.log2(max_score(max_len, params)) + 6)
+
+
+# --- precision emulation ----------------------------------------------------------------------
+
+def round_significand(x: torch.Tensor, bits: int) -> torch.Tensor:
+    r"""Round to ``bits`` significand bits (the implicit leading bit included), to nearest even.
+
+    The exponent is unbounded and there are no subnormals, so this isolates the effect of the
+    significand: ``bits=24`` reproduces float32 rounding, 11 float16 and 8 bfloat16 for values
+    in their normal range. The unit roundoff is :math:`u = 2^{-\text{bits}}`.
+    """
+    bits = _validate.positive_int("bits", bits)
+    mantissa, exponent = torch.frexp(x)  # x = mantissa * 2**exponent, |mantissa| in [1/2, 1)
+    scale = float(2**bits)
+    return torch.ldexp(torch.round(mantissa * scale) / scale, exponent)
+
+
+# --- the model --------------------------------------------------------------------------------
+
+class InductionTransformer(nn.Module):
+    r"""A BOS-prefixed, attention-only transformer with explicit weights.
+
+    .. math::
+
+        x^{(0)}_t = W_E[\sigma_t] + W_{pos}[t],\quad
+        x^{(\ell)} = x^{(\ell-1)} + \mathrm{Attn}_\ell(x^{(\ell-1)}),\quad
+        \mathrm{logits}_t = x^{(L)}_t W_U,
+
+    with :math:`\sigma_0 = \mathrm{BOS}` (token id ``vocab_size``) and causal softmax attention.
+    These are exactly the weights a standard attention-only transformer holds (per-layer
+    :math:`W_Q, W_K, W_V, W_O`, embeddings, unembedding; no biases, no normalisation), so the
+    model exports one-to-one, e.g. to TransformerLens with an attention scale of 1.
+
+    ``forward(tokens)`` maps ``(B, n)`` (or ``(n,)``) tokens to ``(B, n, vocab_size + 1)``
+    logits for the real positions; :meth:`attention_patterns` returns what the checks
+    inspect; :meth:`run` does both, optionally in emulated low precision.
+    """
+
+    def __init__(self, W_E: torch.Tensor, W_pos: torch.Tensor, layers: list[Attention],
+                 W_U: torch.Tensor) -> None:
+        super().__init__()
+        self.W_E, self.W_pos, self.W_U = fixed(W_E), fixed(W_pos), fixed(W_U)
+        self.layers = nn.ModuleList(layers)
+
+    @property
+    def vocab_size(self) -> int:
+        """Real tokens; the embedding has one more row, the BOS."""
+        return self.W_E.shape[0] - 1
+
+    @property
+    def max_len(self) -> int:
+        return self.W_pos.shape[0] - 1
+
+    @property
+    def d_model(self) -> int:
+        return self.W_E.shape[1]
+
+    def _validated(self, tokens: object) -> torch.Tensor:
+        tokens = _validate.token_tensor("tokens", tokens, vocab_size=self.vocab_size,
+                                        max_len=self.max_len)
+        return tokens if tokens.ndim == 2 else tokens.unsqueeze(0)
+
+    def run(self, tokens: torch.Tensor, *, rounding: Rounding | None = None
+            ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        r"""Logits ``(B, n, vocab_size + 1)`` and the patterns ``[(B, H, n+1, n+1)]`` per layer.
+
+        ``rounding``, if given, is applied to every weight when it is read, to the embedded
+        residual stream, to each query, key, value, score, attention weight and head output,
+        and to each residual sum: every number the forward pass stores. The arithmetic
+        inside one operation is float64 (a wide accumulator), so with
+        :func:`round_significand` this emulates p-bit storage with exact accumulation.
+        """
+        tokens = self._validated(tokens)
+        r = rounding if rounding is not None else (lambda t: t)
+        batch, n = tokens.shape
+        bos = torch.full((batch, 1), self.vocab_size, dtype=torch.long, device=tokens.device)
+        with_bos = torch.cat([bos, tokens.to(self.W_E.device)], dim=1)
+        x = r(r(self.W_E)[with_bos] + r(self.W_pos)[: n + 1])
+        patterns = []
+        for layer in self.layers:
+            if rounding is None:
+                out, pattern = layer(x, return_pattern=True)
+            else:
+                out, pattern = _rounded_attention(layer, x, r)
+            patterns.append(pattern)
+            x = r(x + out)
+        return r(x[:, 1:] @ r(self.W_U)), patterns
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        squeeze = isinstance(tokens, torch.Tensor) and tokens.ndim == 1
+        logits = self.run(tokens)[0]
+        return logits[0] if squeeze else logits
+
+    def attention_patterns(self, tokens: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        r"""One ``(B, H, n+1, n+1)`` tensor per layer: :math:`A^{(\ell)}_{h,t,j}`, rows = queries.
+
+        Index 0 is the BOS the model prepends; index :math:`t \ge 1` is ``tokens[:, t-1]``.
+        """
+        return tuple(self.run(tokens)[1])
+
+    def predict(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Argmax predictions in the oracle's convention: a token id, or -1 for the last class."""
+        classes = self(tokens).argmax(-1)
+        return torch.where(classes == self.vocab_size, NO_MATCH, classes)
+
+
+def _rounded_attention(layer: Attention, x: torch.Tensor, r: Rounding
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Causal softmax attention of ``layer`` with every stored intermediate passed through r."""
+    q = r(torch.einsum("bnd,hdk->bhnk", x, r(layer.W_Q)))
+    k = r(torch.einsum("bnd,hdk->bhnk", x, r(layer.W_K)))
+    scores = r(layer.scale * q @ k.transpose(-1, -2))
+    mask = causal_mask(x.shape[-2], x.device)
+    pattern = r(scores.masked_fill(~mask, float("-inf")).softmax(dim=-1))
+    values = r(torch.einsum("bnd,hdv->bhnv", x, r(layer.W_V)))
+    heads = r(pattern @ values)
+    return r(torch.einsum("bhnv,hvo->bno", heads, r(layer.W_O))), pattern
+
+
+def _blocks(**sizes: int) -> dict[str, slice]:
+    """Consecutive slices of the residual stream, one per named block."""
+    out, start = {}, 0
+    for name, size in sizes.items():
+        out[name] = slice(start, start + size)
+        start += size
+    return out
+
+
+def _temperatures(default: InductionParameters, beta1, beta2, recency, sink
+                  ) -> InductionParameters:
+    """The defaults, with any explicit override validated (recency and sink may be 0)."""
+    return InductionParameters(
+        beta1=default.beta1 if beta1 is None else _validate.positive_float("beta1", beta1),
+        beta2=default.beta2 if beta2 is None else _validate.positive_float("beta2", beta2),
+        recency=(default.recency if recency is None
+                 else _validate.positive_float("recency", recency, allow_zero=True)),
+        sink=default.sink if sink is None else _validate.finite_float("sink", sink),
+        readout=default.readout, token_gap=default.token_gap,
+        position_gap=default.position_gap)
+
+
+def _attention(W_Q, W_K, W_V, W_O, kw: dict) -> Attention:
+    return Attention(*(w.to(**kw) for w in (W_Q, W_K, W_V, W_O)), causal=True)
+
+
+def two_layer_induction(vocab_size: int, max_len: int, *, beta1: float | None = None,
+                        beta2: float | None = None, recency: float | None = None,
+                        sink: float | None = None, dtype: torch.dtype = torch.float64,
+                        device=None) -> InductionTransformer:
+    r"""Exact two-layer induction head with one-hot blocks (width :math:`3S + n + 5`).
+
+    Residual blocks: tok (:math:`S+1`, BOS last), pos (:math:`n+1`), prev (:math:`S+1`),
+    out (:math:`S+1`), const (1); :math:`x_t = [e_{\sigma_t}; e_t; 0; 0; 1]`.
+
+    * Layer 1: :math:`W^1_Q: e_t \mapsto \beta_1 e_{t-1}`, :math:`W^1_K: e_j \mapsto e_j`, so
+      the score is :math:`\beta_1[j = t-1]`; the value copies tok into prev. Query
+      :math:`t \ge 1` sees :math:`t+1` keys, so
+      :math:`\alpha_t = e^{\beta_1}/(e^{\beta_1} + t) \ge \alpha = e^{\beta_1}/(e^{\beta_1} + n)`,
+      and :math:`\mathrm{prev}_t[a] \ge \alpha` if :math:`\sigma_{t-1} = a`, else
+      :math:`\le 1 - \alpha`; :math:`\mathrm{prev}_0 = e_{BOS}`.
+    * Layer 2: score :math:`s_{ij} = \beta_2\,\mathrm{prev}_j[\sigma_i] + \lambda j + \theta[j=0]`
+      (query: :math:`\beta_2 e_a` and const; key: prev and
+      :math:`\lambda j + \theta[j=0]` from pos); the value copies tok into out
+      (:math:`e_{BOS} \mapsto \bot`); the unembedding reads out.
+
+    *Why every input is solved.* Let :math:`c` be the key after the latest earlier occurrence
+    of :math:`a = \sigma_i` (:math:`c \ge 2`): :math:`s_c \ge \beta_2\alpha + \lambda c`. An
+    older matching key :math:`j < c` has :math:`s_j - s_c \le \beta_2(1-\alpha) - \lambda`, a
+    non-matching key :math:`s_j - s_c \le \beta_2(1-2\alpha) + \lambda(n-1)`, and BOS
+    :math:`s_0 - s_c \le \theta - \beta_2\alpha - \lambda`. With at most :math:`n` keys of each
+    kind, (A)–(C) of :func:`two_layer_conditions` make the odds against :math:`c` below 1, so
+    :math:`A_{ic} > 1/2`, and the one-hot output puts more than half its mass on
+    :math:`\sigma_c = \tau_i`. With no match every real key has
+    :math:`s_j - s_0 \le \beta_2(1-\alpha) + \lambda n - \theta`, and (D) gives BOS
+    weight :math:`> 1/2`, i.e. :math:`\bot`.
+
+    *Defaults* (:func:`two_layer_parameters`): :math:`\lambda = \ln(3n)+2`,
+    :math:`\theta = \lambda n + \ln n + 2`, :math:`\beta_2 = 2\theta + 10`,
+    :math:`\beta_1 = \ln(n\beta_2) + 1`. Then :math:`1 - \alpha \le ne^{-\beta_1} = 1/(e\beta_2)`,
+    so :math:`\beta_2(1-\alpha) \le 1/e` and the left sides of (A) and (D) are at most
+    :math:`e^{1/e-2}/3` and :math:`e^{1/e-2}`, for every :math:`n`. Scores are
+    :math:`O(n\log n)`, hence :math:`p = \log_2 n + O(\log\log n)` bits suffice
+    (:func:`required_bits`). Passing ``beta1``/``beta2``/``recency``/``sink`` overrides a
+    default (``recency=0`` or ``sink=0`` ablate the bias or the sink).
+    """
+    S = _validate.positive_int("vocab_size", vocab_size)
+    n = _validate.positive_int("max_len", max_len)
+    kw = resolve(dtype, device)
+    p = _temperatures(two_layer_parameters(n), beta1, beta2, recency, sink)
+    b = _blocks(tok=S + 1, pos=n + 1, prev=S + 1, out=S + 1, const=1)
+    d = b["const"].stop
+    f64 = {"dtype": torch.float64}
+
+    W_E = torch.zeros(S + 1, d, **f64)
+    W_E[:, b["tok"]] = torch.eye(S + 1, **f64)
+    W_E[:, b["const"]] = 1.0
+    W_pos = torch.zeros(n + 1, d, **f64)
+    W_pos[:, b["pos"]] = torch.eye(n + 1, **f64)
+
+    # Layer 1: the query of position t is beta1 * e_{t-1}; the key of position j is e_j.
+    Q1 = torch.zeros(d, n + 1, **f64)
+    Q1[b["pos"]] = p.beta1 * torch.eye(n + 1, **f64).roll(-1, dims=1)
+    Q1[b["pos"].start, n] = 0.0  # position 0 (BOS) has no previous token: no roll-over
+    K1 = torch.zeros(d, n + 1, **f64)
+    K1[b["pos"]] = torch.eye(n + 1, **f64)
+    V1 = torch.zeros(d, S + 1, **f64)
+    V1[b["tok"]] = torch.eye(S + 1, **f64)
+    O1 = torch.zeros(S + 1, d, **f64)
+    O1[:, b["prev"]] = torch.eye(S + 1, **f64)
+
+    # Layer 2: query [beta2 e_a ; 1] against key [prev_j ; lambda j + theta [j = 0]].
+    Q2 = torch.zeros(d, S + 2, **f64)
+    Q2[b["tok"].start:b["tok"].start + S, :S] = p.beta2 * torch.eye(S, **f64)
+    Q2[b["const"], S + 1] = 1.0
+    K2 = torch.zeros(d, S + 2, **f64)
+    K2[b["prev"], : S + 1] = torch.eye(S + 1, **f64)
+    K2[b["pos"], S + 1] = p.recency * torch.arange(n + 1, **f64)
+    K2[b["pos"].start, S + 1] = p.sink
+    V2 = V1.clone()
+    O2 = torch.zeros(S + 1, d, **f64)
+    O2[:, b["out"]] = torch.eye(S + 1, **f64)
+    W_U = torch.zeros(d, S + 1, **f64)
+    W_U[b["out"]] = torch.eye(S + 1, **f64)
+
+    layers = [_attention(Q1, K1, V1, O1, kw), _attention(Q2, K2, V2, O2, kw)]
+    return InductionTransformer(W_E.to(**kw), W_pos.to(**kw), layers, W_U.to(**kw))
+
+
+COMPACT_WIDTH = 11
+
+
+def compact_induction(vocab_size: int, max_len: int, *, beta1: float | None = None,
+                      beta2: float | None = None, recency: float | None = None,
+                      sink: float | None = None, dtype: torch.dtype = torch.float64,
+                      device=None) -> InductionTransformer:
+    r"""Exact two-layer induction head of width 11, independent of :math:`S` and :math:`n`.
+
+    Circles: token :math:`a` (and :math:`\bot = S`) is
+    :math:`u_a = (\cos 2\pi a/N, \sin 2\pi a/N)` with :math:`N = S+1`; position :math:`t` is
+    :math:`p_t = (\cos 2\pi t/(n+1), \sin 2\pi t/(n+1))`. Residual blocks: tok (2; 0 for BOS),
+    bos (1), const (1), pos (2), rec (1, :math:`t/n`), prev (2), out (2).
+
+    * Layer 1: the query is :math:`\beta_1 p_t` rotated back by one step, the key :math:`p_j`:
+      score :math:`\beta_1\cos(2\pi(j - t + 1)/(n+1))`, maximal at :math:`j = t-1` and at least
+      :math:`\beta_1 g_{pos}` lower elsewhere (:math:`|j - t + 1| \le n - 1`). So the weight off
+      :math:`t-1` is :math:`\delta_t \le n e^{-\beta_1 g_{pos}} =: \delta`, and
+      :math:`\mathrm{prev}_t = \sum_j A_{tj}\,\mathrm{tok}_j`.
+    * Layer 2: score :math:`\beta_2\langle u_{\sigma_i}, \mathrm{prev}_j\rangle + \lambda j +
+      \theta[j=0]` (rec carries :math:`j/n`, bos carries the sink); the value is
+      :math:`u_{\sigma_j}`, or :math:`u_\bot` for BOS; the logits are :math:`\langle
+      \mathrm{out}, u_c\rangle`.
+
+    *Why every input is solved.* A matching key has
+    :math:`\langle u_a, \mathrm{prev}_j\rangle \ge 1 - 2\delta`; a non-matching one at most
+    :math:`1 - (1-\delta)g^\star` (:math:`g^\star = \min(1-\cos(2\pi/N), 1)`, the 1 covering
+    the BOS, whose tok is 0); BOS has 0. As in :func:`two_layer_induction` this bounds the score
+    gaps, and (A′)–(D′) of :func:`compact_conditions` make the odds against the correct key
+    below :math:`\rho = \sin(\pi/N)`. That suffices for the circular readout: with correct
+    weight :math:`w` and the rest anywhere in the unit disc,
+    :math:`\langle\mathrm{out}, u_c - u_b\rangle \ge 2\sin x\,(w\sin x - (1-w))` with
+    :math:`x = \pi|c-b|/N`, positive when :math:`(1-w)/w < \sin(\pi/N) \le \sin x`.
+
+    *Defaults* (:func:`compact_parameters`): :math:`\lambda = \ln(3n/\rho) + 2`,
+    :math:`\beta_2 = (\lambda n + \ln(3n/\rho^2) + 4)/g^\star`,
+    :math:`\theta = \beta_2(1-g^\star) + \lambda n + \ln(n/\rho) + 2`,
+    :math:`\beta_1 = (\ln(n\beta_2)+1)/g_{pos}`, so that :math:`\delta\beta_2 \le 1/e`.
+
+    *Precision needed.* :math:`\beta_1 \approx (n+1)^2\ln(n\beta_2)/(2\pi^2)` dominates the
+    scores (for fixed :math:`S`; :math:`\beta_2` grows as :math:`S^2 n\log n`): a score error
+    must stay below the :math:`O(1)` slack while scores are :math:`M = O(n^2\log n)`. So
+    :math:`p = \lceil\log_2 M + 6\rceil = 2\log_2 n + O(\log\log n)` significand bits
+    suffice (:func:`required_bits`): 16 bits at :math:`n = 16`, 22 at :math:`n = 256`, 26 at
+    :math:`n = 1024` (:math:`S = 8`), so the bound certifies float32 (24 bits) up to
+    :math:`n \approx 500`; measured on stress inputs, about 13 bits suffice at
+    :math:`n = 256`. Width 11 times :math:`O(\log n)` bits is the Sanford–Hsu–Telgarsky
+    two-layer size :math:`O(1)\cdot O(1)\cdot O(\log n)`.
+    """
+    S = _validate.positive_int("vocab_size", vocab_size)
+    n = _validate.positive_int("max_len", max_len)
+    kw = resolve(dtype, device)
+    p = _temperatures(compact_parameters(S, n), beta1, beta2, recency, sink)
+    b = _blocks(tok=2, bos=1, const=1, pos=2, rec=1, prev=2, out=2)
+    d = b["out"].stop
+    f64 = {"dtype": torch.float64}
+
+    def circle(count: int, points: int) -> torch.Tensor:
+        angle = 2 * math.pi * torch.arange(count, **f64) / points
+        return torch.stack([angle.cos(), angle.sin()], dim=-1)
+
+    token_points = circle(S + 1, S + 1)  # row S is the point of \bot
+    W_E = torch.zeros(S + 1, d, **f64)
+    W_E[:S, b["tok"]] = token_points[:S]
+    W_E[S, b["bos"]] = 1.0
+    W_E[:, b["const"]] = 1.0
+    W_pos = torch.zeros(n + 1, d, **f64)
+    W_pos[:, b["pos"]] = circle(n + 1, n + 1)
+    W_pos[:, b["rec"]] = (torch.arange(n + 1, **f64) / n).unsqueeze(-1)
+
+    # Layer 1: rotating p_t back by one step, phi = 2 pi / (n + 1): p_t M = p_{t-1}.
+    phi = 2 * math.pi / (n + 1)
+    back = torch.tensor([[math.cos(phi), -math.sin(phi)], [math.sin(phi), math.cos(phi)]], **f64)
+    Q1 = torch.zeros(d, 2, **f64)
+    Q1[b["pos"]] = p.beta1 * back
+    K1 = torch.zeros(d, 2, **f64)
+    K1[b["pos"]] = torch.eye(2, **f64)
+    V1 = torch.zeros(d, 2, **f64)
+    V1[b["tok"]] = torch.eye(2, **f64)
+    O1 = torch.zeros(2, d, **f64)
+    O1[:, b["prev"]] = torch.eye(2, **f64)
+
+    # Layer 2: query [beta2 u_a ; 1] against key [prev_j ; lambda j + theta [j = 0]].
+    Q2 = torch.zeros(d, 3, **f64)
+    Q2[b["tok"], :2] = p.beta2 * torch.eye(2, **f64)
+    Q2[b["const"], 2] = 1.0
+    K2 = torch.zeros(d, 3, **f64)
+    K2[b["prev"], :2] = torch.eye(2, **f64)
+    K2[b["rec"], 2] = p.recency * n
+    K2[b["bos"], 2] = p.sink
+    V2 = torch.zeros(d, 2, **f64)
+    V2[b["tok"]] = torch.eye(2, **f64)
+    V2[b["bos"]] = token_points[S]
+    O2 = torch.zeros(2, d, **f64)
+    O2[:, b["out"]] = torch.eye(2, **f64)
+    W_U = torch.zeros(d, S + 1, **f64)
+    W_U[b["out"]] = token_points.T
+
+    layers = [_attention(Q1, K1, V1, O1, kw), _attention(Q2, K2, V2, O2, kw)]
+    return InductionTransformer(W_E.to(**kw), W_pos.to(**kw), layers, W_U.to(**kw))
+
+
+def guarantees(model_kind: str, vocab_size: int, max_len: int) -> dict[str, float]:
+    r"""What the theory promises for the *default* construction of this size.
+
+    ``layer1``: the least weight on the previous token (:math:`\alpha`, or
+    :math:`1 - \delta`); ``layer2``: the least weight on the induction key at which the argmax
+    is right, :math:`1/(1+\rho)` (1/2 for one-hot). Checks compare the model against these,
+    not against anything read from the model, so a mis-built model cannot lower its own bar.
+    """
+    if model_kind == "two_layer":
+        params = two_layer_parameters(max_len)
+        layer1 = math.exp(params.beta1) / (math.exp(params.beta1) + max_len)
+    elif model_kind == "compact":
+        params = compact_parameters(vocab_size, max_len)
+        layer1 = 1 - max_len * math.exp(-params.beta1 * params.position_gap)
+    else:
+        raise ValueError(f"model_kind must be 'two_layer' or 'compact', got {model_kind!r}")
+    return {"layer1": layer1, "layer2": 1 / (1 + params.readout), "readout": params.readout}
+
+
+# --- the one-layer lower bound: INDEX and the Alice/Bob split ---------------------------------
+
+STAR = 2  # the third letter of the INDEX alphabet {0, 1, ★}
+
+
+def index_instance(bits, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The induction-heads input that encodes INDEX: Alice's bits :math:`x`, Bob's index k.
+
+    Length :math:`n = 2n' + 1` over :math:`\{0, 1, \star = 2\}`: (1-indexed) position
+    :math:`2j - 1` holds :math:`\star` if :math:`j = k` and 0 otherwise (Bob), position
+    :math:`2j` holds :math:`x_j` (Alice), and position :math:`n` holds :math:`\star`. The only
+    earlier :math:`\star` is at :math:`2k - 1`, so :math:`\tau_n = \sigma_{2k} = x_k`.
+    Returns the tokens and a boolean mask of Alice's positions.
+    """
+    bits = [int(b) for b in bits]
+    if not bits or any(b not in (0, 1) for b in bits):
+        raise ValueError(f"bits must be a non-empty sequence of 0s and 1s, got {bits}")
+    if isinstance(index, bool) or not isinstance(index, int) or not 1 <= index <= len(bits):
+        raise ValueError(f"index must be an int in [1, {len(bits)}], got {index!r}")
+    tokens = torch.zeros(2 * len(bits) + 1, dtype=torch.long)
+    tokens[1::2][: len(bits)] = torch.tensor(bits)
+    tokens[2 * (index - 1)] = STAR
+    tokens[-1] = STAR
+    alice = torch.zeros_like(tokens, dtype=torch.bool)
+    alice[1::2] = True
+    return tokens, alice
+
+
+def _single_layer(model: InductionTransformer, tokens: torch.Tensor) -> Attention:
+    if not isinstance(model, InductionTransformer) or len(model.layers) != 1:
+        raise ValueError("model must be a one-layer InductionTransformer")
+    _validate.token_tensor("tokens", tokens, vocab_size=model.vocab_size,
+                           max_len=model.max_len, ndim=1)
+    return model.layers[0]
+
+
+def one_layer_messages(model: InductionTransformer, tokens: torch.Tensor, owned: torch.Tensor,
+                       *, bos: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""One party's share of a one-layer model's last-position attention: per head,
+    :math:`N^h_P = \sum_{j\in P} e^{s^h_j} x_j W^h_V` (shape ``(H, d_v)``) and
+    :math:`Z^h_P = \sum_{j\in P} e^{s^h_j}` (shape ``(H,)``).
+
+    ``owned`` masks the party's token positions (``tokens`` is 1-D); ``bos`` gives it the BOS
+    too. Only the party's own tokens and the public last token enter: the query
+    :math:`q^h = x_n W^h_Q` depends on :math:`\sigma_n` and :math:`n` alone, and each
+    :math:`x_j = W_E[\sigma_j] + W_{pos}[j]` on :math:`\sigma_j` and :math:`j`. No max-shift is
+    taken: a float carries its own exponent, which is part of its p bits.
+    """
+    layer = _single_layer(model, tokens)
+    n = tokens.shape[0]
+    query = torch.einsum("d,hdk->hk", model.W_E[tokens[-1]] + model.W_pos[n], layer.W_Q)
+    positions = torch.nonzero(owned).squeeze(-1) + 1  # model positions (BOS is 0)
+    ids = tokens[owned]
+    if bos:
+        positions = torch.cat([positions.new_zeros(1), positions])
+        ids = torch.cat([ids.new_full((1,), model.vocab_size), ids])
+    x = model.W_E[ids] + model.W_pos[positions]
+    keys = torch.einsum("pd,hdk->hpk", x, layer.W_K)
+    weights = (layer.scale * torch.einsum("hk,hpk->hp", query, keys)).exp()
+    values = torch.einsum("pd,hdv->hpv", x, layer.W_V)
+    return torch.einsum("hp,hpv->hv", weights, values), weights.sum(-1)
+
+
+def combine_messages(model: InductionTransformer, tokens: torch.Tensor,
+                     alice: tuple[torch.Tensor, torch.Tensor],
+                     bob: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    r"""Bob's reconstruction of the last position's logits from both shares:
+    :math:`\big(x_n + \sum_h \tfrac{N^h_A + N^h_B}{Z^h_A + Z^h_B} W^h_O\big) W_U`."""
+    layer = _single_layer(model, tokens)
+    heads = (alice[0] + bob[0]) / (alice[1] + bob[1]).unsqueeze(-1)
+    last = model.W_E[tokens[-1]] + model.W_pos[tokens.shape[0]]
+    return (last + torch.einsum("hv,hvo->o", heads, layer.W_O)) @ model.W_U

@@ -1,0 +1,107 @@
+"""Mutants and bad input for the Pre-LN/Post-LN gradient area (Xiong et al. 2020)."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import pytest
+import torch
+
+from empirics.prenorm_gradients import (
+    MeanFieldTransformer,
+    lemma_band,
+    loglog_slope,
+    mean_field_transformer,
+    measure_point,
+    point_seed,
+)
+from theorems.evidence import expect_failure
+from theorems.numerics import gamma
+from theorems.prenorm_gradients import gradient_slope_check, norm_band_check
+
+
+def he_initialised(arch, depth, d, **kwargs):
+    """He initialisation, N(0, 2/d): the FFN then adds d instead of d/2 per layer."""
+    return mean_field_transformer(arch, depth, d, weight_std=math.sqrt(2 / d), **kwargs)
+
+
+@pytest.mark.mutant("prenorm-gradients.residual-norm-band")
+def test_he_initialisation_breaks_the_norm_band():
+    report = expect_failure(norm_band_check(build=he_initialised))
+    assert "outside Lemma 1" in report
+
+
+@pytest.mark.mutant("prenorm-gradients.last-layer-gradient")
+def test_dropping_the_final_layer_norm_breaks_the_pre_ln_slope():
+    # without the final LN the output grows with depth, the softmax saturates, and the
+    # gradient no longer shrinks as L^-1/2
+    report = expect_failure(gradient_slope_check(build=partial(mean_field_transformer,
+                                                               final_norm=False)))
+    assert "pre-LN" in report
+
+
+def test_the_trial_batch_gives_each_trial_its_own_gradient():
+    d, depth, tokens = 8, 3, 5
+    batched = mean_field_transformer("pre", depth, d, trials=2, seed=3)
+    x = torch.randn(2, tokens, d, generator=torch.Generator().manual_seed(0),
+                    dtype=torch.float64)
+    batched(x).square().mean(dim=(1, 2)).sum().backward()
+    for t in range(2):
+        single = MeanFieldTransformer(
+            "pre", batched.W_V[:, t:t + 1].clone(), batched.W_O[:, t:t + 1].clone(),
+            batched.W_1[:, t:t + 1].clone(),
+            torch.cat([batched.W_2_hidden[:, t:t + 1], batched.W_2_last[None, t:t + 1]]
+                      ).detach().clone(), final_norm=True)
+        single(x[t:t + 1]).square().mean(dim=(1, 2)).sum().backward()
+        # the same operations on the same numbers, except that batched matmuls may sum in
+        # another order: gamma of the longest inner product (d terms), per layer, relative
+        expected = single.W_2_last.grad[0]
+        tolerance = 4 * depth * gamma(d) * float(expected.abs().max())
+        assert float((batched.W_2_last.grad[t] - expected).abs().max()) <= tolerance
+
+
+def test_post_ln_state_has_the_exact_layer_norm_part():
+    model = mean_field_transformer("post", 1, 16, trials=3, seed=1)
+    x = torch.randn(3, 4, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    ratio = model.residual_norms(x)
+    # x^{post,5} = LN(.) + FFN(LN(.)): norm^2/d = 1 + FFN part + cross term, finite and > 0
+    assert ratio.shape == (3,) and bool((ratio > 0).all())
+
+
+def test_lemma_band_and_slope_helpers():
+    assert lemma_band("post", 7) == (1.5, 1.5)
+    assert lemma_band("pre", 4) == (3.0, 7.0)
+    depths = [1, 2, 4, 8]
+    slope, se = loglog_slope(depths, [3.0 * L ** -0.5 for L in depths], [0.0] * 4)
+    assert slope == pytest.approx(-0.5, abs=1e-12) and se == 0.0
+    _, se = loglog_slope(depths, [1.0] * 4, [0.1] * 4)
+    # c_k = (x_k - mean x)/Sxx for x = k log 2, k = 0..3: sum c_k^2 = 1/Sxx, Sxx = 5 log(2)^2
+    assert se == pytest.approx(0.1 / (math.sqrt(5) * math.log(2)))
+    assert len({point_seed(0, a, L, c) for a in ("pre", "post") for L in (1, 2)
+                for c in (0, 1)}) == 8
+
+
+def test_measure_point_reports_one_value_per_trial():
+    out = measure_point({"arch": "post", "depth": 2, "d": 8, "tokens": 4, "trials": 3,
+                         "seed": 0, "chunk": 0, "dtype": "float64", "device": "cpu"})
+    assert len(out["grad_norm"]) == 3 == len(out["norm_ratio"])
+    assert all(g > 0 for g in out["grad_norm"])
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"arch": "mid"}, ValueError, "arch"),
+    ({"depth": 0}, ValueError, "depth"),
+    ({"depth": 2.0}, TypeError, "depth"),
+    ({"d": 1}, ValueError, "d must"),
+    ({"trials": 0}, ValueError, "trials"),
+    ({"ffn_width": 0}, ValueError, "ffn_width"),
+    ({"weight_std": -1.0}, ValueError, "weight_std"),
+    ({"final_norm": "yes"}, TypeError, "final_norm"),
+    ({"dtype": torch.int64}, ValueError, "dtype"),
+])
+def test_builder_rejects_bad_arguments(kwargs, error, match):
+    arguments = {"arch": "pre", "depth": 2, "d": 8} | kwargs
+    arch, depth, d = arguments.pop("arch"), arguments.pop("depth"), arguments.pop("d")
+    with pytest.raises(error, match=match):
+        mean_field_transformer(arch, depth, d, **arguments)

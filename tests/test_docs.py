@@ -129,6 +129,14 @@ def test_tables_figures_and_metrics_are_shown_as_data(site):
     assert "gap" in body  # the metric
 
 
+def test_empirics_page_has_a_section_per_experiment(site):
+    from empirics.experiment import load_all as experiments
+
+    text = page(site[0], "empirics.html")
+    for name in [*experiments(), "fixture-experiment"]:
+        assert f'<section id="{data.experiment_anchor(name)}">' in text, name
+
+
 def test_empirics_page_marks_orphaned_results_with_their_device_and_date(site):
     site_dir, _, _ = site
     text = page(site_dir, "empirics.html")
@@ -160,13 +168,24 @@ def test_math_is_left_for_the_bundled_mathjax(site):
 
 
 def test_a_warning_fails_the_strict_build(tmp_path):
-    """The build really is strict: evidence naming a missing figure is a failure."""
-    evidence = docs_fixture.write_evidence(load_all(), tmp_path)
+    """The build really is strict: evidence naming a missing figure is a failure. (Only the
+    area of that claim is built, with the Python graph renderer: the point is the failure.)"""
+    registry = load_all()
+    evidence = docs_fixture.write_evidence(registry, tmp_path)
     for figure in (tmp_path / "figures").rglob("*.png"):
         figure.unlink()
-    report = docs.build_site(evidence, tmp_path / "site", results=None, strict=True)
+    area = registry[docs_fixture.roles(registry)["figured"]].area
+    report = docs.build_site(evidence, tmp_path / "site", results=None, strict=True,
+                             areas=[area], graph_renderer="python")
     assert not report.ok
     assert any("fixture-figure.png" in w for w in report.warnings), report.warnings
+    assert "A preview of" in (tmp_path / "site" / "index.html").read_text()
+    assert not (tmp_path / "site" / "claims" / f"{registry.areas()[-1]}.html").exists()
+
+
+def test_unknown_preview_areas_are_refused():
+    with pytest.raises(ValueError, match="unknown areas"):
+        data.collect(load_all(), None, [], areas=["no-such-area"])
 
 
 # --- the pieces ---------------------------------------------------------------------------------
@@ -183,6 +202,8 @@ def test_data_strings_cannot_become_markup():
         r"\*a\* \$x\$ \[l\]\(u\) \`c\` a\|b")
     assert render.code("a `b` c") == "``a `b` c``"
     assert render.fence("```python\nx\n```").startswith("````text\n")
+    assert render.rst_inline(r"Heads need :math:`\Omega(n)` in ``f`` (a*b)") == (
+        r"Heads need $\Omega(n)$ in `f` \(a\*b\)")
     table = render.list_table(["h"], [["line one\nline two"]])
     assert "* - line one\n    line two" in table
 

@@ -21,6 +21,7 @@ import io
 import shutil
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,10 +52,12 @@ def missing_requirements() -> list[str]:
 
 def build_site(evidence: str | Path, out: str | Path, *, results: str | Path | None = RESULTS,
                strict: bool = False, graph_renderer: str = "auto",
-               quiet: bool = True) -> BuildReport:
+               areas: Sequence[str] = (), quiet: bool = True) -> BuildReport:
     """Generate the pages and build the HTML site into ``out``.
 
-    ``strict`` turns warnings into a failing status (the test suite builds this way).
+    ``strict`` turns warnings into a failing status (the test suite builds this way);
+    ``areas`` limits the site to those areas (a quick preview), ``graph_renderer`` is
+    ``auto``, ``graphviz`` or ``python``.
     The generated sources go to ``<out>-src`` and are rebuilt from scratch every time, so
     nothing from a previous build (a removed claim, say) survives.
     """
@@ -68,7 +71,7 @@ def build_site(evidence: str | Path, out: str | Path, *, results: str | Path | N
     status, warnings = io.StringIO(), io.StringIO()
     overrides = {"theorems_evidence": str(Path(evidence).resolve()),
                  "theorems_results": str(Path(results).resolve()) if results else "",
-                 "theorems_graph_renderer": graph_renderer}
+                 "theorems_graph_renderer": graph_renderer, "theorems_areas": ",".join(areas)}
     with patch_docutils(DOCS), docutils_namespace():
         app = Sphinx(srcdir=work / "pages", confdir=DOCS, outdir=out,
                      doctreedir=work / "doctrees", buildername="html", confoverrides=overrides,

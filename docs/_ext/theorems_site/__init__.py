@@ -32,6 +32,8 @@ def setup(app: Sphinx) -> dict:
     app.add_config_value("theorems_results", str(REPO / "empirics" / "results"), "env",
                          types=[str])
     app.add_config_value("theorems_graph_renderer", "auto", "env", types=[str])
+    # Comma-separated areas to build ("" for all): a quick preview while writing an area.
+    app.add_config_value("theorems_areas", "", "env", types=[str])
     markup.setup(app)
     # MathJax on every page: the index's table shows titles, which may carry math.
     app.set_html_assets_policy("always")
@@ -57,7 +59,8 @@ def generate(app: Sphinx) -> None:
     site = data.collect(load_all(), evidence,
                         data.load_experiments(Path(results) if results else None),
                         evidence_path=evidence_path if evidence else None,
-                        head_sha=data.git_head())
+                        head_sha=data.git_head(),
+                        areas=[a for a in app.config.theorems_areas.split(",") if a])
 
     figures = {}
     for view in site.claims:

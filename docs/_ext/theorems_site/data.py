@@ -19,7 +19,7 @@ import inspect
 import json
 import subprocess
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,11 @@ STALENESS = {
 def anchor(claim_id: str) -> str:
     """The HTML id of a claim's section: docutils' id of the label ``claim_id``."""
     return make_id(claim_id)
+
+
+def experiment_anchor(name: str) -> str:
+    """The label (and HTML id) of an experiment's section on the empirics page."""
+    return make_id(f"experiment-{name}")
 
 
 def area_docname(area: str) -> str:
@@ -91,7 +96,7 @@ class ExperimentView:
 
     @property
     def slug(self) -> str:
-        return make_id(f"experiment-{self.name}")
+        return experiment_anchor(self.name)
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,7 @@ class SiteData:
     unknown_in_evidence: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     head_sha: str | None = None
+    only_areas: tuple[str, ...] = ()  # a preview of some areas; empty for the whole site
 
     @property
     def by_id(self) -> dict[str, ClaimView]:
@@ -258,9 +264,19 @@ def git_head() -> str | None:
 
 def collect(registry: Registry, evidence: Mapping[str, Any] | None,
             experiments: list[ExperimentView], evidence_path: Path | None = None,
-            head_sha: str | None = None) -> SiteData:
-    """Join the registry, the evidence and the experiments into a :class:`SiteData`."""
+            head_sha: str | None = None, areas: Sequence[str] = ()) -> SiteData:
+    """Join the registry, the evidence and the experiments into a :class:`SiteData`.
+
+    ``areas``, when given, limits the pages to those areas (a quick preview of one area);
+    links to claims outside them are shown as plain ids.
+    """
+    unknown = sorted(set(areas) - set(registry.areas()))
+    if unknown:
+        raise ValueError(f"theorems_areas names unknown areas {unknown}; "
+                         f"the areas are {registry.areas()}")
     records = dict(evidence["claims"]) if evidence else {}
+    shown = [c for c in registry if not areas or c.area in areas]
+    shown_ids = {c.id for c in shown}
     covering: dict[str, list[str]] = {}
     for experiment in experiments:
         for claim_id in experiment.claims:
@@ -268,14 +284,15 @@ def collect(registry: Registry, evidence: Mapping[str, Any] | None,
     # Areas in alphabetical order; within an area, claims in their order of definition.
     order = {claim_id: rank for rank, claim_id in enumerate(registry.claims)}
     claims = [ClaimView(claim=claim, record=records.get(claim.id),
-                        dependents=tuple(registry.dependents(claim.id)),
+                        dependents=tuple(d for d in registry.dependents(claim.id)
+                                         if d in shown_ids),
                         experiments=tuple(covering.get(claim.id, ())))
-              for claim in sorted(registry, key=lambda c: (c.area, order[c.id]))]
+              for claim in sorted(shown, key=lambda c: (c.area, order[c.id]))]
     return SiteData(registry=registry, claims=claims, evidence_path=evidence_path,
                     run=evidence["run"] if evidence else None, experiments=experiments,
                     unknown_in_evidence=sorted(set(records) - set(registry.claims)),
                     problems=inconsistencies(registry, evidence) if evidence else [],
-                    head_sha=head_sha)
+                    head_sha=head_sha, only_areas=tuple(areas))
 
 
 # --- what the area pages import -----------------------------------------------------------------
@@ -289,7 +306,8 @@ def area_intro(area: str) -> tuple[str, str]:
     doc = inspect.getdoc(module) or ""
     paragraph = doc.split("\n\n", 1)[0].strip()
     title = paragraph.split("\n", 1)[0].split(" (", 1)[0].rstrip(". ") or area
-    return title, paragraph
+    # A one-line paragraph that is only the title adds nothing under it.
+    return title, "" if paragraph.rstrip(". ") == title else paragraph
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ def render_with_graphviz(nodes: Sequence[Node], dot: str = "dot",
     svg = subprocess.run([dot, "-Tsvg"], input=source, capture_output=True, text=True,
                          check=True, timeout=60).stdout
     svg = svg[svg.index("<svg"):]
-    # Graphviz fixes the size in points; let the page scale the drawing to its column.
+    # Graphviz fixes the size in points: scale down to the page's width, never up.
     svg = re.sub(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"',
                  r'<svg class="tt-graph" style="max-width: \1pt; width: 100%; height: auto"',
                  svg, count=1)

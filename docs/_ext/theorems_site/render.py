@@ -27,6 +27,7 @@ from .data import (
     SiteData,
     area_docname,
     area_intro,
+    experiment_anchor,
 )
 from .markup import STATUS_MEANING, TIER_MEANING
 
@@ -58,9 +59,29 @@ def seconds(value: Any) -> str:
 
 
 def text(value: Any) -> str:
-    """Plain text in Markdown: every punctuation mark Markdown could read is escaped."""
-    flat = " ".join(str(value).split())
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", flat)
+    """Plain text in Markdown, on one line: every punctuation mark Markdown could read is
+    escaped."""
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", " ".join(str(value).split()))
+
+
+def _inline_text(value: str) -> str:
+    """:func:`text` for a piece of a line: runs of whitespace kept (as one space)."""
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", re.sub(r"\s+", " ", value))
+
+
+_RST_INLINE = re.compile(r":math:`(?P<math>[^`]+)`|``(?P<literal>[^`]+)``")
+
+
+def rst_inline(value: str) -> str:
+    """A line of reStructuredText (a module docstring's title) as MyST: ``:math:`x``` becomes
+    ``$x$``, a literal becomes a code span, everything else is escaped text."""
+    out, position = [], 0
+    for match in _RST_INLINE.finditer(value):
+        out.append(_inline_text(value[position:match.start()]))
+        out.append(f"${match['math']}$" if match["math"] else code(match["literal"]))
+        position = match.end()
+    out.append(_inline_text(value[position:]))
+    return "".join(out).strip()
 
 
 def code(value: Any) -> str:
@@ -126,11 +147,12 @@ def environment() -> jinja2.Environment:
                              lstrip_blocks=True, keep_trailing_newline=True,
                              undefined=jinja2.StrictUndefined, autoescape=False)
     env.filters.update(number=number, seconds=seconds, text=text, code=code, fence=fence,
-                       sha=short_sha, check_row=check_row, text_row=text_row,
+                       sha=short_sha, rst_inline=rst_inline, check_row=check_row, text_row=text_row,
                        claim_nav_row=claim_nav_row, claim_row=claim_row)
     env.globals.update(
         list_table=list_table, ref=ref, area_docname=area_docname, metric_rows=metric_rows,
         area_rows=area_rows, tier_rows=tier_rows, run_rows=run_rows, config_rows=config_rows,
+        experiment_rows=experiment_rows, experiment_anchor=experiment_anchor,
         result_meta_rows=result_meta_rows, vocabulary_rows=vocabulary_rows,
         STATUSES=STATUSES, TAGS=TAGS, STALENESS=STALENESS, STATUS_MEANING=STATUS_MEANING,
         TIER_MEANING=TIER_MEANING)
@@ -241,6 +263,18 @@ def config_rows(configs: dict[str, dict]) -> list[list[str]]:
     keys = sorted({key for config in configs.values() for key in config})
     return [[code(key), *(code(config[key]) if key in config else "—"
                           for config in configs.values())] for key in keys]
+
+
+def experiment_rows(site: SiteData) -> list[list[str]]:
+    """The empirics page's overview: each experiment, its claims and its results' markers."""
+    rows = []
+    for experiment in site.experiments:
+        claims = ", ".join(ref(c) if c in site.by_id else code(c) for c in experiment.claims)
+        results = " ".join(f"{text(r.label)} {{staleness}}`{r.staleness}`"
+                           for r in experiment.results) or "none yet"
+        rows.append([f"{{ref}}`{text(experiment.name)} <{experiment.slug}>`", claims or "—",
+                     results])
+    return rows
 
 
 def result_meta_rows(result: ResultView) -> list[list[str]]:

@@ -85,8 +85,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                      backend=args.backend, **overrides)
     print(f"{experiment.name} [{args.config}] {args.seeds} seeds on {data['device']} "
           f"({data['record']['backend']}): {data['record']['wall_time']:.1f} s")
-    for name, stats in sorted(data["metrics"].items()):
-        print(f"  {name:<40} {stats['mean']:.6g} ± {stats['std']:.2g} (std, n={stats['n']})")
+    for name, mean in sorted(data["metrics"].items()):
+        spread = data["spread"][name]
+        print(f"  {name:<40} {mean:.6g} ± {spread['std']:.2g} (std, n={spread['n']})")
     print(f"wrote {data['path']} and {len(data['figures'])} figure(s)")
     return 0
 

@@ -22,7 +22,9 @@ Several seeds
 (process pool or Ray), saves each as ``<config>-seed<k>.json``, and writes the aggregate as
 ``<config>.json``: per metric the mean, standard deviation, standard error and count over
 seeds (:func:`empirics.sweep.aggregate`), with an error-bar figure. An experiment may add its
-own aggregate figures with ``summarize(per_seed_dicts) -> {name: Figure}``.
+own aggregate figures with ``summarize(per_seed_dicts) -> {name: Figure}``. The aggregate's
+``metrics`` are the means (numbers, like a one-seed result's) and ``spread`` holds the standard
+deviation, standard error and count of each.
 
 Published results and staleness
 -------------------------------
@@ -235,8 +237,9 @@ def run_seeds(experiment: Experiment | str, config: str = "smoke", *,
     """Run several seeds of one config as a sweep, then aggregate and (optionally) save.
 
     Returns the aggregate dict (also written to ``<out>/<name>/<config>.json`` when ``out`` is
-    given): ``metrics`` maps each metric to ``{"mean", "std", "sem", "n"}``, ``per_seed``
-    lists each seed's metrics and JSON path, and ``record`` describes the run.
+    given): ``metrics`` maps each metric to its mean over seeds, ``spread`` to its
+    ``{"std", "sem", "n"}``, ``per_seed`` lists each seed's metrics and JSON path, and
+    ``record`` describes the run. Non-finite per-seed metrics are left out of the means.
     """
     from empirics.sweep import aggregate, sweep
 
@@ -258,8 +261,12 @@ def run_seeds(experiment: Experiment | str, config: str = "smoke", *,
                      desc=f"{experiment.name} seeds")
     rows = [{**{k: v for k, v in d["metrics"].items() if _is_number(v)}} for d in per_seed]
     summary = aggregate(rows)[0] if rows else {}
+    # "metrics" holds the means (numbers, as in a one-seed result); "spread" the rest
     data = {"experiment": experiment.name, "config_name": name, "config": values,
-            "seeds": seed_list, "device": str(device), "metrics": summary,
+            "seeds": seed_list, "device": str(device),
+            "metrics": {k: stats["mean"] for k, stats in summary.items()},
+            "spread": {k: {"std": stats["std"], "sem": stats["sem"], "n": stats["n"]}
+                       for k, stats in summary.items()},
             "per_seed": [{"seed": d["seed"], "metrics": d["metrics"], "path": d["path"]}
                          for d in per_seed],
             "figures": {},

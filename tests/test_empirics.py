@@ -290,8 +290,9 @@ def test_run_seeds_aggregates_mean_and_spread(toy, tmp_path):
     data = run_seeds(toy, "smoke", seeds=3, device="cpu", out=tmp_path, backend="serial",
                      progress=False)
     values = [toy("smoke", device="cpu", seed=s).metrics["value"] for s in range(3)]
-    stats = data["metrics"]["value"]
-    assert stats["n"] == 3 and stats["mean"] == pytest.approx(sum(values) / 3, rel=1e-12)
+    stats = data["spread"]["value"]
+    assert stats["n"] == 3
+    assert data["metrics"]["value"] == pytest.approx(sum(values) / 3, rel=1e-12)
     spread = torch.tensor(values, dtype=torch.float64).std().item()
     assert stats["std"] == pytest.approx(spread, rel=1e-12)
     assert "nan_metric" not in data["metrics"]  # non-finite per-seed metrics are not averaged
@@ -339,7 +340,7 @@ def test_cli_two_seed_sweep_through_the_process_pool(tmp_path, capsys):
     assert code == 0
     directory = tmp_path / "prenorm-gradients"
     data = json.loads((directory / "smoke.json").read_text())
-    assert data["record"]["backend"] == "process" and data["metrics"]["pre/slope"]["n"] == 2
+    assert data["record"]["backend"] == "process" and data["spread"]["pre/slope"]["n"] == 2
     assert {"smoke-seeds.png", "smoke-pre-seeds.png", "smoke-post-seeds.png"} <= {
         p.name for p in directory.glob("*.png")}
 

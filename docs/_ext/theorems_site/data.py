@@ -133,6 +133,11 @@ class ClaimView:
         return list(self.summary.get("tiers", []))
 
     @property
+    def failures(self) -> list[Mapping[str, Any]]:
+        """The checks that failed: what a failing status rests on."""
+        return [c for c in self.checks if c["outcome"] == "failed"]
+
+    @property
     def counterexamples(self) -> list[tuple[str, str]]:
         """(check name, pinned counterexample) of the passed refutation checks."""
         return [(c["name"], c["counterexample"]) for c in self.checks

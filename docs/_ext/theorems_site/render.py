@@ -234,12 +234,10 @@ def run_rows(run: dict) -> list[list[str]]:
 
 def check_row(check: dict) -> list[str]:
     """A row of a claim's evidence table: one check."""
-    if check.get("falsifying_example"):
-        falsified = fence(check["falsifying_example"])
-    elif check["outcome"] != "passed" and check.get("message"):
-        falsified = fence(check["message"])
-    elif check.get("counterexample"):
-        falsified = "see above"
+    if check["outcome"] == "failed" or check.get("counterexample"):
+        falsified = "shown above"  # in full width, above the table
+    elif check["outcome"] == "skipped" and check.get("message"):
+        falsified = f"skipped: {text(check['message'])}"
     else:
         falsified = "—"
     return [code(check["name"]), f"{{tier}}`{check['tier']}`",

@@ -1,0 +1,266 @@
+"""Mutants (every power-method check fails on a broken construction) and bad-input tests."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import empirics.power_method as pm_empirics
+from constructions.power_method import (
+    frame_data,
+    from_block_weights,
+    looped_power_transformer,
+    normalize_columns,
+    power_iteration,
+    principal_subspace,
+    residual_cancelling_layer,
+    sample_data,
+)
+from theorems import power_method as pm
+from theorems.evidence import expect_failure
+
+# --- the four broken constructions ---------------------------------------------------------------
+
+
+def without_normalization(d, rho, *, normalize=True, **kwargs):
+    """The normalisation removed, whatever the caller asks for."""
+    return looped_power_transformer(d, rho, normalize=False, **kwargs)
+
+
+def wrong_sign(d, rho, **kwargs):
+    """rho with the wrong sign."""
+    return looped_power_transformer(d, -rho, **kwargs)
+
+
+def transposed(d, rho, *, normalize=True, **kwargs):
+    """V and W transposed (the row/column layout confused)."""
+    model = looped_power_transformer(d, rho, normalize=normalize, **kwargs)
+    return from_block_weights(model.W.T, model.V.T, normalize=normalize)
+
+
+def cancelling_wrong_sign(d, rho, **kwargs):
+    return residual_cancelling_layer(d, -rho, **kwargs)
+
+
+def fails(check) -> str:
+    """Run a check and require it to fail with an assertion."""
+    return expect_failure(check)
+
+
+# --- mutants: PM.1 -------------------------------------------------------------------------------
+
+
+@pytest.mark.mutant("power-method.looped-shifted-power")
+@pytest.mark.parametrize("build", [without_normalization, wrong_sign, transposed])
+def test_broken_constructions_are_not_shifted_power_iteration(build):
+    fails(pm.shifted_power_check(build=build))
+
+
+@pytest.mark.mutant("power-method.looped-shifted-power")
+@pytest.mark.parametrize("build", [wrong_sign, transposed])
+def test_broken_constructions_break_one_more_loop(build):
+    fails(pm.extra_loop_check(build=build))
+
+
+@pytest.mark.mutant("power-method.unshifted-limit")
+@pytest.mark.parametrize("build", [without_normalization, wrong_sign])
+def test_broken_constructions_miss_the_unshifted_limit(build):
+    fails(pm.unshifted_limit_check(build=build))
+
+
+@pytest.mark.mutant("power-method.unshifted-limit")
+def test_wrong_sign_breaks_the_convergence_sweep():
+    fails(pm.limit_sweep_check(build=wrong_sign, rhos=(1e2, 1e3)))
+
+
+# --- mutants: PM.4 -------------------------------------------------------------------------------
+
+
+@pytest.mark.mutant("power-method.iteration-bounds")
+@pytest.mark.parametrize("shifts", [{"upper_shift": 1}, {"lower_shift": -1}])
+def test_bound_exponent_off_by_one_fails(shifts):
+    fails(pm.iteration_bounds_check(**shifts))
+
+
+@pytest.mark.mutant("power-method.iteration-bounds")
+def test_wrong_sign_breaks_the_bounds_figure():
+    fails(pm.bounds_figure_check(build=wrong_sign))
+
+
+# --- mutants: PM.3 -------------------------------------------------------------------------------
+
+
+@pytest.mark.mutant("power-method.no-ln-rate-gap")
+@pytest.mark.parametrize("build", [wrong_sign, transposed])
+def test_broken_layers_do_not_contract_at_r_gamma(build):
+    fails(pm.rate_gap_check(build=build))
+
+
+@pytest.mark.mutant("power-method.no-ln-expressivity")
+@pytest.mark.parametrize("build", [wrong_sign, transposed])
+def test_broken_constructions_are_not_rescaled_power_iteration(build):
+    fails(pm.rescaling_check(build=build))
+
+
+@pytest.mark.mutant("power-method.no-ln-expressivity")
+def test_wrong_sign_cancelling_layer_is_caught():
+    fails(pm.cancellation_check(build=cancelling_wrong_sign))
+
+
+@pytest.fixture
+def no_normalization_in_experiments(monkeypatch):
+    """Every model the experiments build loses its normalisation."""
+    original = pm_empirics.from_block_weights
+
+    def broken(W, V, *, normalize=True):
+        return original(W, V, normalize=False)
+
+    monkeypatch.setattr(pm_empirics, "from_block_weights", broken)
+
+
+@pytest.mark.mutant("power-method.layerwise-ln-vs-none")
+def test_layerwise_check_fails_without_normalization(no_normalization_in_experiments):
+    fails(pm.layerwise_check(steps=100, eval_every=20, mc_size=2000))
+
+
+@pytest.mark.mutant("power-method.gd-learns-power-method")
+def test_gd_check_fails_without_normalization(no_normalization_in_experiments):
+    # lr 1.0 diverges without normalisation (see the smoke config), so use the control's lr
+    fails(pm.gd_check(lr=0.1, control=False, steps=200))
+
+
+@pytest.mark.mutant("power-method.gd-learns-power-method")
+def test_gd_check_fails_from_transposed_init(monkeypatch):
+    original = pm_empirics.from_block_weights
+    monkeypatch.setattr(pm_empirics, "from_block_weights",
+                        lambda W, V, *, normalize=True: original(W.T, V.T, normalize=normalize))
+    fails(pm.gd_check(control=False, steps=40))
+
+
+# --- the experiments' helpers --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("d", [2, 3, 5, 8])
+def test_symmetry_orbit_averages_every_matrix_to_a_multiple_of_identity(d):
+    orbit = pm_empirics.symmetry_orbit(d)
+    G = torch.randn(d, d, generator=torch.Generator().manual_seed(d), dtype=torch.float64)
+    average = (orbit @ G @ orbit.mT).mean(0)
+    expected = torch.trace(G) / d * torch.eye(d, dtype=torch.float64)
+    assert torch.allclose(average, expected, atol=1e-13)
+    assert torch.allclose(orbit @ orbit.mT, torch.eye(d, dtype=torch.float64).expand_as(orbit))
+
+
+def test_effective_shift_reads_gamma_off_the_function():
+    X, a = sample_data(16, 5, 9, generator=torch.Generator().manual_seed(0))
+    for normalize in (True, False):
+        f = looped_power_transformer(5, 0.7, normalize=normalize)(X, a, 1)
+        gammas = pm_empirics.effective_shift(f, a, X @ X.mT)
+        assert torch.allclose(gammas, torch.full_like(gammas, 0.7), rtol=1e-10)
+
+
+# --- the reference model on user data ------------------------------------------------------------
+
+
+def test_reference_model_runs_on_numpy_matrices():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((2, 4, 7))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    a = rng.standard_normal((2, 4))
+    model = looped_power_transformer(4, 5.0)
+    y, iterates = model(X, a, 3, return_iterates=True)
+    assert y.shape == (2, 4) and iterates.shape == (2, 4, 4)
+    expected = power_iteration(torch.from_numpy(X @ X.transpose(0, 2, 1)), torch.from_numpy(a), 3,
+                               shift=5.0)[:, -1]
+    assert torch.allclose(y, expected, atol=1e-12)
+
+
+def test_frame_data_has_the_promised_spectrum():
+    X = frame_data(6, 2, 4, 3, generator=torch.Generator().manual_seed(1))
+    values, _, r = principal_subspace(X @ X.T)
+    assert r == 2 and math.isclose(float(values[0]), 4.0, rel_tol=1e-12)
+    assert float(values[2]) < 4.0 - 0.5
+    assert torch.allclose(X.norm(dim=0), torch.ones(X.shape[1], dtype=X.dtype))
+
+
+# --- bad input -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "error", "name"), [
+    ({"d": 1, "rho": 1.0}, ValueError, "d"),
+    ({"d": 2.0, "rho": 1.0}, TypeError, "d"),
+    ({"d": True, "rho": 1.0}, TypeError, "d"),
+    ({"d": 3, "rho": math.nan}, ValueError, "rho"),
+    ({"d": 3, "rho": "1"}, TypeError, "rho"),
+    ({"d": 3, "rho": 1.0, "dtype": torch.int64}, ValueError, "dtype"),
+    ({"d": 3, "rho": 1.0, "normalize": "yes"}, TypeError, "normalize"),
+])
+def test_builder_rejects_bad_arguments(kwargs, error, name):
+    with pytest.raises(error, match=name):
+        looped_power_transformer(**kwargs)
+
+
+def test_cancelling_layer_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="d"):
+        residual_cancelling_layer(1, 1.0)
+    with pytest.raises(ValueError, match="rho"):
+        residual_cancelling_layer(3, math.inf)
+
+
+def _data(B=2, d=3, n=5):
+    return sample_data(B, d, n, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize(("make", "error", "name"), [
+    (lambda X, a: (X[0], a, 2), ValueError, "X"),
+    (lambda X, a: (torch.cat([X, X[:, :1]], 1), a, 2), ValueError, "X"),
+    (lambda X, a: (X, a[:1], 2), ValueError, "a"),
+    (lambda X, a: (X, a[:, :2], 2), ValueError, "a"),
+    (lambda X, a: (X, a, 0), ValueError, "loops"),
+    (lambda X, a: (X, a, 1.5), TypeError, "loops"),
+    (lambda X, a: (2 * X, a, 1), ValueError, "unit-norm"),
+    (lambda X, a: (X, torch.zeros_like(a), 1), ValueError, "a"),
+    (lambda X, a: (X.masked_fill(X > 0.5, math.nan), a, 1), ValueError, "X"),
+    (lambda X, a: ("X", a, 1), TypeError, "X"),
+])
+def test_forward_rejects_bad_input(make, error, name):
+    X, a = _data()
+    model = looped_power_transformer(3, 2.0)
+    with pytest.raises(error, match=name):
+        model(*make(X, a))
+
+
+def test_unnormalized_model_accepts_any_columns():
+    X, a = _data()
+    y = looped_power_transformer(3, 2.0, normalize=False)(2 * X, a, 1)
+    S = 4 * X @ X.mT
+    assert torch.allclose(y, a + 2.0 * (S @ a.unsqueeze(-1)).squeeze(-1), atol=1e-12)
+
+
+def test_float32_input_normalised_in_float32_is_accepted():
+    X, a = _data()
+    X32 = normalize_columns(X.float())
+    y = looped_power_transformer(3, 2.0)(X32, a, 2)
+    assert y.dtype == torch.float64
+
+
+@pytest.mark.parametrize(("call", "error", "name"), [
+    (lambda S, a: power_iteration(S[:, :2], a, 2), ValueError, "S"),
+    (lambda S, a: power_iteration(S, a[:2], 2), ValueError, "a"),
+    (lambda S, a: power_iteration(S, a, -1), ValueError, "steps"),
+    (lambda S, a: power_iteration(S, 0 * a, 1), ValueError, "a"),
+    (lambda S, a: power_iteration(S, a, 1, shift=math.inf), ValueError, "shift"),
+    (lambda S, a: power_iteration(S.expand(2, 3, 3), a, 1), ValueError, "a"),
+    (lambda S, a: frame_data(3, 3, 2, 1), ValueError, "r"),
+    (lambda S, a: frame_data(4, 1, 2, 2), ValueError, "rest"),
+    (lambda S, a: principal_subspace(S[:2]), ValueError, "S"),
+    (lambda S, a: normalize_columns(torch.zeros(3, 2)), ValueError, "X"),
+    (lambda S, a: from_block_weights(torch.eye(5), torch.eye(5)), ValueError, "W"),
+    (lambda S, a: from_block_weights(torch.eye(4), torch.eye(6)), ValueError, "V"),
+])
+def test_helpers_reject_bad_input(call, error, name):
+    X, a = _data(B=1)
+    with pytest.raises(error, match=name):
+        call(X[0] @ X[0].T, a[0])

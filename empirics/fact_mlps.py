@@ -35,6 +35,8 @@ from constructions.fact_mlps import (
     recall,
     rome_edit,
     second_moment,
+    smallest_code_dim,
+    threshold_hidden,
     zipf_probabilities,
 )
 from empirics.experiment import Experiment, Result
@@ -68,6 +70,9 @@ def loglog_slope(x, y) -> dict[str, float]:
     sxx = float(((lx - lx.mean()) ** 2).sum())
     se = math.sqrt(float((residual**2).sum()) / (n - 2) / sxx) if n > 2 else math.inf
     return {"slope": float(slope), "se": se, "intercept": float(intercept), "n": n}
+
+
+MAX_SOLVE_ROWS = 2048  # about 10 s for LAPACK's SVD-based least squares on one core
 
 
 # --- FM.6: smallest trainable width -----------------------------------------------------------
@@ -136,16 +141,23 @@ def minimal_width(point: dict) -> dict:
             hi = mid
         else:
             lo = mid
-    construction = encoder_decoder_mlp(keys, values, facts, seed=point["seed"])
-    accuracy, margin = recall(construction, keys, values, facts)
-    sizes = construction.sizes
-    return {"num_facts": F, "seed": point["seed"], "hidden": hi,
-            "params": None if hi is None else 2 * hi * d + hi * values.shape[1],
-            "probes": sorted(probes, key=lambda p: p["hidden"]),
-            "construction_hidden": sizes["hidden"], "construction_code_dim": sizes["code_dim"],
-            "construction_params": parameter_count(construction),
-            "construction_accuracy": accuracy, "construction_margin": margin,
-            "bits": F * math.log2(num_values)}
+    code_dim = smallest_code_dim(values, facts, point["seed"])
+    hidden = threshold_hidden(F, d, code_dim)
+    row = {"num_facts": F, "seed": point["seed"], "hidden": hi,
+           "params": None if hi is None else 2 * hi * d + hi * values.shape[1],
+           "probes": sorted(probes, key=lambda p: p["hidden"]),
+           "construction_hidden": hidden, "construction_code_dim": code_dim,
+           "construction_params": 2 * hidden * d + code_dim * hidden + code_dim * d,
+           "construction_accuracy": None, "construction_margin": None,
+           "bits": F * math.log2(num_values)}
+    # The single-bucket solve is an (Fm x hd) least-squares problem, cubic in F: build and
+    # verify the construction up to MAX_SOLVE_ROWS rows; beyond, its size is the formula's.
+    if F * code_dim <= point.get("max_solve_rows", MAX_SOLVE_ROWS):
+        construction = encoder_decoder_mlp(keys, values, facts, seed=point["seed"])
+        accuracy, margin = recall(construction, keys, values, facts)
+        assert parameter_count(construction) == row["construction_params"]
+        row.update(construction_accuracy=accuracy, construction_margin=margin)
+    return row
 
 
 def run_width_sweep(config: dict, device: torch.device, seed: int) -> Result:
@@ -370,26 +382,34 @@ def hebbian_capacity(d: int, seeds: int) -> int:
     return lo
 
 
-def thresholded_errors(d: int, config: dict, seed: int) -> tuple[list[int], torch.Tensor]:
-    r"""Population errors of the memories :math:`W_P = \sum_{x \le P} u_{f(x)}e_x^\top` that
-    store the :math:`P` most frequent of :math:`N` Zipf tokens, for every threshold :math:`P`
-    in a geometric grid, from one cumulative sum (the scores of :math:`W_P` are prefix sums
-    over stored tokens)."""
-    N, M, alpha = config["tokens"], config["outputs"], config["alpha"]
+def zipf_problem(d: int, config: dict, seed: int):
+    """Unit embeddings of N tokens and M outputs in R^d, a random map f*, and Zipf p."""
+    N, M = config["tokens"], config["outputs"]
     generator = torch.Generator().manual_seed(seed)
     keys = unit_gaussian(N, d, generator)
     values = unit_gaussian(M, d, generator)
     facts = torch.randint(0, M, (N,), generator=generator)
-    p = zipf_probabilities(N, alpha)
+    return keys, values, facts, zipf_probabilities(N, config["alpha"])
+
+
+def thresholded_errors(d: int, config: dict, seed: int) -> tuple[list[int], torch.Tensor]:
+    r"""Population errors of the memories :math:`W_P = \sum_{x \le P} u_{f(x)}e_x^\top` that
+    store the :math:`P` most frequent of :math:`N` Zipf tokens, for every threshold :math:`P`
+    in a geometric grid, from one crosstalk matrix (the scores of :math:`W_P` are sums over
+    the first :math:`P` stored tokens)."""
+    keys, values, facts, p = zipf_problem(d, config, seed)
+    N = len(keys)
     most = min(N, config["max_stored_per_dim"] * d)
     grid = sorted({max(1, round(2 ** (k / 2))) for k in range(2 * int(math.log2(most)) + 1)})
     crosstalk = keys @ keys[:most].T                       # (N, most)
     readout = values[facts[:most]] @ values.T              # (most, M)
-    scores = torch.cumsum(crosstalk[:, :, None] * readout[None], dim=1)[:, [g - 1 for g in grid]]
-    correct = scores.gather(2, facts[:, None, None].expand(N, len(grid), 1)).squeeze(2)
-    rivals = scores.scatter(2, facts[:, None, None].expand(N, len(grid), 1), float("-inf"))
-    wrong = correct <= rivals.amax(2)                      # (N, len(grid))
-    return grid, (p[:, None] * wrong).sum(0)
+    errors = []
+    for P in grid:  # the scores of W_P are sums over the first P stored tokens
+        scores = crosstalk[:, :P] @ readout[:P]            # (N, M)
+        correct = scores.gather(1, facts[:, None]).squeeze(1)
+        rivals = scores.scatter(1, facts[:, None], float("-inf")).amax(1)
+        errors.append(float(p[correct <= rivals].sum()))
+    return grid, torch.tensor(errors, dtype=torch.float64)
 
 
 def zipf_memory_error(d: int, config: dict) -> dict:
@@ -400,22 +420,18 @@ def zipf_memory_error(d: int, config: dict) -> dict:
         errors.append(error)
     mean = torch.stack(errors).mean(0)
     best = int(mean.argmin())
-    return {"d": d, "threshold": grid[best], "error": float(mean[best]),
-            "per_seed": [float(e[best]) for e in errors]}
+    return {"d": d, "threshold": grid[best], "largest_threshold": grid[-1],
+            "error": float(mean[best]), "per_seed": [float(e[best]) for e in errors]}
 
 
 def check_thresholded_against_memory(d: int, config: dict, threshold: int, seed: int = 0) -> float:
     """The same error computed with :func:`linear_associative_memory` (a cross-check of the
-    vectorised prefix sums); returns the absolute difference."""
+    batched threshold sweep); returns the absolute difference."""
     grid, errors = thresholded_errors(d, config, seed)
-    N, M = config["tokens"], config["outputs"]
-    generator = torch.Generator().manual_seed(seed)
-    keys = unit_gaussian(N, d, generator)
-    values = unit_gaussian(M, d, generator)
-    facts = torch.randint(0, M, (N,), generator=generator)
-    weights = (torch.arange(N) < threshold).double()
+    keys, values, facts, p = zipf_problem(d, config, seed)
+    weights = (torch.arange(len(keys)) < threshold).double()
     memory = linear_associative_memory(keys, values, facts, weights=weights)
-    direct = population_error(memory, keys, values, facts, zipf_probabilities(N, config["alpha"]))
+    direct = population_error(memory, keys, values, facts, p)
     return abs(direct - float(errors[grid.index(threshold)]))
 
 

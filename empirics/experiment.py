@@ -52,7 +52,7 @@ from typing import Any
 
 import torch
 
-from empirics.training import pick_device
+from empirics.training import json_ready, pick_device
 
 CONFIG_NAMES = ("smoke", "full")
 # Modules of the empirics package that hold the engine rather than an experiment.
@@ -105,7 +105,7 @@ class Result:
             names[name] = path.name
         data = self.as_dict() | {"figures": names}
         path = directory / f"{stem}.json"
-        path.write_text(json.dumps(_finite(data), indent=1) + "\n")
+        path.write_text(json.dumps(json_ready(data), indent=1) + "\n")
         return path
 
 
@@ -224,7 +224,7 @@ def _run_seed(point: dict) -> dict:
                         **point["overrides"])
     stem = f"{point['config']}-seed{point['seed']}"
     path = result.save(point["out"], stem=stem) if point["out"] is not None else None
-    data = _finite(result.as_dict())
+    data = json_ready(result.as_dict())
     data["path"] = str(path) if path is not None else None
     return data
 
@@ -280,7 +280,7 @@ def run_seeds(experiment: Experiment | str, config: str = "smoke", *,
         if experiment.summarize is not None:
             figures.update(experiment.summarize(per_seed))
         data["figures"] = _save_figures(figures, directory, name)
-        (directory / f"{name}.json").write_text(json.dumps(_finite(data), indent=1) + "\n")
+        (directory / f"{name}.json").write_text(json.dumps(json_ready(data), indent=1) + "\n")
         data["path"] = str(directory / f"{name}.json")
     return data
 
@@ -374,12 +374,3 @@ def published(directory: str | Path = RESULTS_DIR) -> list[dict[str, Any]]:
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
-
-def _finite(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value

@@ -150,7 +150,7 @@ class TrainResult:
         """Write :meth:`as_record` as JSON (non-finite floats as strings) and return the path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(_finite(self.as_record()), indent=1) + "\n")
+        path.write_text(json.dumps(json_ready(self.as_record()), indent=1) + "\n")
         return path
 
 
@@ -357,12 +357,12 @@ def config_dict(config: TrainConfig) -> dict[str, Any]:
     return asdict(config)
 
 
-def _finite(value):
+def json_ready(value):
     """JSON-ready copy: non-finite floats become the strings "nan", "inf", "-inf"."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [json_ready(v) for v in value]
     return value

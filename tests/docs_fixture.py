@@ -133,7 +133,8 @@ def build(tmp_path_factory) -> tuple[Path, dict, dict]:
 
 
 def write_results(directory: Path) -> Path:
-    """A published result of an experiment that does not exist (so it is orphaned)."""
+    """Published results of an experiment that does not exist (so they are orphaned): an
+    aggregate over three seeds, with one per-seed file the site must not list separately."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -145,13 +146,19 @@ def write_results(directory: Path) -> Path:
     ax.plot([0, 1], [1, 0])
     fig.savefig(folder / "full-loss.png", dpi=40, metadata={"Software": None})
     plt.close(fig)
-    result = {"experiment": "fixture-experiment", "config_name": "full",
-              "config": {"steps": 1000, "lr": 0.001}, "seed": 0, "device": "cuda",
-              "metrics": {"final loss": 0.0125}, "tables": {}, "training": {},
-              "figures": {"loss": "full-loss.png"},
-              "record": {"device": "cuda", "device_name": "NVIDIA H200", "torch": "2.13.0",
-                         "python": "3.11.7", "git_sha": "fedcba9876543210",
-                         "date": "2026-01-02T03:04:05Z", "wall_time": 12.5,
-                         "code_fingerprint": "0000000000000000"}}
-    (folder / "full.json").write_text(json.dumps(result, indent=1))
+    record = {"device": "cuda", "device_name": "NVIDIA H200", "torch": "2.13.0",
+              "python": "3.11.7", "git_sha": "fedcba9876543210",
+              "date": "2026-01-02T03:04:05Z", "wall_time": 12.5,
+              "code_fingerprint": "0000000000000000"}
+    aggregate = {"experiment": "fixture-experiment", "config_name": "full",
+                 "config": {"steps": 1000, "lr": 0.001}, "seeds": [0, 1, 2], "device": "cuda",
+                 "metrics": {"final loss": 0.0125},
+                 "spread": {"final loss": {"std": 0.002, "sem": 0.00115, "n": 3}},
+                 "per_seed": [], "figures": {"loss": "full-loss.png"}, "record": record}
+    (folder / "full.json").write_text(json.dumps(aggregate, indent=1))
+    one = {"experiment": "fixture-experiment", "config_name": "full",
+           "config": {"steps": 1000, "lr": 0.001}, "seed": 1, "device": "cuda",
+           "metrics": {"final loss": 0.0131}, "tables": {}, "training": {}, "figures": {},
+           "record": record}
+    (folder / "full-seed1.json").write_text(json.dumps(one, indent=1))
     return directory / "results"

@@ -143,6 +143,8 @@ def test_empirics_page_marks_orphaned_results_with_their_device_and_date(site):
     body = section(text, "experiment-fixture-experiment")
     assert "tt-staleness-orphaned" in body
     assert "NVIDIA H200" in body and "2026-01-02T03:04:05Z" in body and "lr" in body
+    assert "mean of 3 seeds" in body and "0.00115" in body  # the aggregate and its spread
+    assert body.count("<h3>") == 1  # its per-seed file is not listed on its own
     image = re.search(r'<img [^>]*src="([^"]*full-loss[^"]*)"', body)
     assert image and (site_dir / image.group(1)).is_file()
 
@@ -208,20 +210,37 @@ def test_data_strings_cannot_become_markup():
     assert "* - line one\n    line two" in table
 
 
+def _result(folder: Path, experiment: str, config: str, fingerprint: str | None) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {} if fingerprint is None else {"code_fingerprint": fingerprint}
+    (folder / f"{config}.json").write_text(json.dumps(
+        {"experiment": experiment, "config_name": config, "seed": 0, "record": record}))
+
+
 def test_staleness_compares_code_fingerprints(tmp_path):
-    folder = tmp_path / "exp"
-    folder.mkdir()
-    for name, fingerprint in (("full", "abc"), ("smoke", "old"), ("bare", None)):
-        record = {} if fingerprint is None else {"code_fingerprint": fingerprint}
-        (folder / f"{name}.json").write_text(json.dumps(
-            {"experiment": "exp", "config_name": name, "seed": 0, "record": record}))
-    (tmp_path / "gone").mkdir()
-    (tmp_path / "gone" / "full.json").write_text(json.dumps({"experiment": "gone",
-                                                             "record": {}}))
+    for config, fingerprint in (("full", "abc"), ("smoke", "old"), ("bare", None)):
+        _result(tmp_path / "exp", "exp", config, fingerprint)
+    _result(tmp_path / "gone", "gone", "full", None)
     views = data.load_results(tmp_path, {"exp": lambda: "abc"})
     found = {(v.experiment, v.config_name): v.staleness for v in views}
     assert found == {("exp", "bare"): "unknown", ("exp", "full"): "current",
                      ("exp", "smoke"): "stale", ("gone", "full"): "orphaned"}
+
+
+def test_staleness_agrees_with_the_empirics_package(tmp_path):
+    """The site's marker is the foundation's is_stale, with the reason spelled out."""
+    from empirics.experiment import is_stale
+    from empirics.experiment import load_all as experiments
+
+    registered = experiments()
+    if not registered:
+        pytest.skip("no experiment is registered yet")
+    name, experiment = sorted(registered.items())[0]
+    _result(tmp_path / name, name, "full", experiment.fingerprint())
+    _result(tmp_path / name, name, "smoke", "0" * 16)
+    views = data.load_results(tmp_path, {n: e.fingerprint for n, e in registered.items()})
+    assert [v.staleness for v in views] == ["current", "stale"]
+    assert all((v.staleness != "current") == is_stale(v.data) for v in views)
 
 
 def _nodes() -> list[graph.Node]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import subprocess
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -57,7 +56,7 @@ class ResultView:
 
     experiment: str
     config_name: str
-    seed: int
+    seeds: tuple[int, ...]  # one seed, or the seeds an aggregate averages over
     path: Path
     data: Mapping[str, Any]
     staleness: str  # a key of STALENESS
@@ -68,7 +67,11 @@ class ResultView:
 
     @property
     def label(self) -> str:
-        return self.config_name if self.seed == 0 else f"{self.config_name}, seed {self.seed}"
+        if len(self.seeds) > 1:
+            return f"{self.config_name}, mean of {len(self.seeds)} seeds"
+        if self.seeds == (0,):
+            return self.config_name
+        return f"{self.config_name}, seed {self.seeds[0]}"
 
     @property
     def slug(self) -> str:
@@ -214,7 +217,8 @@ def staleness(record: Mapping[str, Any], current: Callable[[], str] | None) -> s
     """Compare a result's ``code_fingerprint`` with the experiment's current fingerprint.
 
     ``current`` computes the fingerprint of the registered experiment, or is ``None`` when no
-    experiment of that name is registered.
+    experiment of that name is registered. Anything but ``current`` is what
+    :func:`empirics.experiment.is_stale` calls stale; this also says why.
     """
     if current is None:
         return "orphaned"
@@ -226,17 +230,21 @@ def staleness(record: Mapping[str, Any], current: Callable[[], str] | None) -> s
 
 def load_results(results_dir: Path | None,
                  fingerprints: Mapping[str, Callable[[], str]]) -> list[ResultView]:
-    """Every ``<experiment>/<config>.json`` under ``results_dir``, sorted by path."""
+    """The published results under ``results_dir``, as :func:`empirics.experiment.published`
+    lists them (aggregates, not their per-seed files), with the reason each is not current."""
+    from empirics.experiment import load_result, published
+
     if results_dir is None or not Path(results_dir).is_dir():
         return []
     views = []
-    for path in sorted(Path(results_dir).glob("*/*.json")):
-        data = json.loads(path.read_text())
-        name = data.get("experiment", path.parent.name)
-        views.append(ResultView(experiment=name, config_name=data.get("config_name", path.stem),
-                                seed=int(data.get("seed", 0)), path=path, data=data,
-                                staleness=staleness(data.get("record", {}),
-                                                    fingerprints.get(name))))
+    for entry in published(results_dir):
+        path = Path(entry["path"])
+        data = load_result(path)
+        seeds = tuple(int(s) for s in entry["seeds"] if s is not None) or (0,)
+        views.append(ResultView(experiment=entry["experiment"], config_name=entry["config"],
+                                seeds=seeds, path=path, data=data,
+                                staleness=staleness(data["record"],
+                                                    fingerprints.get(entry["experiment"]))))
     return views
 
 

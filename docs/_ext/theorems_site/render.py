@@ -153,6 +153,7 @@ def environment() -> jinja2.Environment:
         list_table=list_table, ref=ref, area_docname=area_docname, metric_rows=metric_rows,
         area_rows=area_rows, tier_rows=tier_rows, run_rows=run_rows, config_rows=config_rows,
         experiment_rows=experiment_rows, experiment_anchor=experiment_anchor,
+        result_metric_rows=result_metric_rows,
         result_meta_rows=result_meta_rows, vocabulary_rows=vocabulary_rows,
         STATUSES=STATUSES, TAGS=TAGS, STALENESS=STALENESS, STATUS_MEANING=STATUS_MEANING,
         TIER_MEANING=TIER_MEANING)
@@ -252,8 +253,27 @@ def metric_rows(view: ClaimView) -> list[list[str]]:
             for check in view.checks for name, metric in check.get("metrics", {}).items()]
 
 
+def cell(value: Any) -> str:
+    """A data value in a table: numbers formatted (non-finite ones as the evidence writes
+    them), anything else as escaped text."""
+    if value is None or isinstance(value, (bool, int, float)) or value in ("inf", "-inf", "nan"):
+        return number(value)
+    return text(value)
+
+
 def text_row(row: Sequence[Any]) -> list[str]:
-    return [text(cell) if not isinstance(cell, (int, float)) else number(cell) for cell in row]
+    return [cell(value) for value in row]
+
+
+def result_metric_rows(result: ResultView) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of a result's metrics; an aggregate adds its spread over seeds."""
+    metrics = result.data.get("metrics") or {}
+    spread = result.data.get("spread") or {}
+    if not spread:
+        return ["metric", "value"], [[text(k), cell(v)] for k, v in metrics.items()]
+    return (["metric", "mean", "std", "sem", "seeds"],
+            [[text(k), cell(v), *(cell((spread.get(k) or {}).get(s)) for s in ("std", "sem", "n"))]
+             for k, v in metrics.items()])
 
 
 def config_rows(configs: dict[str, dict]) -> list[list[str]]:
@@ -281,7 +301,8 @@ def result_meta_rows(result: ResultView) -> list[list[str]]:
     if record.get("device_name") and record.get("device_name") != device:
         device = f"{device} ({record['device_name']})"
     return [["device", text(device)], ["date", text(record.get("date", "—"))],
-            ["seed", number(result.seed)],
+            ["seeds" if len(result.seeds) > 1 else "seed",
+             ", ".join(number(seed) for seed in result.seeds)],
             ["git commit", code(short_sha(record.get("git_sha")))],
             ["wall time", seconds(record.get("wall_time"))],
             ["torch / Python", text(f"{record.get('torch', '—')} / {record.get('python', '—')}")],

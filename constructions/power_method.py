@@ -98,6 +98,7 @@ def sample_data(batch: int, d: int, n: int, *, generator: torch.Generator | None
     batch = _validate.positive_int("batch", batch)
     d = _validate.positive_int("d", d, minimum=2)
     n = _validate.positive_int("n", n)
+    dtype = _validate.float_dtype("dtype", dtype)
     X = torch.randn(batch, d, n, generator=generator, dtype=torch.float64)
     a = torch.randn(batch, d, generator=generator, dtype=torch.float64)
     return (normalize_columns(X).to(dtype), (a / a.norm(dim=-1, keepdim=True)).to(dtype))
@@ -120,6 +121,7 @@ def frame_data(d: int, r: int, copies: int, rest: int, *,
     r = _validate.positive_int("r", r)
     copies = _validate.positive_int("copies", copies)
     rest = _validate.positive_int("rest", rest, minimum=0)
+    dtype = _validate.float_dtype("dtype", dtype)
     if r >= d:
         raise ValueError(f"r must be < d = {d} so that an eigengap exists, got {r}")
     if rest >= copies:

@@ -256,6 +256,8 @@ def test_float32_input_normalised_in_float32_is_accepted():
     (lambda S, a: frame_data(3, 3, 2, 1), ValueError, "r"),
     (lambda S, a: frame_data(4, 1, 2, 2), ValueError, "rest"),
     (lambda S, a: principal_subspace(S[:2]), ValueError, "S"),
+    (lambda S, a: sample_data(2, 3, 4, dtype=torch.int32), ValueError, "dtype"),
+    (lambda S, a: sample_data(2, 1, 4), ValueError, "d"),
     (lambda S, a: normalize_columns(torch.zeros(3, 2)), ValueError, "X"),
     (lambda S, a: from_block_weights(torch.eye(5), torch.eye(5)), ValueError, "W"),
     (lambda S, a: from_block_weights(torch.eye(4), torch.eye(6)), ValueError, "V"),

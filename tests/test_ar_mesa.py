@@ -1,0 +1,163 @@
+"""Mutants and bad input for the autoregressive mesa-optimization area (Zheng et al. 2024)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+import torch
+
+from constructions.ar_mesa import (
+    ARLinearAttention,
+    ar_mesa_layer,
+    ar_sequences,
+    harmonic_weight,
+    moments,
+    one_step_gd_predictions,
+    optimal_ab,
+    sample_x1,
+    tokens,
+)
+from theorems.ar_mesa import (
+    gaussian_numeric_check,
+    gaussian_symbolic_check,
+    one_hot_check,
+    one_step_check,
+    population_check,
+    recovery_exact_check,
+    recovery_numeric_check,
+    trained_check,
+)
+from theorems.evidence import expect_failure
+from theorems.numerics import gamma
+from theorems.profiles import without_shrinking
+
+
+def transposed_key_query(d, a, b, **kwargs):
+    """The aI block of W_KQ put at [:d, d:] (its transpose's place): scores x_i^H x_{t-1}."""
+    layer = ar_mesa_layer(d, a, b, **kwargs)
+    W_KQ = torch.zeros_like(layer.W_KQ)
+    W_KQ[:d, d:] = a * torch.eye(d, dtype=W_KQ.dtype)
+    return ARLinearAttention(W_KQ, layer.W_PV)
+
+
+def ab_off_by_ten_percent(d, a, b, **kwargs):
+    return ar_mesa_layer(d, 1.1 * a, b, **kwargs)
+
+
+def optimum_off_by_ten_percent(m, T):
+    return 1.1 * optimal_ab(m, T)
+
+
+@pytest.mark.mutant("ar-mesa.one-gd-step")
+def test_a_transposed_key_query_block_is_not_one_gd_step():
+    expect_failure(without_shrinking()(one_step_check(build=transposed_key_query)))
+
+
+@pytest.mark.mutant("ar-mesa.population-error")
+def test_ab_off_by_ten_percent_breaks_the_population_coefficients():
+    assert "SE from its formula" in expect_failure(population_check(build=ab_off_by_ten_percent))
+
+
+@pytest.mark.mutant("ar-mesa.one-hot-optimum")
+def test_ab_off_by_ten_percent_breaks_the_one_hot_optimum():
+    expect_failure(without_shrinking()(one_hot_check(build=ab_off_by_ten_percent)))
+    expect_failure(without_shrinking()(one_hot_check(optimum=optimum_off_by_ten_percent)))
+
+
+@pytest.mark.mutant("ar-mesa.gaussian-optimum")
+def test_an_optimum_off_by_ten_percent_fails_both_gaussian_checks():
+    expect_failure(gaussian_symbolic_check(optimum=optimum_off_by_ten_percent))
+    assert "SE from" in expect_failure(gaussian_numeric_check(optimum=optimum_off_by_ten_percent))
+
+
+@pytest.mark.mutant("ar-mesa.recovery-criterion")
+def test_a_wrong_limit_or_a_wrong_step_breaks_the_recovery_criterion():
+    # mu_4/mu_6 in place of mu_4^2/mu_6: the Cauchy-Schwarz gap with the wrong power
+    expect_failure(without_shrinking()(recovery_exact_check(error=lambda m: m.m2
+                                                            - m.m4 / m.m6)))
+    expect_failure(recovery_numeric_check(build=ab_off_by_ten_percent))
+
+
+@pytest.mark.mutant("ar-mesa.trained-optimum")
+def test_reading_the_transposed_block_of_the_trained_weights_fails():
+    @torch.no_grad()
+    def transposed_reader(model):
+        d = model.d
+        product = model.W_KQ[:d, d:].diagonal() * model.W_PV[:, :d].diagonal()
+        return float(product.real.mean()), *model.off_structure_mass()
+
+    report = expect_failure(trained_check(reader=transposed_reader, overrides={
+        "starts": ["one-hot"], "sequences": {"one-hot": 50}, "steps": 60, "eval_every": 60}))
+    assert "trained ab" in report
+
+
+# --- the construction's other views agree with its forward pass ---------------------------------
+
+def test_attention_scores_and_mesa_weights_reproduce_the_forward_pass():
+    generator = torch.Generator().manual_seed(0)
+    x = ar_sequences(sample_x1("gaussian", 2, 3, generator=generator), 9, generator=generator)
+    layer = ar_mesa_layer(3, 0.7, -1.3)
+    y = layer(x)
+    by_attention = layer.attention_scores(x) @ (tokens(x) @ layer.W_PV.T)
+    by_weights = torch.einsum("btde,bte->btd", layer.mesa_weights(x), x)
+    tolerance = 2 * gamma(4 * (9 + 4 * 3 + 4)) * float(
+        ar_mesa_layer(3, 0.7, 1.3)(x.abs()).abs().max())
+    assert float((by_attention - y).abs().max()) <= tolerance
+    assert float((by_weights - y).abs().max()) <= tolerance
+    assert torch.equal(y[:, 0], torch.zeros_like(y[:, 0]))  # x_0 = 0: nothing to predict yet
+
+
+def test_only_the_product_ab_matters_and_the_read_out_is_gauge_invariant():
+    generator = torch.Generator().manual_seed(1)
+    x = ar_sequences(sample_x1("one-hot", 3, 4, generator=generator), 7, generator=generator)
+    first, second = ar_mesa_layer(4, 2.0, 0.25), ar_mesa_layer(4, 0.5, 1.0)
+    assert first.ab == second.ab == 0.5
+    assert float((first(x) - second(x)).abs().max()) <= 1e-14
+    assert first.off_structure_mass() == (0.0, 0.0)
+    assert float((one_step_gd_predictions(x, 0.5) - first(x)).abs().max()) <= 1e-14
+
+
+def test_moments_match_sampling_and_the_exact_optimum():
+    assert harmonic_weight(3) == Fraction(1)
+    assert harmonic_weight(4) == Fraction(3, 4)
+    assert optimal_ab(moments("one-hot", 5, 2.0), 50) == 0.25
+    # ones: |x_j|^2 = s^2 for every j, so ab* = 1/(s^2 (1 + (d-1) h_T))
+    m = moments("ones", 3, 1.0)
+    assert math.isclose(optimal_ab(m, 30), 1 / (1 + 2 * float(harmonic_weight(30))))
+    x1 = sample_x1("one-hot", 64, 4, scale=3.0, generator=torch.Generator().manual_seed(2))
+    assert torch.equal((x1.abs() > 0).sum(-1), torch.ones(64, dtype=torch.long))
+    assert torch.allclose(x1.abs().sum(-1), torch.full((64,), 3.0, dtype=torch.float64))
+
+
+# --- bad input -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: ar_mesa_layer(0, 1.0, 1.0), ValueError, "d must"),
+    (lambda: ar_mesa_layer(2.5, 1.0, 1.0), TypeError, "d must"),
+    (lambda: ar_mesa_layer(2, float("nan"), 1.0), ValueError, "a must"),
+    (lambda: ar_mesa_layer(2, 1.0, "b"), TypeError, "b must"),
+    (lambda: ar_mesa_layer(2, 1.0, 1.0, dtype=torch.float16), ValueError, "dtype"),
+    (lambda: ar_mesa_layer(2, 1.0, 1.0, dtype="float64"), TypeError, "dtype"),
+    (lambda: ARLinearAttention(torch.zeros(3, 3), torch.zeros(1, 3)), ValueError, "W_KQ"),
+    (lambda: ARLinearAttention(torch.zeros(4, 4), torch.zeros(2, 3)), ValueError, "W_PV"),
+    (lambda: ARLinearAttention([[0.0]], torch.zeros(1, 2)), TypeError, "W_KQ"),
+    (lambda: ar_mesa_layer(2, 1.0, 1.0)(torch.zeros(5, 3)), ValueError, "width"),
+    (lambda: ar_mesa_layer(2, 1.0, 1.0)(torch.zeros(5)), ValueError, "x must"),
+    (lambda: ar_mesa_layer(1, 1.0, 1.0)(torch.tensor([[float("inf")]])), ValueError, "finite"),
+    (lambda: ar_mesa_layer(1, 1.0, 1.0)(torch.tensor([[True]])), TypeError, "x must"),
+    (lambda: sample_x1("uniform", 2, 2), ValueError, "kind"),
+    (lambda: sample_x1("gaussian", 0, 2), ValueError, "batch"),
+    (lambda: sample_x1("gaussian", 2, 2, scale=-1.0), ValueError, "scale"),
+    (lambda: ar_sequences(torch.ones(2, 3), 0), ValueError, "T must"),
+    (lambda: ar_sequences(torch.ones(2, 3), 4, theta=torch.zeros(2, 2)), ValueError, "theta"),
+    (lambda: ar_sequences(torch.ones(3), 4), ValueError, "x1"),
+    (lambda: moments("cauchy", 2), ValueError, "kind"),
+    (lambda: harmonic_weight(2), ValueError, "T must"),
+    (lambda: one_step_gd_predictions(torch.ones(3), 1.0), ValueError, "x must"),
+    (lambda: one_step_gd_predictions(torch.ones(2, 3), float("inf")), ValueError, "lr"),
+])
+def test_bad_input_is_rejected_with_the_parameter_named(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

@@ -123,6 +123,13 @@ def test_index_lists_every_claim_and_the_filter_narrows_it(page, served):
     page.goto(url + "index.html?status=failing")  # the status cards link to such views
     assert len(visible_ids(page)) == 1
 
+    page.goto(url + "index.html")
+    header = page.locator("table.tt-claims thead th").first
+    header.click()
+    assert visible_ids(page) == sorted(c.id for c in registry)
+    header.click()  # a second click reverses the order
+    assert visible_ids(page) == sorted((c.id for c in registry), reverse=True)
+
 
 def test_one_click_from_the_index_shows_a_claim_with_its_evidence_and_rendered_math(page,
                                                                                     served):

@@ -155,13 +155,17 @@ def mean_field_transformer(arch: str, depth: int, d: int, *, trials: int = 1, se
     if not isinstance(final_norm, bool):
         raise TypeError(f"final_norm must be a bool, got {type(final_norm).__name__}")
     dtype = _validate.float_dtype("dtype", dtype)
-    generator = torch.Generator().manual_seed(seed)
+    device = torch.device(device or "cpu")
+    # Weights are drawn where they live: a full config holds ~1e11 weights, which only a GPU
+    # draws fast enough (so CUDA runs use the CUDA generator's stream, CPU runs the CPU one).
+    generator = torch.Generator(device=device).manual_seed(seed)
 
     def gaussian(*shape: int) -> torch.Tensor:
         # Drawn in float32, which torch samples ~3x faster than float64 on the CPU (drawing
         # dominates the Monte Carlo); rounding a Gaussian draw to 24 bits is immaterial here.
-        draw = torch.randn(depth, trials, *shape, generator=generator, dtype=torch.float32)
-        return (std * draw).to(dtype=dtype, device=device)
+        draw = torch.randn(depth, trials, *shape, generator=generator, dtype=torch.float32,
+                           device=device)
+        return (std * draw).to(dtype=dtype)
 
     return MeanFieldTransformer(arch, gaussian(d, d), gaussian(d, d), gaussian(d, width),
                                 gaussian(width, d), final_norm=final_norm)
@@ -368,11 +372,13 @@ def summarize_seeds(per_seed: list[dict]) -> dict[str, Any]:
 
 
 DEPTHS = [1, 2, 4, 8, 16, 32]
-# The catalogue's Monte Carlo (d=128, 16 tokens, 40 trials, L in 1..32); one CPU process
-# does it in about a second, so the smoke config is that Monte Carlo itself.
+# Smoke: the catalogue's Monte Carlo (16 tokens, 40 trials, L in 1..32) at d=64 instead of
+# 128: drawing the weights dominates and scales as d^2; about a second of one CPU core.
 SMOKE = {"d": 64, "tokens": 16, "trials": 40, "chunk": 40, "depths": DEPTHS,
          "archs": list(ARCHS), "dtype": "float64", "workers": 1, "backend": "serial"}
-FULL = {"d": 512, "tokens": 64, "trials": 400, "chunk": 100,
+# Full: d=512, 64 tokens, 200 trials, L up to 128, for a GPU. Chunks of 10 trials keep one
+# point's weights (128 layers x 10 trials x 4 x 512^2 floats) near 5 GB.
+FULL = {"d": 512, "tokens": 64, "trials": 200, "chunk": 10,
         "depths": [1, 2, 4, 8, 16, 32, 64, 128], "archs": list(ARCHS), "dtype": "float32",
         "workers": None, "backend": "process"}
 

@@ -53,9 +53,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
+    width = max((len(row["name"]) for row in rows), default=0) + 2
     for row in rows:
-        print(f"{row['name']:<22} {row['description']}")
-        print(f"{'':<22} configs: {', '.join(row['configs'])}; claims: "
+        print(f"{row['name']:<{width}}{row['description']}")
+        print(f"{'':<{width}}configs: {', '.join(row['configs'])}; claims: "
               f"{', '.join(row['claims']) or '-'}; published full result: "
               f"{row['published_full']}")
     return 0

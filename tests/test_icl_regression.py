@@ -1,0 +1,311 @@
+"""Mutants and bad input for the in-context regression claims (theorems/icl_regression.py).
+
+The mutants are the four the area's issue names: the step size off by 10%, the
+preconditioner transposed, the query mask dropped, and the (n+1)/n normalisation replaced by
+1; plus, where a check rests on something else, the mutant that breaks that (Adam instead of
+gradient descent for the conservation law).
+"""
+
+from functools import partial
+
+import pytest
+import torch
+
+import theorems.icl_regression as checks
+from constructions.icl_regression import (
+    cot_prompt,
+    gd_prediction,
+    lsa,
+    multi_step_gd,
+    multi_step_layer,
+    nonlinear_optimal_step,
+    one_step_gd,
+    optimal_preconditioner,
+    pair_coefficients,
+    pair_features,
+    population_loss,
+    prompt,
+    sample_prompts,
+    second_moment,
+    spd_matrix,
+    von_oswald,
+)
+from empirics.experiment import load_all
+from empirics.icl_regression import ZFB_EXPERIMENT
+from theorems.evidence import expect_failure
+from theorems.profiles import without_shrinking
+
+# --- the mutant constructions --------------------------------------------------------------
+
+
+def step_off(build, factor: float = 1.1):
+    """``build`` with its step size ``eta`` (second argument) multiplied by ``factor``."""
+    def mutant(d, eta, *args, **kwargs):
+        return build(d, factor * eta, *args, **kwargs)
+    return mutant
+
+
+def transposed_one_step(d, eta, *, preconditioner=None, **kwargs):
+    return one_step_gd(d, eta, preconditioner=None if preconditioner is None
+                       else preconditioner.T, **kwargs)
+
+
+def unmasked_lsa(W_PV, W_KQ, *, mask_query=True, **kwargs):
+    return lsa(W_PV, W_KQ, mask_query=False, **kwargs)
+
+
+def unmasked_von_oswald(d, eta, W0=None, *, mask_query=True, **kwargs):
+    return von_oswald(d, eta, W0, mask_query=False, **kwargs)
+
+
+def always_masked_von_oswald(d, eta, W0=None, *, mask_query=True, **kwargs):
+    return von_oswald(d, eta, W0, mask_query=True, **kwargs)
+
+
+def scaled_preconditioner(n, sigma2, Sigma, Omega=None):
+    return 1.1 * optimal_preconditioner(n, sigma2, Sigma, Omega)
+
+
+def n_instead_of_n_plus_one(n, sigma2, Sigma, Omega=None):
+    """A* with H = ΣΩΣ + ((tr ΩΣ + σ²)/n) Σ: the (n+1)/n factor replaced by 1."""
+    Sigma = torch.as_tensor(Sigma, dtype=torch.float64)
+    Omega = torch.eye(Sigma.shape[0], dtype=torch.float64) if Omega is None else \
+        torch.as_tensor(Omega, dtype=torch.float64)
+    H = Sigma @ Omega @ Sigma + (torch.trace(Omega @ Sigma) + sigma2) / n * Sigma
+    return torch.linalg.solve(H, Sigma @ Omega).T
+
+
+def loss_of(preconditioner):
+    def loss(n, sigma2, Sigma, Omega=None):
+        Omega = torch.eye(Sigma.shape[0], dtype=torch.float64) if Omega is None else Omega
+        A = preconditioner(n, sigma2, Sigma, Omega)
+        return float(sigma2 + torch.trace(Sigma @ Omega) - torch.trace(Sigma @ A @ Sigma @ Omega))
+    return loss
+
+
+def risk_with_M_not_M_plus_one(Gamma, M, sigma2, Sigma, Omega=None):
+    """population_loss with H = ΣΩΣ + ... (the prompt-length normalisation off by one)."""
+    Omega = torch.eye(Sigma.shape[0], dtype=torch.float64) if Omega is None else Omega
+    H = Sigma @ Omega @ Sigma + (torch.trace(Omega @ Sigma) + sigma2) / M * Sigma
+    cross = torch.trace(Sigma @ Gamma @ Sigma @ Omega)
+    return float(sigma2 + torch.trace(Sigma @ Omega) - 2 * cross
+                 + torch.trace(Gamma.T @ Sigma @ Gamma @ H))
+
+
+LINEAR_MUTANTS = {"eta off by 10%": scaled_preconditioner,
+                  "n+1 replaced by n": n_instead_of_n_plus_one}
+
+
+# --- mutants ---------------------------------------------------------------------------------
+
+@pytest.mark.mutant("icl-regression.effective-predictor")
+def test_dropping_the_query_mask_breaks_the_effective_predictor():
+    expect_failure(without_shrinking()(checks.effective_predictor_check(unmasked_lsa)))
+
+
+@pytest.mark.mutant("icl-regression.one-step-gd")
+@pytest.mark.parametrize("build", [step_off(one_step_gd), transposed_one_step],
+                         ids=["eta off by 10%", "preconditioner transposed"])
+def test_broken_one_step_constructions_are_not_gd(build):
+    expect_failure(without_shrinking()(checks.one_step_check(build)))
+
+
+@pytest.mark.mutant("icl-regression.isotropic-optimum")
+@pytest.mark.parametrize("preconditioner", LINEAR_MUTANTS.values(), ids=LINEAR_MUTANTS.keys())
+def test_wrong_isotropic_optimum_is_caught_by_the_convex_fit(preconditioner):
+    closed_form = partial(checks.linear_closed_form, preconditioner=preconditioner,
+                          loss=loss_of(preconditioner))
+    expect_failure(checks.convex_optimum_check("isotropic", closed_form))
+
+
+@pytest.mark.mutant("icl-regression.isotropic-optimum")
+@pytest.mark.parametrize("preconditioner", LINEAR_MUTANTS.values(), ids=LINEAR_MUTANTS.keys())
+def test_wrong_isotropic_optimum_is_caught_by_the_trained_lsa(preconditioner):
+    expect_failure(checks.trained_optimum_check(
+        "isotropic", partial(checks.linear_closed_form, preconditioner=preconditioner)))
+
+
+@pytest.mark.mutant("icl-regression.isotropic-optimum")
+def test_wrong_normalisation_misses_the_printed_numbers():
+    expect_failure(checks.isotropic_numbers_check(
+        n_instead_of_n_plus_one, loss_of(n_instead_of_n_plus_one)))
+
+
+@pytest.mark.mutant("icl-regression.preconditioned-optimum")
+@pytest.mark.parametrize("preconditioner", LINEAR_MUTANTS.values(), ids=LINEAR_MUTANTS.keys())
+def test_wrong_preconditioner_is_caught_three_ways(preconditioner):
+    closed_form = partial(checks.linear_closed_form, preconditioner=preconditioner)
+    expect_failure(checks.convex_optimum_check("preconditioned", closed_form))
+    expect_failure(checks.trained_optimum_check("preconditioned", closed_form))
+    expect_failure(checks.closed_form_property_check(preconditioner))
+
+
+def test_the_preconditioner_is_symmetric_so_transposition_is_invisible():
+    """Why the transposition mutant targets one_step_gd and not A*: A* = A*^T exactly."""
+    Sigma = torch.tensor([[2.0, 0.6, 0.0], [0.6, 1.0, 0.3], [0.0, 0.3, 0.5]], dtype=torch.float64)
+    Omega = torch.tensor([[0.5, 0.0, 0.2], [0.0, 1.0, -0.4], [0.2, -0.4, 1.5]],
+                         dtype=torch.float64)
+    assert not torch.allclose(Sigma @ Omega, Omega @ Sigma)  # ΩΣ is not symmetric ...
+    A = optimal_preconditioner(10, 0.25, Sigma, Omega)
+    assert torch.allclose(A, A.T, atol=1e-14)                # ... but A* = ΩΣH⁻¹ is
+
+
+@pytest.mark.mutant("icl-regression.zfb-conserved-quantity")
+def test_a_wrong_optimum_misses_the_gradient_flow_endpoint():
+    expect_failure(checks.zfb_conservation_check(scaled_preconditioner))
+
+
+@pytest.mark.mutant("icl-regression.zfb-conserved-quantity")
+def test_adam_does_not_conserve_the_balance():
+    expect_failure(checks.zfb_conservation_check(trajectory=lambda: ZFB_EXPERIMENT(
+        "smoke", device="cpu", optimizer="adam", steps=40)))
+
+
+@pytest.mark.mutant("icl-regression.zfb-prompt-length-risk")
+def test_off_by_one_prompt_length_risk_is_caught():
+    expect_failure(checks.prompt_length_risk_check(risk_with_M_not_M_plus_one))
+
+
+@pytest.mark.mutant("icl-regression.von-oswald-gd-step")
+def test_dropping_the_query_mask_makes_von_oswald_leak():
+    expect_failure(without_shrinking()(checks.von_oswald_check(unmasked_von_oswald)))
+
+
+@pytest.mark.mutant("icl-regression.von-oswald-unmasked-any-w0")
+def test_leak_refutation_fails_when_the_mask_cannot_be_dropped():
+    expect_failure(checks.leak_refutation(always_masked_von_oswald))
+
+
+@pytest.mark.mutant("icl-regression.nonlinear-step")
+def test_wrong_nonlinear_step_is_caught():
+    def step(n, g2, f2x2):
+        return 1.1 * nonlinear_optimal_step(n, g2, f2x2)
+    closed_form = partial(checks.sine_closed_form, step=step)
+    expect_failure(checks.convex_optimum_check("sine", closed_form))
+    expect_failure(checks.trained_optimum_check("sine", closed_form))
+
+
+@pytest.mark.mutant("icl-regression.multi-step-exact")
+def test_wrong_step_size_breaks_multi_step_exactness():
+    expect_failure(checks.multi_step_check(step_off(multi_step_gd)))
+
+
+@pytest.mark.mutant("icl-regression.cot-error-table")
+def test_wrong_step_size_breaks_the_error_table():
+    expect_failure(checks.cot_error_table_check(step_off(multi_step_gd)))
+
+
+@pytest.mark.mutant("icl-regression.cot-error-decreases-every-eta")
+def test_divergence_refutation_fails_with_a_smaller_step():
+    # eta 0.45 < 2 / 4.2: the pinned prompt then converges, so nothing refutes the claim
+    expect_failure(checks.divergence_refutation(step_off(multi_step_gd, 0.9)))
+
+
+@pytest.mark.mutant("icl-regression.no-cot-optimum")
+def test_wrong_normalisation_misses_the_no_cot_optimum():
+    expect_failure(checks.no_cot_check(n_instead_of_n_plus_one, loss_of(n_instead_of_n_plus_one)))
+
+
+@pytest.mark.mutant("icl-regression.cot-trained-products")
+def test_trained_cot_does_not_match_a_wrong_step():
+    expect_failure(checks.cot_products_check(step_off(multi_step_layer)))
+
+
+# --- the slice-symmetry trap, and the construction's API ------------------------------------
+
+def test_all_pairs_least_squares_splits_gamma_between_the_two_slices():
+    """The trap of the catalogue: with features G_ab x_c over *all* (a, b), the minimum-norm
+    fit puts Γ/2 on each of the slices (y, x) and (x, y); the unordered pairs do not."""
+    generator = torch.Generator().manual_seed(0)
+    d, Gamma = 2, torch.tensor([[0.7, 0.2], [-0.1, 0.4]], dtype=torch.float64)
+    prompts = sample_prompts(400, 6, d, sigma2=0.1, generator=generator)
+    Z = prompts.Z
+    y_hat = one_step_gd(d, 1.0, preconditioner=Gamma).predict(Z)
+    G = Z[..., :-1] @ Z[..., :-1].transpose(-1, -2) / 6
+    all_pairs = (G.unsqueeze(-1) * Z[:, None, None, :-1, -1]).flatten(1)
+    T = torch.linalg.lstsq(all_pairs, y_hat.unsqueeze(-1), driver="gelsd").solution.reshape(
+        d + 1, d + 1, d)
+    assert torch.allclose(T[d, :d, :].T, Gamma / 2, atol=1e-10)     # one slice: only half
+    assert torch.allclose(T[d, :d, :].T + T[:d, d, :].T, Gamma, atol=1e-10)
+    unique = (pair_features(G).unsqueeze(-1) * Z[:, None, :-1, -1]).flatten(1)
+    theta = torch.linalg.lstsq(unique, y_hat.unsqueeze(-1)).solution.squeeze(-1)
+    assert torch.allclose(theta, one_step_gd(d, 1.0, preconditioner=Gamma)
+                          .lifted_coefficients(), atol=1e-10)
+
+
+def test_pair_coefficients_double_the_off_diagonal():
+    T = torch.arange(8, dtype=torch.float64).reshape(2, 2, 2)
+    T = (T + T.transpose(0, 1)) / 2
+    assert pair_coefficients(T).tolist() == [T[0, 0].tolist(), (2 * T[0, 1]).tolist(),
+                                             T[1, 1].tolist()]
+
+
+def test_prompt_layout_and_sign_convention():
+    X = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)
+    y = torch.tensor([5.0, 6.0], dtype=torch.float64)
+    Z = prompt(X, y, torch.tensor([7.0, 8.0], dtype=torch.float64))
+    assert Z.tolist() == [[1.0, 3.0, 7.0], [2.0, 4.0, 8.0], [5.0, 6.0, 0.0]]
+    model = one_step_gd(2, 0.5)
+    assert torch.allclose(model.predict(Z), gd_prediction(X, y, Z[:-1, -1], 0.5))
+    assert torch.allclose(model.predict(Z), -model(Z)[-1, -1])      # ŷ = -f(Z)[d+1, n+1]
+
+
+def test_second_moment_matches_monte_carlo():
+    generator = torch.Generator().manual_seed(1)
+    Sigma = torch.tensor([[1.5, 0.3], [0.3, 0.7]], dtype=torch.float64)
+    p = sample_prompts(200_000, 4, 2, sigma2=0.3, Sigma=Sigma, generator=generator)
+    s = torch.einsum("bn,bnd->bd", p.y, p.X) / 4
+    H = second_moment(4, 0.3, Sigma, torch.eye(2, dtype=torch.float64))
+    # entries of s s^T have relative standard deviation below 3 here: 5 SE at 2e5 prompts
+    assert torch.allclose(s.T @ s / len(s), H, atol=5 * 3 * float(H.abs().max()) / 200_000**0.5)
+
+
+def test_antithetic_prompts_mirror_the_labels():
+    p = sample_prompts(4, 3, 2, sigma2=0.5, antithetic=True,
+                       generator=torch.Generator().manual_seed(2))
+    assert torch.equal(p.X[:2], p.X[2:]) and torch.equal(p.y[:2], -p.y[2:])
+
+
+def test_experiments_are_registered_with_smoke_and_full_configs():
+    experiments = load_all()
+    for name in ("icl-regression-lsa", "icl-regression-zfb", "icl-regression-cot"):
+        assert set(experiments[name].configs) >= {"smoke", "full"}
+
+
+@pytest.mark.parametrize("call, error, name", [
+    (lambda: prompt(torch.ones(3, 2), torch.ones(4), torch.ones(2)), ValueError, "y"),
+    (lambda: prompt(torch.ones(3, 2), torch.ones(3), torch.ones(3)), ValueError, "x_query"),
+    (lambda: prompt(torch.ones(0, 2), torch.ones(0), torch.ones(2)), ValueError, "X"),
+    (lambda: prompt([[1.0]], torch.ones(1), torch.ones(1)), TypeError, "X"),
+    (lambda: optimal_preconditioner(0, 0.1, torch.eye(2)), ValueError, "n"),
+    (lambda: optimal_preconditioner(5, -0.1, torch.eye(2)), ValueError, "sigma2"),
+    (lambda: optimal_preconditioner(5, 0.1, torch.tensor([[1.0, 2.0], [2.0, 1.0]])),
+     ValueError, "Sigma"),
+    (lambda: optimal_preconditioner(5, 0.1, torch.tensor([[1.0, 0.5], [0.0, 1.0]])),
+     ValueError, "Sigma"),
+    (lambda: optimal_preconditioner(5, 0.1, torch.ones(2, 3)), ValueError, "Sigma"),
+    (lambda: optimal_preconditioner(5, 0.1, torch.eye(2), torch.eye(3)), ValueError, "Omega"),
+    (lambda: population_loss(torch.eye(3), 5, 0.1, torch.eye(2)), ValueError, "Gamma"),
+    (lambda: spd_matrix("Sigma", -torch.eye(2)), ValueError, "Sigma"),
+    (lambda: lsa(torch.ones(3, 2), torch.ones(3, 2)), ValueError, "W_PV"),
+    (lambda: lsa(torch.ones(3, 3), torch.ones(2, 2)), ValueError, "W_KQ"),
+    (lambda: lsa(torch.ones(3, 3), torch.ones(3, 3), mask_query=1), TypeError, "mask_query"),
+    (lambda: one_step_gd(2, 0.5).predict(torch.ones(4, 3)), ValueError, "Z"),
+    (lambda: one_step_gd(2, 0.5).predict(torch.ones(3, 1)), ValueError, "n_context"),
+    (lambda: one_step_gd(2, 0.5, preconditioner=torch.eye(3)), ValueError, "preconditioner"),
+    (lambda: one_step_gd(0, 0.5), ValueError, "d"),
+    (lambda: one_step_gd(2, float("nan")), ValueError, "eta"),
+    (lambda: von_oswald(2, 0.5, torch.ones(2)), ValueError, "W0"),
+    (lambda: multi_step_gd(2, 0.5, 0), ValueError, "steps"),
+    (lambda: multi_step_gd(2, 0.5, 3, mode="unroll"), ValueError, "mode"),
+    (lambda: multi_step_gd(2, 0.5, 3)(torch.ones(5, 4)), ValueError, "Z"),
+    (lambda: cot_prompt(torch.ones(3, 2), torch.ones(3), torch.ones(1, 3)), ValueError,
+     "iterates"),
+    (lambda: sample_prompts(3, 2, 2, antithetic=True), ValueError, "batch"),
+    (lambda: sample_prompts(4, 2, 2, response="cubic"), ValueError, "response"),
+    (lambda: sample_prompts(4, 0, 2), ValueError, "n"),
+    (lambda: nonlinear_optimal_step(5, 0.0, 1.0), ValueError, "g2"),
+])
+def test_bad_input_names_the_parameter(call, error, name):
+    with pytest.raises(error, match=rf"^{name}\b"):
+        call()

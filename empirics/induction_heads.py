@@ -236,17 +236,17 @@ def plot(rows: list[list], header: list[str]) -> dict:
         ax.plot(*zip(*baseline, strict=True), style, marker="_", ms=14, label=name)
     ax.set(xscale="log", xlabel="sequence length n", ylabel="accuracy (positions with a match)",
            ylim=(0, 1.02), title="Induction accuracy against n")
+    ax.minorticks_off()
     ax.set_xticks(lengths, [str(n) for n in lengths])
     ax.legend(fontsize=7, ncol=2)
     fig_size, ax = plt.subplots(figsize=(6, 4))
-    for length in lengths:
-        ones = sorted((r[col["parameters"]], r[col["accuracy"]]) for r in rows
-                      if r[col["n"]] == length and r[col["layers"]] == 1)
-        if ones:
-            ax.plot(*zip(*ones, strict=True), marker="o", ls="", label=f"one layer, n={length}")
-        twos = [(r[col["parameters"]], r[col["accuracy"]]) for r in rows
-                if r[col["n"]] == length and r[col["layers"]] == 2]
-        ax.plot(*zip(*twos, strict=True), marker="*", ms=12, ls="", label=f"two layers, n={length}")
+    for index, length in enumerate(lengths):
+        for layers, marker, size in ((1, "o", 6), (2, "*", 12)):
+            points = sorted((r[col["parameters"]], r[col["accuracy"]]) for r in rows
+                            if r[col["n"]] == length and r[col["layers"]] == layers)
+            if points:
+                ax.plot(*zip(*points, strict=True), marker=marker, ms=size, ls="",
+                        color=f"C{index}", label=f"{layers} layer{'s' * (layers > 1)}, n={length}")
     ax.set(xscale="log", xlabel="parameters", ylabel="accuracy (positions with a match)",
            ylim=(0, 1.02), title="Induction accuracy against model size")
     ax.legend(fontsize=7)
@@ -260,7 +260,7 @@ INDUCTION_HEADS = Experiment(
                  "construction's attention pattern."),
     claims=("induction-heads.gd-depth-separation",),
     configs={
-        "smoke": {"vocab_size": 16, "lengths": [32], "two_layer": {"d_model": 32},
+        "smoke": {"vocab_size": 16, "lengths": [16, 32], "two_layer": {"d_model": 32},
                   "one_layer_heads": [4], "one_layer_widths": [32], "steps": 300,
                   "batch": 32, "lr": 1e-2, "eval_every": 25, "eval_batch": 256,
                   "target": 0.97, "progress": False},

@@ -157,9 +157,11 @@ def test_one_click_from_the_index_shows_a_claim_with_its_evidence_and_rendered_m
     text = page.inner_text("article")
     raw = re.findall(r"\$[^$\n]*\\[A-Za-z]+|\\\(|\\\[", text)
     assert raw == [], f"raw TeX left on the page: {raw[:5]}"
-    # Typesetting changed the heights above the claim; the site scrolls it back into view.
-    page.wait_for_function(f"() => Math.abs(document.getElementById('{anchor}')"
-                           ".getBoundingClientRect().top) <= 40")
+    # Typesetting changed the heights above the claim; the site scrolls its title back into
+    # view (to the top, unless the page ends first).
+    page.wait_for_function("anchor => { const top = document.querySelector(`section#${anchor} h2`)"
+                           ".getBoundingClientRect().top; "
+                           "return top >= 0 && top < window.innerHeight / 2; }", arg=anchor)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "claim.png"))
 

@@ -162,6 +162,7 @@ def test_gradient_clipping_bounds_the_update():
     ("linear", 55, 0.5), ("linear", 100, 0.0), ("step", 250, 0.3 ** 2), ("cosine", 4, 0.5),
 ])
 def test_learning_rate_schedules(schedule, step, expected):
+    # a handful of float64 operations on numbers <= 1: 1e-12 is thousands of ulps of slack
     config = TrainConfig(steps=100, lr=1.0, schedule=schedule, warmup=10, step_every=100,
                          progress=False)
     assert learning_rate_factor(step, config) == pytest.approx(expected, abs=1e-12)
@@ -292,6 +293,7 @@ def test_run_seeds_aggregates_mean_and_spread(toy, tmp_path):
     values = [toy("smoke", device="cpu", seed=s).metrics["value"] for s in range(3)]
     stats = data["spread"]["value"]
     assert stats["n"] == 3
+    # the same three numbers summed in another order (fsum vs float): gamma(3)-level rounding
     assert data["metrics"]["value"] == pytest.approx(sum(values) / 3, rel=1e-12)
     spread = torch.tensor(values, dtype=torch.float64).std().item()
     assert stats["std"] == pytest.approx(spread, rel=1e-12)
@@ -432,6 +434,7 @@ def test_line_angle_ignores_sign_and_measures_degrees():
     u = torch.stack([ones, -2 * ones, torch.tensor([1.0, -1.0, 0.0, 0.0], dtype=torch.float64),
                      torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64)])
     angles = compare.line_angle(u, ones)
+    # |cos| = 1 - delta with delta ~ 1e-16 gives acos ~ sqrt(2 delta) ~ 1.5e-8 rad ~ 1e-6 deg
     assert angles[:3].tolist() == pytest.approx([0.0, 0.0, 90.0], abs=1e-6)
     assert float(angles[3]) == pytest.approx(60.0)  # cos = 1/2
     assert math.isnan(float(compare.line_angle(torch.zeros(4), ones)))

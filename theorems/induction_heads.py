@@ -183,7 +183,9 @@ IH_INDEX = Claim(
         r"For $n' \ge 1$, $x \in \{0,1\}^{n'}$ and $k \in \{1..n'\}$, let $\sigma$ have length "
         r"$n = 2n' + 1$ with $\sigma_{2j-1} = \star$ if $j = k$ and $0$ otherwise (Bob's odd "
         r"positions), $\sigma_{2j} = x_j$ (Alice's even positions) and $\sigma_n = \star$. Then "
-        r"$\tau_n = x_k$ (" + TASK_STATEMENT[4:] + ")"),
+        r"the induction-heads output at the last position is $\tau_n = x_k$: the only earlier "
+        r"$\star$ is at $2k-1$, and $\tau_n = \sigma_{2k}$ (the task as in "
+        r"induction-heads.task)."),
     source=(Source(where="proof of the lower bound (reduction from one-way INDEX)", tag="S",
                    **SHT),
             Source(where="this placement of Alice's and Bob's tokens (reconstruction)", tag="R",
@@ -278,7 +280,7 @@ def tight_sequences(vocab_size: int, length: int) -> list[list[int]]:
     pairs = {(0, min(1, S - 1)), (S - 1, 0), (S - 1, max(S - 2, 0))}
     out = []
     for a, b in sorted(pairs):
-        c = (b + 1) % S
+        c = (b + 1) % S if (b + 1) % S != a else b  # a key after c must not match a
         out += [[a] * (n - 2) + [b, a], ([a, b] + [c] * (n - 3) + [a])[:n],
                 [a] * (n - 1) + [b], [(a, b)[i % 2] for i in range(n)]]
     out += [[0] * n, [i % S for i in range(n)]]
@@ -326,9 +328,8 @@ def attention_margins(model, tokens: torch.Tensor, kind: str) -> tuple[float, fl
     classes = torch.where(targets == NO_MATCH, model.vocab_size, targets)
     correct = logits.gather(-1, classes.unsqueeze(-1)).squeeze(-1)
     others = logits.scatter(-1, classes.unsqueeze(-1), float("-inf")).amax(-1)
-    logit_margin = float((correct - others).min()) if model.vocab_size else math.inf
     return (float(on_previous.min() - bound["layer1"]), float(on_key.min() - bound["layer2"]),
-            logit_margin)
+            float((correct - others).min()))
 
 
 def softmax_tolerance(n_keys: int, dtype: torch.dtype = torch.float64) -> float:

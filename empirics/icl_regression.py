@@ -42,9 +42,10 @@ from constructions.icl_regression import (
     multi_step_layer,
     nonlinear_optimal_step,
     optimal_preconditioner,
+    pair_coefficients,
     pair_features,
-    sample_prompts,
     sine_response_moments,
+    spd_matrix,
     zfb_init,
 )
 from empirics.experiment import Experiment, Result
@@ -68,10 +69,9 @@ class RegressionCase:
 
     @cached_property
     def factors(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Cholesky factors of Sigma and Omega, validated once (sample_prompts checks SPD)."""
-        sample_prompts(1, 1, self.d, sigma2=self.sigma2, Sigma=self.Sigma, Omega=self.Omega,
-                       response=self.response)
-        return torch.linalg.cholesky(self.Sigma), torch.linalg.cholesky(self.Omega)
+        """Cholesky factors of Sigma and Omega, validated once for the inner loops."""
+        return (torch.linalg.cholesky(spd_matrix("Sigma", self.Sigma, self.d)),
+                torch.linalg.cholesky(spd_matrix("Omega", self.Omega, self.d)))
 
     def sample(self, batch: int, generator: torch.Generator, *, n: int | None = None,
                antithetic: bool = False) -> RegressionPrompts:
@@ -137,6 +137,16 @@ def random_lsa(d: int, scale: float, generator: torch.Generator):
     W_PV[d, d] += scale
     W_KQ = scale * torch.randn(d + 1, d + 1, generator=generator, dtype=torch.float64)
     return lsa(W_PV, W_KQ)
+
+
+def new_axes(figsize: tuple[float, float] = (5, 3.2)):
+    """A fresh matplotlib figure and axes on the Agg backend (imported lazily)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=figsize)
 
 
 def _lifted(model) -> torch.Tensor:
@@ -315,14 +325,9 @@ def gamma_from_lifted(theta: torch.Tensor, d: int) -> torch.Tensor:
 
 def distance_figure(result: Result):
     """Relative distance of the trained Γ to the closed form against the step (a new figure)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     history = result.training["lsa"]["history"]
     floor = result.metrics.get("gamma_distance_least_squares")
-    fig, ax = plt.subplots(figsize=(5, 3.2))
+    fig, ax = new_axes()
     ax.semilogy([row["step"] for row in history], [row["gamma_distance"] for row in history],
                 lw=1, label="trained LSA")
     if floor is not None:
@@ -423,7 +428,26 @@ def run_zfb(config: dict, device: torch.device, seed: int) -> Result:
                  [[i, float(v)] for i, v in enumerate(snapshots[-1])])
     result.table("final weights", ["matrix", "entries"],
                  [["W_PV", P.flatten().tolist()], ["W_KQ", K.flatten().tolist()]])
+    result.figures["conservation"] = conservation_figure(result)
     return result
+
+
+def conservation_figure(result: Result):
+    """Q_k - Q_0 against the step, measured and as predicted by the discrete law (new figure)."""
+    rows = torch.tensor(result.tables["trajectory"]["rows"], dtype=torch.float64)
+    lr = result.config["lr"]
+    measured = (rows[:, 0] - rows[0, 0]).tolist()
+    predicted = torch.cat([torch.zeros(1, dtype=torch.float64),
+                           torch.cumsum(lr**2 * (rows[:-1, 2] - rows[:-1, 3]), 0)]).tolist()
+    fig, ax = new_axes()
+    ax.plot(measured, lw=2, label=r"$Q_k - Q_0$ measured")
+    ax.plot(predicted, "--", lw=1, label=r"$\lambda^2\sum_{j<k}(\|g_{PV}\|^2 - \|g_{KQ}\|^2)$")
+    ax.set_xlabel("gradient-descent step k")
+    ax.set_ylabel(r"$\|W_{PV}\|_F^2 - \|W_{KQ}\|_F^2$ drift")
+    ax.set_title("conserved under gradient flow; O(step²) per step")
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    return fig
 
 
 ZFB_EXPERIMENT = Experiment(
@@ -456,8 +480,6 @@ def cot_features(Z: torch.Tensor, n: int, d: int) -> torch.Tensor:
 
 def cot_coefficients(model, d: int) -> torch.Tensor:
     """The ``w``-block update's coefficients on :func:`cot_features`, ``(d, P)``."""
-    from constructions.icl_regression import pair_coefficients
-
     E = model.effective_tensor()[d + 1:2 * d + 1, :d + 1, :d + 1, d + 1:]
     return pair_coefficients(E).flatten(-2)
 
@@ -509,7 +531,17 @@ def run_cot(config: dict, device: torch.device, seed: int) -> Result:
                  [[o, theta[o].tolist()] for o in range(d)])
     reference = cot_coefficients(multi_step_layer(d, eta), d)
     result.metrics["coefficient_distance"] = float((theta - reference).norm() / reference.norm())
+    result.figures["loss"] = _loss_figure(history.history)
     return result
+
+
+def _loss_figure(history: list[dict]):
+    fig, ax = new_axes()
+    ax.semilogy([row["step"] for row in history], [row["loss"] for row in history], lw=1)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("teacher-forced CoT loss")
+    fig.tight_layout()
+    return fig
 
 
 COT_EXPERIMENT = Experiment(

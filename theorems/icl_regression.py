@@ -1,11 +1,10 @@
 r"""In-context linear regression by one layer of linear self-attention (IR.1–IR.6).
-
-Sources: Mahankali, Hashimoto, Ma (2023); Ahn, Cheng, Daneshmand, Sra (2023); Zhang, Frei,
-Bartlett (2024); von Oswald et al. (2023); Huang, Wang, Lee (2025). **Only the papers'
-openings (title, abstract, start of the introduction) were read.** Every constant here was
-derived in this project and confirmed numerically [D], or read from the authors' official code
-(Ahn et al.'s ``linear_transformer.py``, von Oswald et al.'s ``src/transformer.py``); none is
-quoted from a theorem. Each claim's sources say which.
+**Only the papers' openings (title, abstract, start of the introduction) were read.** Every
+constant on this page was derived in this project and confirmed numerically (tag D), or read
+from the authors' official code (Ahn et al.'s ``linear_transformer.py``, von Oswald et al.'s
+``src/transformer.py``); none is quoted from a theorem, and each claim's sources say which.
+Papers: Mahankali, Hashimoto, Ma (2023); Ahn, Cheng, Daneshmand, Sra (2023); Zhang, Frei,
+Bartlett (2024); von Oswald et al. (2023); Huang, Wang, Lee (2025).
 
 Conventions are those of :mod:`constructions.icl_regression`: tokens are columns, the query is
 masked as a key, and :math:`\hat y = -f(Z)_{d+1,n+1}`.
@@ -54,10 +53,12 @@ from empirics.icl_regression import (
     COT_EXPERIMENT,
     LSA_EXPERIMENT,
     ZFB_EXPERIMENT,
+    conservation_figure,
     cot_coefficients,
     distance_figure,
     gamma_from_lifted,
     lifted_statistics,
+    new_axes,
     regression_case,
     trained_coefficients,
 )
@@ -637,6 +638,11 @@ def spd_problems(draw):
             draw(spd_matrices(d, max_condition=50.0)), draw(spd_matrices(d, max_condition=50.0)))
 
 
+def norm(M: torch.Tensor) -> float:
+    """The spectral norm."""
+    return float(torch.linalg.matrix_norm(M, ord=2))
+
+
 def closed_form_property_check(preconditioner=optimal_preconditioner):
     """A* is the stationary point of the exact loss, is symmetric, and has the special cases."""
     @budget(0.5)
@@ -646,7 +652,6 @@ def closed_form_property_check(preconditioner=optimal_preconditioner):
         d = Sigma.shape[0]
         A = preconditioner(n, sigma2, Sigma, Omega)
         H = second_moment(n, sigma2, Sigma, Omega)
-        norm = lambda M: float(torch.linalg.matrix_norm(M, ord=2))  # noqa: E731
         # A backward-stable solve with H has relative forward error <= cond(H) * gamma (Higham
         # 7.2); forming H, Sigma Omega and the other side adds a few gamma_d, amplified by the
         # condition numbers of the matrices inverted there.
@@ -717,6 +722,7 @@ def zfb_conservation_check(preconditioner=optimal_preconditioner, trajectory=tra
         residual = (Q_next - Q - predicted).abs()
         evidence.metric("max |Q step - predicted| / bound", float((residual / step_tol).max()))
         assert bool((residual <= step_tol).all()), "the discrete conservation law fails"
+        evidence.figure(conservation_figure(result), "conservation")
         drift = float(Q_next[-1] - Q[0])
         evidence.metric("total drift of Q (vanishes as lr -> 0)", drift)
         evidence.metric("lr^2 sum(|g_PV|^2 - |g_KQ|^2)", float((lr**2 * (g_P - g_K)).sum()))
@@ -782,13 +788,8 @@ def prompt_length_risk_check(risk=population_loss, trained: bool = False):
 
 
 def risk_figure(Gamma, case, measured, risk):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     lengths = torch.logspace(0, math.log10(100), 60).tolist()
-    fig, ax = plt.subplots(figsize=(5, 3.2))
+    fig, ax = new_axes()
     ax.plot(lengths, [risk(Gamma, max(1, round(M)), 0.0, case.Sigma, case.Omega)
                       for M in lengths], lw=1, label="R(M)")
     ax.errorbar(RISK_LENGTHS, [m for m, _, _ in measured], yerr=[2 * s for _, s, _ in measured],
@@ -1011,13 +1012,8 @@ def cot_error_table_check(build=multi_step_gd):
 
 
 def cot_error_figure(lam: torch.Tensor, eta: float):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     ks = list(range(1, 101))
-    fig, ax = plt.subplots(figsize=(5, 3.2))
+    fig, ax = new_axes()
     for step, style in ((eta, "-"), (0.5, "--")):
         traces = torch.stack([((1 - step * lam) ** (2 * k)).sum(-1) for k in ks])
         ax.semilogy(ks, traces.mean(1).tolist(), style, lw=1, label=f"mean, η = {step}")

@@ -1,0 +1,97 @@
+"""Mutants and bad input for out-of-context reasoning (Huang et al. 2025)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from constructions.ocr import (
+    fact_implication_task,
+    margins,
+    min_norm_solution,
+    nuclear_margin,
+)
+from empirics.ocr import FactorizedMap, train_map
+from theorems.evidence import expect_failure
+from theorems.ocr import gd_check, implicit_explicit_check, nuclear_check, refutation_check
+
+
+class FrozenOutputFactor(FactorizedMap):
+    """A dropped factor: W_O frozen at [I | 0], so W = W_O W_V is W_V's top rows, a combined
+    map in disguise (its gradient descent has the Frobenius bias)."""
+
+    def __init__(self, task, init, generator, hidden=None):
+        super().__init__(task, init, generator, hidden)
+        eye = torch.eye(task.answers, self.W_O.shape[1], dtype=torch.float64)
+        self.W_O = nn.Parameter(eye, requires_grad=False)
+
+
+SHORT = {"steps": 500, "eval_every": 500}
+
+
+@pytest.mark.mutant("ocr.frobenius-generalizes")
+def test_the_nuclear_norm_in_place_of_frobenius_breaks_the_refutation():
+    expect_failure(refutation_check(norm="nuclear"))
+
+
+@pytest.mark.mutant("ocr.nuclear-margin")
+def test_the_frobenius_norm_in_place_of_nuclear_has_no_margin():
+    assert "expected" in expect_failure(nuclear_check(norm="fro", cases=((1, 2),)))
+
+
+@pytest.mark.mutant("ocr.gd-factorization")
+def test_a_frozen_output_factor_does_not_learn_the_implications():
+    report = expect_failure(gd_check({"factorized": FrozenOutputFactor}, SHORT))
+    assert "factorized/wd=0" in report
+
+
+@pytest.mark.mutant("ocr.implicit-vs-explicit")
+def test_a_frozen_output_factor_loses_the_implicit_bias():
+    report = expect_failure(implicit_explicit_check({"factorized": FrozenOutputFactor}, SHORT))
+    assert "factorized/wd=0" in report
+
+
+# --- the task and the reduced model ------------------------------------------------------------
+
+def test_the_task_layout_follows_the_authors_code():
+    task = fact_implication_task(cities=3, train_names_per_city=2, test_names_per_city=1)
+    assert (task.names, task.inputs, task.answers) == (9, 11, 6)
+    assert list(task.train_names) == list(range(6)) and list(task.test_names) == [6, 7, 8]
+    assert [task.city(n) for n in range(9)] == [0, 1, 2] * 3
+    X, answers = task.training_pairs
+    assert X.shape == (9 + 6, 11) and torch.equal(X.sum(-1), torch.full((15,), 2.0,
+                                                                        dtype=torch.float64))
+    assert torch.equal(answers[9:], torch.tensor([3, 4, 5, 3, 4, 5]))  # animals of train names
+    Xt, at = task.test_pairs
+    assert torch.equal(Xt[:, 1], torch.ones(3, dtype=torch.float64))  # the implication token
+    assert torch.equal(at, torch.tensor([3, 4, 5]))
+
+
+def test_margins_of_a_hand_built_map():
+    task = fact_implication_task(2, 1, 1)
+    W = torch.zeros(task.answers, task.inputs, dtype=torch.float64)
+    for name in range(task.names):  # each name column votes for its city and its animal
+        W[task.city(name), task.name_token(name)] = 1.0
+        W[task.animal(name), task.name_token(name)] = 1.0
+    W[: task.cities, 0] = 2.0            # r_1 favours cities, r_2 favours animals
+    W[task.cities:, 1] = 2.0
+    assert torch.equal(margins(W, *task.training_pairs), torch.ones(6, dtype=torch.float64))
+    assert torch.equal(margins(W, *task.test_pairs), torch.ones(2, dtype=torch.float64))
+    assert nuclear_margin(task) == 1.0 and nuclear_margin(fact_implication_task(2, 1, 4)) == 0.5
+
+
+# --- bad input -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: fact_implication_task(1), ValueError, "cities"),
+    (lambda: fact_implication_task(4, 0), ValueError, "train_names_per_city"),
+    (lambda: fact_implication_task(4, 1, 1.5), TypeError, "test_names_per_city"),
+    (lambda: min_norm_solution(fact_implication_task(), "l1"), ValueError, "norm"),
+    (lambda: min_norm_solution("task"), TypeError, "task"),
+    (lambda: min_norm_solution(fact_implication_task(), eps=0.0), ValueError, "eps"),
+    (lambda: train_map({}, "bilinear", 0.0, torch.device("cpu"), 0), ValueError, "kind"),
+])
+def test_bad_input_is_rejected_with_the_parameter_named(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

@@ -246,6 +246,11 @@ class ContextualMapping(nn.Module):
         self.attention = rank_one_head(w, rho, u=u, out_scale=self.out_scale, dtype=dtype,
                                        device=device)
 
+    @property
+    def W_O(self) -> torch.Tensor:
+        r""":math:`W_O = \frac{\varepsilon}{4r_{\max}}u^\top`, shape ``(1, d)`` (row convention)."""
+        return self.attention.W_O[0]
+
     # -- the theorem's constants --
     @property
     def r(self) -> float:

@@ -180,6 +180,7 @@ def test_contextual_mapping_exposes_its_constants():
     # the catalogue: with the paper's constant the exponent is about -3.4e4
     assert 3.3e4 < 2 * model.theorem_rho * model.r_max**2 < 3.5e4
     assert model.r == pytest.approx(2.125)
+    assert torch.allclose(model.W_O, model.eps / (4 * model.r_max) * model.u[None, :])
     assert "log10_delta" in repr(model)
     x = model.vocabulary[torch.tensor([[0, 1], [2, 3]])]
     assert model(x).shape == (2, 2, 2)

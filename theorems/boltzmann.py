@@ -750,7 +750,8 @@ def test_lemma1_worst_case_gap_search():
     ax.axhline(1.0, color="k", lw=0.8, ls="--", label="Lemma 1 bound")
     ax.set_xlabel("n")
     ax.set_ylabel("gap / δ′")
-    ax.set_title("Lemma 1: worst observed gap over δ′ = (ln n)² e^{-2r}")
+    ax.set_xticks([r[0] for r in rows])
+    ax.set_title("Lemma 1: worst observed gap over δ′ = (ln n)² e^(−2r)")
     ax.legend()
     evidence.figure(fig, "tightness")
     for n, ratio, pattern, _ in rows:
@@ -1213,6 +1214,8 @@ def test_approximation_error_shrinks_in_lp_as_the_grid_refines():
     for column, label in ((1, "L² error"), (3, "L² bound"), (4, "max off ramps"),
                           (6, "sup error")):
         ax.loglog(grids, [float(r[column]) for r in rows], "o-", label=label)
+    ax.set_xticks(grids, [str(g) for g in grids], minor=False)
+    ax.set_xticks([], minor=True)
     ax.set_xlabel("cells per coordinate g")
     ax.set_ylabel("error")
     ax.set_title("FFN₂∘SA∘FFN₁: Lᵖ error shrinks, sup error does not")

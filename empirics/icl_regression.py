@@ -122,20 +122,32 @@ def regression_case(name: str, n: int = 10, d: int = 3) -> RegressionCase:
 
 
 def random_lsa(d: int, scale: float, generator: torch.Generator):
-    r"""A random start: :math:`W_{KQ} \sim N(0, 	ext{scale}^2)` entrywise, and the last row of
-    :math:`W_{PV}` equal to :math:`	ext{scale}\cdot e_{d+1}` plus :math:`N(0, (	ext{scale}/10)^2)`
-    noise (other rows do not affect the prediction).
+    r"""A random start in the sign pattern of the optimum, perturbed off its sparsity.
 
-    Why the value row leans on :math:`e_{d+1}`: when its ``x`` part dominates, the prediction
-    :math:`-u_x^	op(G_{xx}V_{xx} + sV_{yx})	ilde x_q` can only build a rank-one
-    :math:`\Gamma = -V_{yx}^	op u_x^	op`, and Adam from such a start was seen to settle there
-    (relative distance 0.78 to :math:`\Gamma^*` in the preconditioned case, seed 0, scale 0.3).
-    The claims are about the global minimiser, which this start reaches.
+    :math:`W_{KQ}[x, x] = -\text{scale}\,\Theta\Theta^\top/\lVert\Theta\Theta^\top\rVert_F`
+    with Gaussian :math:`\Theta` (Zhang–Frei–Bartlett's form, with a random :math:`\Theta`),
+    the last row of :math:`W_{PV}` equal to :math:`\text{scale}\cdot e_{d+1}`, and the blocks
+    that carry no signal at the optimum, :math:`u_x` and :math:`W_{KQ}[y, x]`, drawn from
+    :math:`N(0, (\text{scale}/10)^2)` (the other entries do not affect the prediction).
+
+    Why not an i.i.d. Gaussian start: :math:`\hat y` is bilinear in :math:`(u, V)` and the
+    training problem has spurious stationary points that use the cross term
+    :math:`-V_{yx}^\top u_x^\top` of :math:`\Gamma` with nonzero :math:`G_{xx}` and
+    :math:`G_{yy}` terms. From i.i.d. starts, full-batch Adam settled at such points on two of
+    six seeds of the sine case (loss 0.3955 against 0.3395), and on one of eight seeds of the
+    preconditioned case when :math:`-u_yV_{xx}^\top` started with eigenvalues of the wrong
+    sign. The claims are about the global minimiser, which this start reaches (seeds 0 to 7 of
+    all three cases: excess risk 0.09 to 0.55 of the Monte Carlo resolution).
     """
+    small = scale / 10
+    Theta = torch.randn(d, d, generator=generator, dtype=torch.float64)
+    block = Theta @ Theta.T
     W_PV = torch.zeros(d + 1, d + 1, dtype=torch.float64)
-    W_PV[d] = scale / 10 * torch.randn(d + 1, generator=generator, dtype=torch.float64)
-    W_PV[d, d] += scale
-    W_KQ = scale * torch.randn(d + 1, d + 1, generator=generator, dtype=torch.float64)
+    W_PV[d, :d] = small * torch.randn(d, generator=generator, dtype=torch.float64)
+    W_PV[d, d] = scale
+    W_KQ = torch.zeros(d + 1, d + 1, dtype=torch.float64)
+    W_KQ[:d, :d] = -scale * block / block.norm()
+    W_KQ[d, :d] = small * torch.randn(d, generator=generator, dtype=torch.float64)
     return lsa(W_PV, W_KQ)
 
 

@@ -246,10 +246,11 @@ IR_VON_OSWALD = Claim(
         r"x_i^\top$, one GD step on $\tfrac1{2n}\sum_i(Wx_i - y_i)^2$ from $W_0$; so "
         r"$-y_q' = \Delta W x_q$ is the GD prediction when $W_0 = 0$. The same holds without "
         r"masking the query when $W_0 = 0$."),
-    source=(Source(where="Proposition 1 and the official code (include_query=False; "
-                         "read-out h[:, -1, -1] * (-1.0))", tag="V", **VON_OSWALD),
-            Source(where="the weights as listed in the claim catalogue (from the code)",
-                   tag="R", **VON_OSWALD)),
+    source=(Source(where="official code, transformers_learn_icl_by_gd/src/transformer.py "
+                         "(include_query=False: the query is not a key; read-out "
+                         "h[:, -1, -1] * (-1.0))", tag="V", **VON_OSWALD),
+            Source(where="Proposition 1's weights, as the claim catalogue lists them from "
+                         "the code (not re-read here)", tag="R", **VON_OSWALD)),
     kind="construction",
     construction="constructions.icl_regression:von_oswald",
     depends_on=("icl-regression.effective-predictor",),

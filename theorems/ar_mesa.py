@@ -109,8 +109,8 @@ AR_ONE_HOT = Claim(
           r"the error is $\lVert\hat y_t - x_{t+1}\rVert^2 = (1 - cs^2)^2 s^2$. So the "
           r"training loss $\sum_{t=2}^{T-1}\varepsilon_t(c)$ is minimal exactly at "
           r"$ab^* = 1/s^2$ for every $T \ge 3$, with value 0."),
-    source=(Source(where="Section 4: the sparse start satisfies the paper's conditions "
-                         "(isotropic=2 in the code)", tag="V", **ZHENG),
+    source=(Source(where="the authors' code: the sparse start, isotropic=2 in "
+                         "data/generate_data.py", tag="V", **ZHENG),
             Source(where="the value 1/s^2 and the zero loss, derived here", tag="D", **ZHENG)),
     kind="identity",
     construction="constructions.ar_mesa:ar_mesa_layer",
@@ -127,8 +127,8 @@ AR_GAUSSIAN = Claim(
           r"$H_n = \sum_{k\le n}1/k$, so $ab^*_T \to \mu_4/\mu_6$ as $T \to \infty$. For "
           r"$x_1 \sim N(0, s^2I_d)$ (real), $\mu_4 = 3ds^4$, $\mu_6 = 15ds^6$, "
           r"$\kappa = 3d(d-1)s^6$, hence $ab^*_T = 1/\big(s^2(5 + (d-1)h_T)\big) \to 1/(5s^2)$."),
-    source=(Source(where="Section 4 (Gaussian start, isotropic=1 in the code)", tag="V",
-                   **ZHENG),
+    source=(Source(where="the authors' code: the Gaussian start, isotropic=1 in "
+                         "data/generate_data.py", tag="V", **ZHENG),
             Source(where="the closed form, derived here; the catalogue's measured 0.191 at "
                          "T=200, d=4 is 0.1965 by this formula", tag="D", **ZHENG)),
     kind="identity",
@@ -570,7 +570,10 @@ def trained_check(config: str = "smoke", reader=None, overrides: dict | None = N
         for kind in result.config["starts"]:
             metric = result.metrics
             error = abs(metric[f"{kind}/ab"] / metric[f"{kind}/ab_star"] - 1)
-            allowance = AB_TOLERANCE + SE_ALLOWANCE * metric[f"{kind}/ab_relative_se"]
+            # the smoke run's small Gaussian training set gets its sampling allowance; the
+            # full run (m = 5e4, relative SE ~ 0.9%) is held to the claim's 3%
+            sampling = SE_ALLOWANCE * metric[f"{kind}/ab_relative_se"] if config == "smoke" else 0
+            allowance = AB_TOLERANCE + sampling
             evidence.metric(f"{kind}: |ab/ab* - 1|", error)
             evidence.metric(f"{kind}: off-structure mass (KQ, PV max)",
                             max(metric[f"{kind}/off_KQ"], metric[f"{kind}/off_PV"]))

@@ -176,9 +176,13 @@ test_each_loop_is_one_normalized_step = check(LG_STEP, "property")(one_step_chec
 
 # --- LG.2: the SVM direction ---------------------------------------------------------------------
 
-def certificate_check(build=looped_ngd, svm=max_margin_direction):
-    """(i) on every iterate of random separable tasks: gamma <= gamma*, cos >= gamma/gamma*."""
-    @budget(0.2)
+def certificate_check(build=looped_ngd, svm=max_margin_direction, settings=None):
+    """(i) on every iterate of random separable tasks: gamma <= gamma*, cos >= gamma/gamma*.
+
+    Each example solves a cvxpy problem per task, hence a tenth of the example budget;
+    ``settings`` replaces it (mutants stop at the first failure).
+    """
+    @(settings or budget(0.1))
     @given(task=tasks(max_n=20, max_d=5, separable=True), eta=st.floats(0.1, 3))
     def run(task, eta):
         X, y = task

@@ -71,6 +71,15 @@ def pyplot():
     return plt
 
 
+def tidy(*axes) -> None:
+    """No labels on minor log ticks (they overlap on short ranges)."""
+    from matplotlib.ticker import NullFormatter
+
+    for ax in axes:
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def loglog_slope(x, y) -> dict[str, float]:
     """Least-squares slope of log y on log x, its standard error and the number of points."""
     lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
@@ -186,17 +195,19 @@ def width_figure(rows: list[dict], config: dict):
     plt = pyplot()
     fits = width_slopes(rows)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for label, key, name, marker in (("gradient descent", "params", "gd", "o"),
-                                     ("construction", "construction_params", "construction",
-                                      "s")):
+    for label, key, name, marker, color in (
+            ("gradient descent", "params", "gd", "o", "C0"),
+            ("construction", "construction_params", "construction", "s", "C1")):
         kept = [r for r in rows if r[key] is not None]
         xs = np.array([r["num_facts"] for r in kept], dtype=float)
         slope, se = fits[f"{name}_slope"], fits[f"{name}_slope_se"]
-        left.loglog(xs, [r[key] for r in kept], marker, label=f"{label}: slope {slope:.2f} "
-                                                              f"± {se:.2f}")
+        left.loglog(xs, [r[key] for r in kept], marker, color=color,
+                    label=f"{label}: slope {slope:.2f} ± {se:.2f}")
         grid = np.unique(xs)
-        left.loglog(grid, np.exp(fits[f"{name}_intercept"]) * grid**slope, "-", alpha=0.5)
-        right.semilogx(xs, [r["bits"] / r[key] for r in kept], marker, label=label)
+        left.loglog(grid, np.exp(fits[f"{name}_intercept"]) * grid**slope, "-", color=color,
+                    alpha=0.5)
+        right.semilogx(xs, [r["bits"] / r[key] for r in kept], marker, color=color,
+                       label=label)
     left.set_xlabel("facts F")
     left.set_ylabel("parameters at 100% recall")
     left.legend(fontsize=8)
@@ -204,6 +215,8 @@ def width_figure(rows: list[dict], config: dict):
     right.set_ylabel(r"bits stored per parameter, $F\log_2|V|/P$")
     right.legend(fontsize=8)
     fig.suptitle(f"d={config['d']}, |V|={config['num_values']}, {config['steps']} Adam steps")
+    tidy(left, right)
+    fig.tight_layout()
     return fig
 
 
@@ -490,7 +503,8 @@ def run_associative_memory(config: dict, device: torch.device, seed: int) -> Res
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
     left.loglog(config["capacity_dims"], capacity, "o-", label="measured F*")
     dims = np.array(config["capacity_dims"], dtype=float)
-    left.loglog(dims, dims**2 / (8 * np.log(dims**2 / 8)), "--", label=r"$d^2/(8\ln F)$")
+    left.loglog(dims, dims**2 / (8 * np.log(dims**2 / 8)), "--",
+                label=r"$d^2/(8\ln(d^2/8))$, crosstalk estimate")
     left.set_xlabel("d")
     left.set_ylabel("capacity F* (all facts recalled)")
     left.legend(fontsize=8)
@@ -502,6 +516,10 @@ def run_associative_memory(config: dict, device: torch.device, seed: int) -> Res
     right.set_xlabel("d")
     right.set_ylabel("population error")
     right.legend(fontsize=8)
+    left.set_title("Hebbian memory (Nichani et al.)")
+    right.set_title(f"Zipf inputs (Cabannes et al.), M = {zipf['outputs']}")
+    tidy(left, right)
+    fig.tight_layout()
     result.figures["associative-memory"] = fig
     return result
 

@@ -1,19 +1,15 @@
 r"""The Boltzmann operator and one-layer rank-1 attention (Kajitsuka & Sato, ICLR 2024,
-arXiv:2307.14023).
+arXiv:2307.14023). Only the paper's abstract could be read here, so the statements of Lemma 1,
+Theorems 1 and 2, their constants, Eq. (10) and the memorization parameter count are tagged R
+or S (from the claim catalogue, re-derived here), and each check tests the statement as written
+on this page. Gaps far below float64 resolution (Lemma 1's δ′, Theorem 2's δ, down to
+10^-14967 with the paper's constants) are certified in ball arithmetic (python-flint ``arb``),
+from the constructions' float64 weights read as exact reals.
 
-What was read. Only the abstract of arXiv:2307.14023 (v3) was reachable from this project;
-the body of the paper (the statements of Lemma 1, Theorems 1–4, their constants and Eq. (10))
-was not. So the tags follow ``shared/claims/boltzmann.md``: statements read in the abstract are
-V, the constants of Lemma 1 and Theorem 2 are R (recalled, then re-derived here, and the
-re-derivation is what the checks test), the hardmax theorem and the memorization parameter
-count are S. Every check below tests the statement written in its claim, so a mismatch with the
-paper's exact constant would show as a wrong constant on the page, not as a silent pass.
-
-Precision. Lemma 1's gaps and Theorem 2's :math:`\delta` are far below float64 resolution, so
-those checks evaluate in ball arithmetic with python-flint's ``arb`` (rigorous enclosures;
-the comparisons used are true only when certain), from the construction's float64 weights
-read as exact reals. The precision in bits is set from the largest score, so that the balls'
-radii are far below the gaps they must resolve.
+Precision. The arb working precision is set from the largest score, so that the balls' radii
+lie far below the gaps they must resolve; every comparison used is true only when certain.
+Float tolerances elsewhere are first-order rounding bounds (``theorems.numerics.gamma``) on the
+same computation evaluated on absolute values, as each helper's docstring derives.
 """
 
 from __future__ import annotations

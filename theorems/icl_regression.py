@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from itertools import pairwise
 from statistics import NormalDist
 
 import torch
@@ -785,6 +786,12 @@ def prompt_length_risk_check(risk=population_loss, trained: bool = False):
         for (mean, se, expected), M in zip(measured, RISK_LENGTHS, strict=True):
             assert abs(mean - expected) <= z * se, (
                 f"M={M}: Monte Carlo risk {mean:.4f} ± {se:.4f} vs R(M) = {expected:.4f}")
+        Lam = case.Sigma
+        limit = float(torch.trace(Lam) - 2 * torch.trace(Lam @ Gamma @ Lam)
+                      + torch.trace(Lam @ Gamma @ Lam @ Lam @ Gamma.T))
+        curve = [expected for _, _, expected in measured] + [limit]
+        evidence.metric("R(infinity)", limit)
+        assert all(a > b for a, b in pairwise(curve)), f"R(M) is not decreasing: {curve}"
     return run
 
 

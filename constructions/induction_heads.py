@@ -47,6 +47,7 @@ import torch
 from torch import nn
 
 from constructions import _validate
+from constructions.export import recorded
 from constructions.layers import Attention, causal_mask, fixed, resolve
 
 NO_MATCH = -1  # what induction_targets returns for \bot
@@ -413,6 +414,7 @@ def _attention(W_Q, W_K, W_V, W_O, kw: dict) -> Attention:
     return Attention(*(w.to(**kw) for w in (W_Q, W_K, W_V, W_O)), causal=True)
 
 
+@recorded  # records its arguments, so that constructions.export.save can rebuild it
 def two_layer_induction(vocab_size: int, max_len: int, *, beta1: float | None = None,
                         beta2: float | None = None, recency: float | None = None,
                         sink: float | None = None, dtype: torch.dtype = torch.float64,
@@ -499,6 +501,7 @@ def two_layer_induction(vocab_size: int, max_len: int, *, beta1: float | None = 
 COMPACT_WIDTH = 11
 
 
+@recorded
 def compact_induction(vocab_size: int, max_len: int, *, beta1: float | None = None,
                       beta2: float | None = None, recency: float | None = None,
                       sink: float | None = None, dtype: torch.dtype = torch.float64,

@@ -18,6 +18,7 @@ import copy
 import doctest
 import functools
 import importlib
+import importlib.util
 import json
 import math
 import os

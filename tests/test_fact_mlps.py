@@ -168,33 +168,46 @@ def test_a_swap_that_keeps_the_old_mlp_fails():
 
 # --- FM.6 and the associative memories (tiny configs) --------------------------------------------
 
-TINY_WIDTH = {"d": 4, "num_values": 4, "num_facts": [4, 8, 16], "steps": 100, "max_hidden": 32}
+TINY_WIDTH = {"d": 4, "num_values": 4, "num_facts": (4, 8, 16), "steps": 100, "max_hidden": 32}
 
 
-@functools.lru_cache(maxsize=1)
-def tiny_width_sweep():
-    return experiments.WIDTH_SWEEP("smoke", device="cpu", **TINY_WIDTH)
+def tiny_width_sweep() -> dict:
+    return checks.width_sweep_data("smoke", **TINY_WIDTH)
 
 
-def narrower_by_one():
-    """The tiny sweep's result with every reported width one smaller than found."""
-    result = copy.deepcopy(tiny_width_sweep())
-    for point in result.record["points"]:
+def narrower_by_one() -> dict:
+    """The tiny sweep's data with every reported width one smaller than found."""
+    data = copy.deepcopy(tiny_width_sweep())
+    for point in data["points"]:
         point["hidden"] -= 1
         point["params"] = 3 * point["hidden"] * TINY_WIDTH["d"]
-    return result
+    return data
 
 
-@pytest.mark.mutant("fact-mlps.gd-matches-construction")
+def same_slopes() -> dict:
+    """The published full sweep with GD's parameter counts replaced by a tenth of the
+    construction's: the two slopes then agree exactly."""
+    data = copy.deepcopy(checks.published_width_data())
+    for point in data["points"]:
+        point["params"] = point["construction_params"] / 10
+    return data
+
+
+@pytest.mark.mutant("fact-mlps.gd-cheaper")
 def test_a_width_one_below_the_found_one_fails():
-    report = expect_failure(checks.gd_check(narrower_by_one))
+    report = expect_failure(checks.gd_cheaper_check(narrower_by_one))
     assert "not verified" in report
 
 
-@pytest.mark.mutant("fact-mlps.gd-matches-construction")
+@pytest.mark.mutant("fact-mlps.gd-cheaper")
 def test_a_tenfold_cheaper_gd_claim_fails():
-    report = expect_failure(checks.gd_check(tiny_width_sweep, cost_ratio=0.1))
+    report = expect_failure(checks.gd_cheaper_check(tiny_width_sweep, cost_ratio=0.1))
     assert "GD needs" in report
+
+
+@pytest.mark.mutant("fact-mlps.gd-matches-construction")
+def test_matching_slopes_break_the_refutation():
+    expect_failure(checks.slope_refutation(same_slopes))
 
 
 def test_width_sweep_points_are_picklable_for_the_process_pool():

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -51,6 +52,7 @@ from constructions.fact_mlps import (
     threshold_hidden,
     value_margin,
 )
+from empirics.fact_mlps import pyplot, tidy
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
 from theorems.numerics import gamma
@@ -383,11 +385,7 @@ def test_parameters_per_bit_have_a_finite_limit():
 def efficiency_check(build=encoder_decoder_mlp, d: int = 16, num_values: int = 16,
                      sizes=(16, 32, 64, 128)):
     def run() -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = pyplot()
         generator = torch.Generator().manual_seed(0)
         values = unit_rows(torch.randn(num_values, d, generator=generator, dtype=torch.float64))
         rows, ms = [], set()
@@ -432,6 +430,7 @@ def efficiency_check(build=encoder_decoder_mlp, d: int = 16, num_values: int = 1
         ax.set_ylabel(r"bits stored per parameter, $F\log_2|V|/P$")
         ax.set_title(f"|V| = {num_values} unit Gaussian values")
         ax.legend(fontsize=8)
+        tidy(ax)
         evidence.figure(fig, "bits-per-parameter")
         evidence.cases(len(sizes))
     return run
@@ -463,9 +462,10 @@ FM_DECODABILITY = Claim(
         r"entries satisfies $\arg\max_j\langle Pv_j, Pv_k\rangle = k$ for all $k$ with "
         r"probability at least $1/2$. Then $m^*(V) \le m_{JL} = \lceil 4\ln(8|V|^2)/"
         r"(\epsilon^2 - \epsilon^3)\rceil$ with $\epsilon = \min(\gamma/2, 1/2)$, so "
-        r"$m^* = O(\log|V|/\gamma^2)$. The exponent 2 is attained: for pairs "
-        r"$(b_k, (1-g)b_k + b'_k)$ of orthonormal $b$'s, $m^*$ grows like $\gamma^{-2}$, while "
-        r"equicorrelated unit values need only about $\gamma^{-1}$."),
+        r"$m^* = O(\log|V|/\gamma^2)$. And $\gamma$ alone does not determine $m^*$: pairs "
+        r"$(b_k, (1-g)b_k + b'_k)$ of orthonormal vectors need a steeper growth of $m^*$ in "
+        r"$1/\gamma$ than equicorrelated unit values ($\langle v_k, v_j\rangle = \rho$), "
+        r"for which it is about $\gamma^{-1}$."),
     source=(Source(where="Section 3 (embedding geometry and fact-storage cost): a "
                          "'decodability' metric on value embeddings", tag="S", **DUGAN),
             Source(where="the proxy m*, the margin γ and the JL bound (this project; the "
@@ -533,11 +533,7 @@ def short_long_pairs(num_values: int, g: float) -> torch.Tensor:
 
 def decodability_scaling_check(bound=jl_code_dim, num_values: int = 16):
     def run() -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = pyplot()
         families = {"equicorrelated": [equicorrelated(num_values, r) for r in (0.0, 0.5, 0.75)],
                     "short-long pairs": [short_long_pairs(num_values, g)
                                          for g in (0.5, 0.25, 0.125)]}
@@ -568,6 +564,7 @@ def decodability_scaling_check(bound=jl_code_dim, num_values: int = 16):
         ax.set_ylabel(r"$m^*(V)$, Monte Carlo (64 draws)")
         ax.set_title(f"|V| = {num_values}")
         ax.legend(fontsize=8)
+        tidy(ax)
         evidence.figure(fig, "decodability")
         evidence.table("m*(V)", ["family", "gamma", "m*", "m_JL", "m* gamma^2 / ln|V|"], rows)
         evidence.cases(len(rows))
@@ -658,39 +655,84 @@ test_swapping_the_mlp_swaps_the_answers = check(FM_SWAP, "property")(
 
 # --- FM.6: gradient descent against the construction -------------------------------------------
 
-FM_GD = Claim(
-    id="fact-mlps.gd-matches-construction",
-    title="GD-trained gated MLPs store facts with fewer parameters, at the same scaling",
+FM_GD_CHEAPER = Claim(
+    id="fact-mlps.gd-cheaper",
+    title="GD-trained gated MLPs store facts with fewer parameters than the construction",
     statement=(
-        r"For unit Gaussian keys in $\mathbb R^d$, $|V|$ unit Gaussian values and uniform random "
-        r"facts, let $P_{GD}(F)$ be the parameter count $2hd + hd$ of the narrowest gated MLP "
-        r"$g(k) = W^\top(\sigma(Gk)\odot Ak)$ that Adam (lr $10^{-2}$, full batch, a fixed "
-        r"step budget) trains to store all $F$ facts (cross-entropy on the logits "
-        r"$\langle g(k), v_j\rangle$), and $P_C(F)$ that of the encoder-decoder construction at "
-        r"its threshold sizes. Then $P_{GD}(F) \le P_C(F)$ for every $F$, and the log-log slopes "
-        r"of $P_{GD}$ and $P_C$ against $F$ agree within their 95% confidence intervals."),
-    source=(Source(where="Abstract and Section 4: the encoder-decoder matches GD's "
-                         "facts-per-parameter asymptotics", tag="S", **DUGAN),
-            Source(where="the measured quantities, widths by binary search (this project)",
-                   tag="D", **DUGAN)),
+        r"For unit Gaussian keys in $\mathbb R^d$, $|V|$ unit Gaussian values in $\mathbb R^d$ "
+        r"and uniform random facts $f:[F]\to[|V|]$, let $h_{GD}(F)$ be the narrowest width at "
+        r"which the gated MLP $g(k) = W^\top(\sigma(Gk)\odot Ak)$ ($2hd + hd$ parameters), "
+        r"trained by Adam (lr $10^{-2}$, full batch, a fixed step budget) on the "
+        r"cross-entropy of the logits $\langle g(k), v_j\rangle$, stores all $F$ facts, found by "
+        r"binary search (so width $h_{GD} - 1$ is shown to fail). Then "
+        r"$P_{GD}(F) = 3h_{GD}d \le P_C(F)$, the parameter count of the encoder-decoder "
+        r"construction at its threshold sizes, for every $F$ tested."),
+    source=(Source(where="Abstract and Section 4: GD-trained MLPs store facts at a lower "
+                         "absolute parameter cost than constructions", tag="S", **DUGAN),
+            Source(where="the measured widths, by binary search (this project)", tag="D",
+                   **DUGAN)),
     kind="scaling",
     construction="constructions.fact_mlps:encoder_decoder_mlp",
     depends_on=("fact-mlps.encoder-exact-storage",),
 )
 
+FM_GD = Claim(
+    id="fact-mlps.gd-matches-construction",
+    title="GD's parameter count grows with F at the construction's rate (not on the "
+          "catalogue's experiment)",
+    statement=(
+        r"With $P_{GD}(F)$ and $P_C(F)$ as in fact-mlps.gd-cheaper, on the catalogue's experiment "
+        r"($d = 32$, $|V| = 64$, $F \in \{64, 128, 256, 512\}$, at most 1500 Adam steps, three "
+        r"seeds), the least-squares slopes of $\log P_{GD}$ and $\log P_C$ against $\log F$ "
+        r"agree within their 95% confidence intervals: GD matches the construction's "
+        r"facts-per-parameter scaling."),
+    source=(Source(where="Abstract: the encoder-decoder matches GD's facts-per-parameter "
+                         "asymptotics across all inputs and outputs tested", tag="S", **DUGAN),
+            Source(where="the finite-range test of that claim (this project)", tag="D",
+                   **DUGAN)),
+    kind="scaling",
+    construction="constructions.fact_mlps:encoder_decoder_mlp",
+    depends_on=("fact-mlps.gd-cheaper", "fact-mlps.parameter-efficiency"),
+    correction=(
+        r"On this experiment GD's parameter count grows markedly more slowly than the "
+        r"construction's (slope about 0.6 against about 1.0): GD is still pre-asymptotic, its "
+        r"bits per parameter rising from about 1 to about 2.5 between $F = 64$ and $512$, while "
+        r"the construction's stay near its limit (fact-mlps.parameter-efficiency). A finite "
+        r"range cannot refute an asymptotic statement; what holds is that GD is cheaper at "
+        r"every $F$ (fact-mlps.gd-cheaper), and that both slopes must approach 1 if GD's bits "
+        r"per parameter stay bounded. Matching slopes would need larger $F/d$."),
+)
+
 
 @functools.lru_cache(maxsize=4)
-def width_sweep_result(config: str = "smoke", **overrides):
+def width_sweep_data(config: str = "smoke", **overrides) -> dict:
+    """The width sweep's config and points, run now (cached per process)."""
     from empirics.fact_mlps import WIDTH_SWEEP
 
-    return WIDTH_SWEEP(config, device="cpu", **overrides)
+    result = WIDTH_SWEEP(config, device="cpu", **overrides)
+    return {"config": result.config, "points": result.record["points"], "stale": False}
 
 
-def gd_check(result=width_sweep_result, cost_ratio: float = 1.0, slope_slack: float = 1.0):
-    """``cost_ratio`` and ``slope_slack`` scale the claimed bounds (1 = the claim)."""
+PUBLISHED_WIDTH = Path(__file__).resolve().parents[1] / "empirics" / "results" \
+    / "fact-mlps-width" / "full.json"
+
+
+def published_width_data() -> dict:
+    """The published full-config width sweep (empirics/results/fact-mlps-width/full.json)."""
+    from empirics.experiment import is_stale, load_result
+
+    data = load_result(PUBLISHED_WIDTH)
+    return {"config": data["config"], "points": data["record"]["points"],
+            "stale": is_stale(data), "device": data["record"].get("device_name")}
+
+
+def gd_cheaper_check(data=width_sweep_data, cost_ratio: float = 1.0):
+    """``cost_ratio`` scales the claimed bound (1 = the claim)."""
     def run() -> None:
-        outcome = result()
-        points = outcome.record["points"]
+        from empirics.fact_mlps import width_figure, width_slopes, width_table
+
+        sweep_data = data()
+        points = sweep_data["points"]
         for p in points:
             F = p["num_facts"]
             assert p["construction_accuracy"] in (1.0, None), f"F={F}: construction misses facts"
@@ -707,32 +749,63 @@ def gd_check(result=width_sweep_result, cost_ratio: float = 1.0, slope_slack: fl
         evidence.metric("construction solved and verified at",
                         sum(p["construction_accuracy"] is not None for p in points),
                         worse="lower")
-        m = outcome.metrics
-        dof = min(m["gd_points"], m["construction_points"]) - 2
-        allowed = slope_slack * t_quantile(dof) * math.hypot(m["gd_slope_se"],
-                                                             m["construction_slope_se"])
-        gap = abs(m["gd_slope"] - m["construction_slope"])
-        for name in ("gd_slope", "gd_slope_se", "construction_slope", "construction_slope_se"):
-            evidence.metric(name, m[name])
-        evidence.ratio(gap / allowed)
-        table = outcome.tables["smallest width"]
-        evidence.table("smallest width", table["header"], table["rows"])
-        evidence.figure(outcome.figures["width"], "params-vs-facts")
+        for name, value in width_slopes(points).items():
+            if name.endswith(("slope", "slope_se")):
+                evidence.metric(name, value)
+        evidence.table("smallest width", *width_table(points))
+        evidence.figure(width_figure(points, sweep_data["config"]), "params-vs-facts")
         evidence.cases(len(points))
-        assert gap <= allowed, (f"slopes differ: GD {m['gd_slope']:.3f}, construction "
-                                f"{m['construction_slope']:.3f} (allowed {allowed:.3f})")
     return run
 
 
-@check(FM_GD, "empirical")
+@check(FM_GD_CHEAPER, "empirical")
 def test_gd_width_sweep_smoke():
-    gd_check()()
+    gd_cheaper_check()()
 
 
-@check(FM_GD, "empirical")
+@check(FM_GD_CHEAPER, "empirical")
 @pytest.mark.slow
 def test_gd_width_sweep_full():
-    gd_check(functools.partial(width_sweep_result, "full"))()
+    gd_cheaper_check(functools.partial(width_sweep_data, "full"))()
+
+
+def slopes_match_check(data=width_sweep_data):
+    """The claim as stated: the two log-log slopes agree within their 95% intervals."""
+    def run() -> None:
+        from empirics.fact_mlps import width_slopes
+
+        m = width_slopes(data()["points"])
+        dof = min(m["gd_points"], m["construction_points"]) - 2
+        allowed = t_quantile(dof) * math.hypot(m["gd_slope_se"], m["construction_slope_se"])
+        gap = abs(m["gd_slope"] - m["construction_slope"])
+        assert gap <= allowed, (f"slopes differ: GD {m['gd_slope']:.2f} ± {m['gd_slope_se']:.2f}"
+                                f", construction {m['construction_slope']:.2f} ± "
+                                f"{m['construction_slope_se']:.2f} (allowed gap {allowed:.2f})")
+    return run
+
+
+def slope_refutation(data=published_width_data):
+    def run() -> None:
+        sweep_data = data()
+        gd_cheaper_check(lambda: sweep_data)()      # the data are valid: widths verified
+        report = expect_failure(slopes_match_check(lambda: sweep_data))
+        config = sweep_data["config"]
+        evidence.counterexample(f"d={config['d']}, |V|={config['num_values']}, F in "
+                                f"{config['num_facts']}, {config['steps']} steps, "
+                                f"{config['seeds']} seeds: {report}")
+        evidence.metric("published result is stale", float(sweep_data["stale"]))
+    return run
+
+
+@check(FM_GD, "refutation")
+def test_gd_slope_differs_on_the_published_full_sweep():
+    slope_refutation()()
+
+
+@check(FM_GD, "refutation")
+@pytest.mark.slow
+def test_gd_slope_differs_on_a_fresh_full_sweep():
+    slope_refutation(functools.partial(width_sweep_data, "full"))()
 
 
 # --- associative memories: Nichani et al., Cabannes et al. ---------------------------------------
@@ -744,8 +817,9 @@ FM_LINEAR_CAPACITY = Claim(
         r"With $F$ random unit keys $k_i$ and $F$ distinct random unit values $v_i$ in "
         r"$\mathbb R^d$, the Hebbian memory $W = \sum_i v_ik_i^\top$ recalls every fact "
         r"($\arg\max_j\langle Wk_i, v_j\rangle = i$ for all $i$) with probability at least "
-        r"$1/2$ up to a capacity $F^*(d)$ with $F^*\ln F^* \asymp d^2$: the number of facts is "
-        r"linear in the $d^2$ parameters up to a logarithm (crosstalk "
+        r"$1/2$ up to a capacity $F^*(d)$ with $F^*\ln F^* = d^2$ up to a constant and a "
+        r"logarithmic factor: the number of facts is linear in the $d^2$ parameters up to "
+        r"logarithms (crosstalk "
         r"$\sum_{i'\ne i}\langle k_{i'},k_i\rangle\langle v_{i'},v_j\rangle$ has variance "
         r"$\approx F/d^2$ and must stay below the unit signal over $F^2$ pairs, giving "
         r"$F^*\ln F^* \approx d^2/8$)."),
@@ -769,7 +843,10 @@ def capacity_check(result=associative_memory_result, exponent: float = 2.0):
     def run() -> None:
         outcome = result()
         m = outcome.metrics
-        allowed = t_quantile(m["capacity_points"] - 2) * m["capacity_slope_se"]
+        # fit noise, plus one logarithmic factor (ln d)^(+-1), which moves the local slope by
+        # 1/ln d, largest at the smallest width: the claim holds up to a logarithm
+        allowed = (t_quantile(m["capacity_points"] - 2) * m["capacity_slope_se"]
+                   + 1 / math.log(min(outcome.config["capacity_dims"])))
         gap = abs(m["capacity_slope"] - exponent)
         evidence.metric("fitted exponent of d in F* ln F*", m["capacity_slope"])
         evidence.metric("F* ln F* / d^2, max", m["capacity_constant_max"])
@@ -787,6 +864,12 @@ def capacity_check(result=associative_memory_result, exponent: float = 2.0):
 @check(FM_LINEAR_CAPACITY, "numeric")
 def test_hebbian_capacity_against_d():
     capacity_check()()
+
+
+@check(FM_LINEAR_CAPACITY, "numeric")
+@pytest.mark.slow
+def test_hebbian_capacity_against_d_full():
+    capacity_check(functools.partial(associative_memory_result, "full"))()
 
 
 FM_ZIPF = Claim(
@@ -845,6 +928,12 @@ def zipf_check(result=associative_memory_result, exponent: float | None = None):
 @check(FM_ZIPF, "numeric")
 def test_zipf_error_exponent():
     zipf_check()()
+
+
+@check(FM_ZIPF, "numeric")
+@pytest.mark.slow
+def test_zipf_error_exponent_full():
+    zipf_check(functools.partial(associative_memory_result, "full"))()
 
 
 # --- FM.7: ROME --------------------------------------------------------------------------------
@@ -1217,7 +1306,8 @@ ROME_GD = Claim(
         r"For a linear memory $W$ fitted by least squares to $n$ anisotropic keys (second "
         r"moment $C$) and one new fact $(k_*, v_*)$: gradient descent from $\Delta = 0$ on "
         r"$\lVert(W+\Delta)k_* - v_*\rVert^2 + \lambda\,\mathrm{tr}(\Delta C\Delta^\top)$ with "
-        r"$\lambda$ shrinking to $10^{-7}$ reaches ROME's $\Delta$ to relative error below "
+        r"$\lambda$ shrinking geometrically ($1 \to 10^{-7}$ in the smoke config) reaches "
+        r"ROME's $\Delta$ to relative error below "
         r"$10^{-3}$, while plain fine-tuning ($\lambda = 0$, which converges to the "
         r"minimum-Frobenius edit) disturbs held-out keys more: "
         r"$\mathbb E\lVert\Delta_{plain}k\rVert^2 > \mathbb E\lVert\Delta_{ROME}k\rVert^2$."),
@@ -1261,4 +1351,10 @@ def rome_gd_check(result=rome_gd_result):
 @check(ROME_GD, "empirical")
 def test_penalized_gd_converges_to_rome():
     rome_gd_check()()
+
+
+@check(ROME_GD, "empirical")
+@pytest.mark.slow
+def test_penalized_gd_converges_to_rome_full():
+    rome_gd_check(functools.partial(rome_gd_result, "full"))()
 

@@ -158,6 +158,16 @@ def test_graph_links_every_claim_and_colours_it_by_status(site):
     assert fill in text
 
 
+def test_exportable_constructions_show_their_transformer_lens_export(site):
+    site_dir, _, _ = site
+    exportable = section(page(site_dir, "claims/induction-heads.html"),
+                         "induction-heads-two-layer-exact")
+    assert "to_transformer_lens" in html.unescape(re.sub(r"<[^>]+>", "", exportable))
+    looped = section(page(site_dir, "claims/power-method.html"),
+                     "power-method-looped-shifted-power")
+    assert "to_transformer_lens" not in looped
+
+
 def test_math_is_left_for_the_bundled_mathjax(site):
     site_dir, _, _ = site
     text = page(site_dir, "claims/layernorm.html")

@@ -331,6 +331,7 @@ class ConstructionView:
     dotted: str       # "module.attribute", as autodoc names it
     directive: str    # autofunction | autoclass | autodata
     signature: str
+    export: str | None = None  # runnable TransformerLens export, where the construction fits
 
     @classmethod
     def of(cls, claim: Claim) -> ConstructionView | None:
@@ -347,5 +348,7 @@ class ConstructionView:
             signature = str(inspect.signature(obj))
         except (TypeError, ValueError):
             signature = ""
+        from constructions.export import export_line
+
         return cls(claim.construction, claim.construction.replace(":", "."), directive,
-                   signature)
+                   signature, export_line(claim.construction))

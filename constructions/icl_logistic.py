@@ -149,11 +149,12 @@ def max_margin_direction(X: torch.Tensor, y: torch.Tensor, *, solver: str = "CLA
         raise ValueError(f"the data are not linearly separable through the origin "
                          f"(solver status {problem.status})")
     solved = np.asarray(w.value, dtype=np.float64)
-    active = Zn @ solved <= 1 + 1e-4
-    polished = np.linalg.lstsq(Zn[active], np.ones(int(active.sum())), rcond=None)[0]
-    candidate = torch.as_tensor(polished, dtype=Z.dtype)
-    if svm_kkt_residual(candidate, X, y) <= 1e-9:
-        return candidate
+    for threshold in (1e-4, 1e-6, 1e-8):  # the active set, read at decreasing slack
+        active = Zn @ solved <= 1 + threshold
+        polished = np.linalg.lstsq(Zn[active], np.ones(int(active.sum())), rcond=None)[0]
+        candidate = torch.as_tensor(polished, dtype=Z.dtype)
+        if svm_kkt_residual(candidate, X, y) <= 1e-9:
+            return candidate
     return torch.as_tensor(solved, dtype=Z.dtype)
 
 

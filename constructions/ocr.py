@@ -130,10 +130,14 @@ def fact_implication_task(cities: int = 4, train_names_per_city: int = 1,
         _validate.positive_int("test_names_per_city", test_names_per_city))
 
 
-def margins(W: torch.Tensor, X: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
+def margins(W: torch.Tensor, X: torch.Tensor, answers: torch.Tensor, *,
+            among: slice = slice(None)) -> torch.Tensor:
     r"""Per pair :math:`\mathrm{logit}_a - \max_{b\ne a}\mathrm{logit}_b` with
-    :math:`\mathrm{logits} = XW^\top`: ``(P,)``."""
-    logits = X.to(W.dtype) @ W.T
+    :math:`\mathrm{logits} = XW^\top`: ``(P,)``. ``among`` restricts the answers compared
+    (for example ``slice(C, 2C)``, the animals); the true answer must lie in it."""
+    logits = (X.to(W.dtype) @ W.T)[:, among]
+    offset = range(W.shape[0])[among]
+    answers = torch.as_tensor([offset.index(int(a)) for a in answers])
     rows = torch.arange(len(answers))
     true = logits[rows, answers]
     others = logits.clone()

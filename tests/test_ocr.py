@@ -78,6 +78,13 @@ def test_margins_of_a_hand_built_map():
     W[task.cities:, 1] = 2.0
     assert torch.equal(margins(W, *task.training_pairs), torch.ones(6, dtype=torch.float64))
     assert torch.equal(margins(W, *task.test_pairs), torch.ones(2, dtype=torch.float64))
+    # among the animals only, the cities' logits (1 for the name's own city) drop out
+    animals = margins(W, *task.test_pairs, among=slice(task.cities, task.answers))
+    assert torch.equal(animals, torch.full((2,), 1.0, dtype=torch.float64))
+    W[task.cities:, 1] = 0.0  # r_2 no longer favours animals: the own city wins by 0
+    assert torch.equal(margins(W, *task.test_pairs), torch.zeros(2, dtype=torch.float64))
+    assert torch.equal(margins(W, *task.test_pairs, among=slice(task.cities, task.answers)),
+                       animals)
     assert nuclear_margin(task) == 1.0 and nuclear_margin(fact_implication_task(2, 1, 4)) == 0.5
 
 

@@ -30,7 +30,9 @@ TASK_SOURCE = Source(where="the task of the authors' code (src/data_utils.py, "
 # below ~1e-8 for these sizes; margins are linear in W, and 1e-6 allows a hundredfold.
 TIE_TOLERANCE, NUCLEAR_TOLERANCE = 1e-4, 1e-6
 # The catalogue's thresholds for gradient descent: a combined W leaves every test margin
-# within 0.05 of 0, a factorized one answers them all (its measured margin is 6.9).
+# within 0.05 of 0 (at C = 4; we also require it among the animals, and at larger C it answers
+# the city instead, so "not answered" is margin < 0.05), a factorized one answers them all (its
+# measured margin is 6.9).
 COMBINED_BAND, FACTORIZED_MARGIN = 0.05, 1.0
 
 TASK = (r"Let $C$ cities each have one animal, let $N = C(m+k)$ names live in city "
@@ -85,8 +87,10 @@ OCR_GD = Claim(
                       r"$m = 1$, $k = 2$, no weight decay) either $W$ itself or $W = W_OW_V$ "
                       r"with $W_O \in\mathbb R^{2C\times h}$, $W_V\in\mathbb R^{h\times(2+N)}$, "
                       r"$h = 2 + N$. The factorized model answers every test pair with margin "
-                      r"at least 1; the combined one leaves every test margin within 0.05 of "
-                      r"0 (ties)."),
+                      r"at least 1. The combined one answers none (every test margin below "
+                      r"0.05; at $C = 4$ they are ties, within 0.05 of 0) and cannot tell the "
+                      r"animals apart: the true animal's logit is within 0.05 of the best "
+                      r"other animal's."),
     source=(Source(where="Abstract: a one-layer attention-only transformer with factorized "
                          "output and value matrices learns OCR, one with combined weights "
                          "does not", tag="V", **HUANG),
@@ -108,7 +112,8 @@ OCR_IMPLICIT = Claim(
                       r"one. With $\lambda = 0$ (implicit bias alone) the factorized model "
                       r"already answers every test pair; with $\lambda = 10^{-3}$ (explicit "
                       r"penalty) the factorized model still answers them and the combined one "
-                      r"still ties (margins within 0.05 of 0); the factorized runs end balanced, "
+                      r"still answers none and ties among the animals (within 0.05); the "
+                      r"factorized runs end balanced, "
                       r"$\frac12(\lVert W_O\rVert_F^2 + \lVert W_V\rVert_F^2) = \lVert W_OW_V"
                       r"\rVert_*$ within 1%."),
     source=(Source(where="the authors' code: scripts/train_attn1_1heads.sh trains with AdamW "
@@ -195,19 +200,20 @@ test_the_nuclear_margin_at_the_papers_size = pytest.mark.slow(check(OCR_NUCLEAR,
 # --- IR.9 (c, d): gradient descent ---------------------------------------------------------------
 
 @functools.cache
-def _smoke_result(config_json: str):
+def _cached_result(config_json: str):
     from empirics.ocr import run
 
     return run(json.loads(config_json), torch.device("cpu"), 0, progress=False)
 
 
-def ocr_result(builders=None, overrides: dict | None = None):
-    """The ``ocr`` experiment's smoke result (cached when nothing is replaced)."""
+def ocr_result(builders=None, overrides: dict | None = None, config_name: str = "smoke"):
+    """The ``ocr`` experiment's result (cached when nothing is replaced)."""
     from empirics.ocr import BUILDERS, EXPERIMENT, run
 
-    config = {**EXPERIMENT.configs["smoke"], "min_norm_reference": False, **(overrides or {})}
+    config = {**EXPERIMENT.configs[config_name], "min_norm_reference": False,
+              **(overrides or {})}
     if builders is None and overrides is None:
-        return _smoke_result(json.dumps(config, sort_keys=True))
+        return _cached_result(json.dumps(config, sort_keys=True))
     return run(config, torch.device("cpu"), 0, builders={**BUILDERS, **(builders or {})},
                progress=False)
 
@@ -220,18 +226,22 @@ def assert_answers(metrics: dict, name: str, margin: float) -> None:
         f"{low:.3g} (< {margin})")
 
 
-def assert_ties(metrics: dict, name: str) -> None:
-    spread = metrics[f"{name}/test_margin_max_abs"]
-    evidence.metric(f"{name}: max |test margin|", spread)
-    evidence.margin((COMBINED_BAND - spread) / COMBINED_BAND)
-    assert spread < COMBINED_BAND, f"{name}: a test margin reaches {spread:.3g}"
+def assert_no_ocr(metrics: dict, name: str) -> None:
+    """No test implication answered, and the animals indistinguishable (ties among them)."""
+    best = metrics[f"{name}/test_margin_max"]
+    spread = metrics[f"{name}/animal_margin_max_abs"]
+    evidence.metric(f"{name}: max test margin", best)
+    evidence.metric(f"{name}: max |margin among the animals|", spread)
+    evidence.margin(min(COMBINED_BAND - best, COMBINED_BAND - spread) / COMBINED_BAND)
+    assert best < COMBINED_BAND, f"{name}: a test implication is answered (margin {best:.3g})"
+    assert spread < COMBINED_BAND, f"{name}: the animals differ by up to {spread:.3g}"
 
 
-def gd_check(builders=None, overrides: dict | None = None):
+def gd_check(builders=None, overrides: dict | None = None, config_name: str = "smoke"):
     def run():
-        result = ocr_result(builders, overrides)
+        result = ocr_result(builders, overrides, config_name)
         assert_answers(result.metrics, "factorized/wd=0", FACTORIZED_MARGIN)
-        assert_ties(result.metrics, "combined/wd=0")
+        assert_no_ocr(result.metrics, "combined/wd=0")
         evidence.cases(2)
         evidence.table(*_table(result))
         evidence.figure(result.figures["margins"], "margins")
@@ -244,7 +254,7 @@ def implicit_explicit_check(builders=None, overrides: dict | None = None):
         decay = result.config["weight_decay"]
         assert_answers(result.metrics, "factorized/wd=0", 0.0)            # implicit bias alone
         assert_answers(result.metrics, f"factorized/wd={decay:g}", 0.0)   # explicit nuclear
-        assert_ties(result.metrics, f"combined/wd={decay:g}")             # explicit Frobenius
+        assert_no_ocr(result.metrics, f"combined/wd={decay:g}")           # explicit Frobenius
         for name in ("factorized/wd=0", f"factorized/wd={decay:g}"):
             balance = result.metrics[f"{name}/balance"]
             evidence.metric(f"{name}: balance", balance)
@@ -262,5 +272,8 @@ def _table(result):
 
 
 test_gd_on_the_factorization_learns_the_implications = check(OCR_GD, "empirical")(gd_check())
+# the authors' proportions (C = 20, m = 1, k = 3), 20000 steps: about a minute of CPU
+test_gd_on_the_factorization_at_the_papers_size = pytest.mark.slow(check(OCR_GD, "empirical")(
+    gd_check(config_name="full")))
 test_implicit_bias_suffices_and_weight_decay_is_reported = check(OCR_IMPLICIT, "empirical")(
     implicit_explicit_check())

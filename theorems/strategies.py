@@ -59,7 +59,8 @@ def spd_matrices(draw, d: int, max_condition: float = 1e3) -> torch.Tensor:
         logs[0], logs[-1] = 0.0, log_max
     eigenvalues = torch.tensor(np.exp(logs), dtype=torch.float64)
     Q = draw(orthogonal_matrices(d))
-    return (Q * eigenvalues) @ Q.T
+    spd = (Q * eigenvalues) @ Q.T
+    return (spd + spd.T) / 2  # exactly symmetric: the product alone is only symmetric to ~1e-16
 
 
 @st.composite

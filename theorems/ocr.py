@@ -42,8 +42,9 @@ TASK = (r"Let $C$ cities each have one animal, let $N = C(m+k)$ names live in ci
         r"answer tokens (cities, animals). The margin of a pair with answer $a$ is "
         r"$\mathrm{logit}_a - \max_{b\ne a}\mathrm{logit}_b$. The training pairs are "
         r"$(n, r_1) \to$ city for every name and $(n, r_2) \to$ animal for the train names; the "
-        r"test pairs are $(n, r_2)$ for the test names. Write $W_\|$ for "
-        r"$\arg\min\{\lVert W\rVert : \text{margin} \ge 1 \text{ on every training pair}\}$. ")
+        r"test pairs are $(n, r_2)$ for the test names. For a norm $\lVert\cdot\rVert_\nu$ "
+        r"write $W_\nu = \arg\min\{\lVert W\rVert_\nu : \text{margin} \ge 1 \text{ on every "
+        r"training pair}\}$ ($\nu = \mathrm F$ Frobenius, $\nu = *$ nuclear). ")
 
 OCR_FROBENIUS = Claim(
     id="ocr.frobenius-generalizes",

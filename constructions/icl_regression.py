@@ -68,6 +68,9 @@ import torch
 from torch import nn
 
 from constructions import _validate
+
+# IR.7's autoregressive layer lives in its own module; it is part of this area's API.
+from constructions.ar_mesa import ar_mesa_layer as ar_mesa_layer
 from constructions.layers import fixed, resolve
 
 ResponseKind = Literal["linear", "sine"]

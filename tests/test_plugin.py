@@ -92,12 +92,11 @@ def demo_directory(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def demo_runs(demo_directory) -> dict[str, tuple[subprocess.CompletedProcess, dict]]:
-    """The demo module run three times: serially twice, and once under xdist if available."""
+    """The demo module run twice: serially, and again under xdist (serially if it is missing)."""
     directory = demo_directory
     (directory / "test_demo.py").write_text(DEMO)
-    runs = {"serial": (), "again": ()}
-    if importlib.util.find_spec("xdist") is not None:
-        runs["xdist"] = ("-n", "2")
+    parallel = ("-n", "2") if importlib.util.find_spec("xdist") is not None else ()
+    runs = {"serial": (), "again": parallel}
     results = {}
     for name, args in runs.items():
         out = directory / name / "evidence.json"

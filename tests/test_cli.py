@@ -78,7 +78,8 @@ def test_show_reads_the_last_evidence(verified):
 def fake_pytest_run(statuses: dict[str, str]):
     """Stands in for the pytest subprocess: writes an evidence file with these statuses."""
     def run(command, check=False):
-        out = Path(command[command.index("--evidence-out") + 1])
+        out = Path(next(a for a in command if a.startswith("--evidence-out="))
+                   .split("=", 1)[1])
         claims = {}
         for claim_id, status in statuses.items():
             outcome = "failed" if status == "failing" else "passed"

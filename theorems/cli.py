@@ -114,7 +114,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     out = Path(args.out)
     command = [sys.executable, "-m", "pytest", str(PACKAGE_DIR), "-q", "-p", "no:cacheprovider",
                "-o", "python_files=*.py", "-o", "testpaths=", "-o", "addopts=",
-               "--hypothesis-profile", args.profile, "--evidence-out", str(out.resolve())]
+               f"--rootdir={PACKAGE_DIR.parent}", "--hypothesis-profile", args.profile,
+               # one token: pytest takes a separate path argument into its rootdir search
+               f"--evidence-out={out.resolve()}"]
     if args.k:
         command += ["-k", args.k]
     if not args.slow:

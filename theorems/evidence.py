@@ -191,10 +191,12 @@ class Recorder:
     def finish_example(self) -> None:
         from hypothesis import target
 
+        # Scores are rounded to 8 significant digits: last-bit differences between runs (BLAS
+        # kernels may vary with memory alignment) must not steer the derandomized search.
         if self._example_margin is not None and math.isfinite(self._example_margin):
-            target(-self._example_margin, label="negative worst margin")
+            target(-float(f"{self._example_margin:.8g}"), label="negative worst margin")
         if self._example_ratio is not None and math.isfinite(self._example_ratio):
-            target(self._example_ratio, label="tightness ratio")
+            target(float(f"{self._example_ratio:.8g}"), label="tightness ratio")
 
     def as_dict(self) -> dict:
         return {

@@ -53,6 +53,7 @@ from constructions.ar_mesa import (
     tokens,
 )
 from empirics.experiment import Experiment, Result
+from empirics.plots import pyplot
 from empirics.training import HELD_OUT_SALT, TrainConfig, train
 
 Reader = Callable[[ARLinearAttention], tuple[float, float, float]]
@@ -197,10 +198,7 @@ def run(config: dict, device: torch.device, seed: int, *, reader: Reader = read_
 
 def curves_figure(histories: Mapping[str, Any], metrics: Mapping[str, float]):
     """ab against the step (with ab*), and the off-structure mass, one line per start."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
     for kind, history in histories.items():

@@ -29,6 +29,7 @@ from constructions.boltzmann import (
     token_only_ceiling,
 )
 from empirics.experiment import Experiment, Result
+from empirics.plots import pyplot
 from empirics.training import TrainConfig, seed_everything, train
 
 
@@ -114,10 +115,7 @@ def _fit(config: dict, N: int, device: torch.device, seed: int, progress: bool):
 
 
 def run(config: dict, device: torch.device, seed: int) -> Result:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     result = Result(experiment="boltzmann-memorization", config=dict(config), seed=seed,
                     device=str(device))

@@ -52,6 +52,7 @@ from typing import Any
 
 import torch
 
+from empirics.plots import pyplot
 from empirics.training import json_ready, pick_device
 
 CONFIG_NAMES = ("smoke", "full")
@@ -287,10 +288,7 @@ def run_seeds(experiment: Experiment | str, config: str = "smoke", *,
 
 def seeds_figure(title: str, summary: Mapping[str, Mapping], per_seed: Sequence[dict]):
     """One panel per metric: every seed's value, and the mean ± standard deviation."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     metrics = sorted(summary)
     columns = min(4, max(1, len(metrics)))

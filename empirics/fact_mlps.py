@@ -40,6 +40,7 @@ from constructions.fact_mlps import (
     zipf_probabilities,
 )
 from empirics.experiment import Experiment, Result
+from empirics.plots import pyplot
 from empirics.sweep import sweep
 from empirics.training import TrainConfig, train
 
@@ -59,16 +60,6 @@ def fact_problem(num_facts: int, d: int, num_values: int, seed: int):
     values = unit_gaussian(num_values, d, generator)
     facts = torch.randint(0, num_values, (num_facts,), generator=generator)
     return keys, values, facts
-
-
-def pyplot():
-    """matplotlib's pyplot on the Agg backend (imported lazily: figures are optional)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def tidy(*axes) -> None:

@@ -28,6 +28,7 @@ from torch import nn
 
 from constructions.icl_logistic import looped_ngd, ngd_step, separable_task, softmax_update
 from empirics.experiment import Experiment, Result
+from empirics.plots import pyplot
 from empirics.training import HELD_OUT_SALT, TrainConfig, held_out_batch, train
 
 
@@ -118,10 +119,7 @@ def compare_loops(layer: FreeSoftmaxLayer, config: Mapping[str, Any], *,
 
 def loops_figure(distance: torch.Tensor):
     """Relative distance between the trained and the constructed iterates, per loop."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5, 3.4))
     loops = range(1, distance.shape[-1] + 1)

@@ -49,6 +49,7 @@ from constructions.icl_regression import (
     zfb_init,
 )
 from empirics.experiment import Experiment, Result
+from empirics.plots import pyplot
 from empirics.training import TrainConfig, train
 
 CASE_NAMES = ("isotropic", "preconditioned", "sine", "zfb")
@@ -153,10 +154,7 @@ def random_lsa(d: int, scale: float, generator: torch.Generator):
 
 def new_axes(figsize: tuple[float, float] = (5, 3.2)):
     """A fresh matplotlib figure and axes on the Agg backend (imported lazily)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     return plt.subplots(figsize=figsize)
 

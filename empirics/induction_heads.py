@@ -40,6 +40,7 @@ from constructions.induction_heads import (
 from constructions.layers import Attention
 from empirics.compare import attention_mass, recall_accuracy
 from empirics.experiment import Experiment, Result
+from empirics.plots import pyplot
 from empirics.training import TrainConfig, config_dict, train
 
 
@@ -218,10 +219,7 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
 
 def plot(rows: list[list], header: list[str]) -> dict:
     """Accuracy against n (one line per model) and against parameters (one line per n)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     col = {name: i for i, name in enumerate(header)}
     models = sorted({r[col["model"]] for r in rows}, key=lambda m: (m[:2] != "2L", m))

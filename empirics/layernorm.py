@@ -51,6 +51,7 @@ from torch import nn
 from constructions import _validate
 from empirics.compare import line_angle, pattern_distance
 from empirics.experiment import Experiment, Result
+from empirics.plots import pyplot
 from empirics.training import TrainConfig, held_out_batch, train
 
 NORMALIZERS = ("layernorm", "no-projection", "none")
@@ -274,10 +275,7 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
 
 def curves_figure(histories: Mapping[str, Any]):
     """Median query angle and held-out accuracy against the step, one line per normaliser."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
     for name, history in histories.items():
@@ -292,10 +290,7 @@ def curves_figure(histories: Mapping[str, Any]):
 
 
 def angle_histogram(angles: Mapping[str, torch.Tensor]):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5, 3.4))
     for name, values in angles.items():

@@ -41,6 +41,7 @@ from constructions.ocr import (
     nuclear_margin,
 )
 from empirics.experiment import Experiment, Result
+from empirics.plots import pyplot
 from empirics.training import TrainConfig, train
 
 PARAMETERISATIONS = ("combined", "factorized")
@@ -174,10 +175,7 @@ def run(config: dict, device: torch.device, seed: int, *,
 
 def margins_figure(histories: Mapping[str, Any]):
     """The smallest test-implication margin against the step, one line per variant."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for name, history in histories.items():

@@ -54,6 +54,7 @@ from constructions.power_method import (
     trainable,
 )
 from empirics.experiment import Experiment, Result
+from empirics.plots import pyplot
 from empirics.training import TrainConfig, train
 
 # --- data ----------------------------------------------------------------------------------
@@ -127,10 +128,7 @@ def late_slope(steps: list[int], values: list[float], start_fraction: float = 0.
 
 
 def _figure():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     return plt
 

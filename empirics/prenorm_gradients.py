@@ -60,6 +60,7 @@ from torch import nn
 
 from constructions import _validate
 from empirics.experiment import Experiment, Result
+from empirics.plots import pyplot
 from empirics.sweep import sweep
 
 ARCHS = ("pre", "post")
@@ -298,10 +299,7 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
 
 def gradient_figure(summary: dict[str, Any]):
     """Log-log gradient norm against depth with ±2 SE bars and the fitted slopes."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for arch, (slope, se) in summary["slopes"].items():
@@ -327,10 +325,7 @@ def gradient_figure(summary: dict[str, Any]):
 
 def norm_figure(summary: dict[str, Any]):
     """Lemma 1: measured E|x|^2/d against depth, with the band."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for arch in summary["slopes"]:

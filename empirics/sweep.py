@@ -39,6 +39,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from empirics.plots import pyplot
+
 BACKENDS = ("process", "serial", "ray")
 _IN_WORKER = "EMPIRICS_SWEEP_WORKER"  # set in every sweep worker, so nested sweeps go serial
 
@@ -185,10 +187,7 @@ def errorbar_figure(groups: Sequence[dict], *, x: str, metrics: Sequence[str],
     keys, which then get separate lines). ``spread`` is ``"std"`` (seed-to-seed variation)
     or ``"sem"`` (uncertainty of the mean).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     if spread not in ("std", "sem"):
         raise ValueError(f"spread must be 'std' or 'sem', got {spread!r}")

@@ -33,6 +33,7 @@ from constructions.boltzmann import (
     rank_one_head,
 )
 from constructions.layers import MLP, Attention
+from empirics.plots import pyplot
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
 from theorems.numerics import gamma, unit_roundoff
@@ -734,10 +735,7 @@ def worst_case_ratios(op=arb_boltz, log_bound=lemma_log_bound, max_n: int = 5) -
 
 @check(BZ_LEMMA, "numeric")
 def test_lemma1_worst_case_gap_search():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = worst_case_ratios()
     evidence.cases(len(rows))
@@ -917,10 +915,7 @@ test_rank_one_attention_is_a_contextual_mapping = check(BZ_CONTEXTUAL, "property
 def test_paper_delta_certified_on_the_catalogue_example():
     """The paper's own rho and delta (worst-case projection constant) on the catalogue's
     example, |V| = 4, d = 2, n = 2: delta is about e^{-34447}; certified at ~10^5 bits."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     measured = contextual_mapping(CATALOGUE_VOCABULARY, 2)
     paper = contextual_mapping(CATALOGUE_VOCABULARY, 2, w=measured.w, rho=measured.theorem_rho)
@@ -1201,10 +1196,7 @@ def approximation_check(build=equivariant_approximator, grids=(2, 4, 8, 16, 32),
 
 @check(BZ_APPROXIMATION, "numeric")
 def test_approximation_error_shrinks_in_lp_as_the_grid_refines():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = approximation_check()()
     header = ["grid g", "L2 error (Monte Carlo)", "its std. error", "L2 bound", "max error off "

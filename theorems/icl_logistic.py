@@ -27,6 +27,7 @@ from constructions.icl_logistic import (
     signed_examples,
     svm_kkt_residual,
 )
+from empirics.plots import pyplot
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma
@@ -260,10 +261,7 @@ def convergence_check(build=looped_ngd, svm=max_margin_direction):
 
 
 def convergence_figure(curves):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
     for loops, cosine_gap, margin_gap in curves:

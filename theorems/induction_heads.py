@@ -45,6 +45,7 @@ from constructions.induction_heads import (
     two_layer_induction,
     two_layer_parameters,
 )
+from empirics.plots import pyplot
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma
@@ -646,10 +647,7 @@ def precision_check(builders=BUILDERS, lengths=PRECISION_LENGTHS, bits=required_
 
 
 def precision_figure(rows: list[list]):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for kind, colour in (("two_layer", "C0"), ("compact", "C1")):

@@ -40,6 +40,7 @@ from constructions.power_method import (
     residual_cancelling_layer,
     sample_data,
 )
+from empirics.plots import pyplot
 from empirics.power_method import GD_EXPERIMENT, LAYERWISE_EXPERIMENT, contraction_rate
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
@@ -443,9 +444,7 @@ SWEEP_RHOS = tuple(float(r) for r in 10.0 ** np.arange(0, 6.5, 0.5))
 def limit_sweep_check(build=looped_power_transformer, rhos=SWEEP_RHOS):
     """Distance to the unshifted power method against rho, for L = 1, 3, 6 (with a figure)."""
     def run():
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         X, a = sample_data(1, 8, 16, generator=torch.Generator().manual_seed(2026))
         fig, ax = plt.subplots(figsize=(5, 3.6))
@@ -581,9 +580,7 @@ test_power_method_iteration_bounds = check(PM_BOUNDS, "property")(iteration_boun
 def bounds_figure_check(build=looped_power_transformer):
     """sin(phi_L) against L with both bounds, for the power method and the looped model."""
     def run():
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         X, a = sample_data(1, 8, 16, generator=torch.Generator().manual_seed(7))
         X, a = X[0], a[0]

@@ -317,7 +317,7 @@ def expect_failure(fn: Callable, *args, **kwargs) -> str:
     not crash. Evidence reporting is suspended meanwhile, so the outer check's evidence is
     not polluted by the run it expects to fail.
     """
-    with recording(None):
+    with recording(None), _closing_new_figures():
         try:
             fn(*args, **kwargs)
         except AssertionError as error:
@@ -328,6 +328,21 @@ def expect_failure(fn: Callable, *args, **kwargs) -> str:
                 raise
             return failure_text(group)
     raise AssertionError(f"{getattr(fn, '__name__', fn)} passed, but it was expected to fail")
+
+
+@contextlib.contextmanager
+def _closing_new_figures() -> Iterator[None]:
+    """Close the matplotlib figures a check opened: one that fails never hands them over."""
+    import sys
+
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    before = set(pyplot.get_fignums()) if pyplot else set()
+    try:
+        yield
+    finally:
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        for number in set(pyplot.get_fignums()) - before if pyplot else ():
+            pyplot.close(number)
 
 
 def failure_text(error: BaseException) -> str:

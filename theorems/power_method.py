@@ -587,32 +587,29 @@ def bounds_figure_check(build=looped_power_transformer):
         terms = bound_terms(X, a)
         Ls = list(range(1, 31))
         fig, ax = plt.subplots(figsize=(5, 3.6))
-        try:  # a failed bound must not leave the figure open
-            for shift, style in ((None, "o-"), (10.0, "s-"), (100.0, "^-")):
-                t = bound_terms(X, a, shift)
-                if shift is None:
-                    ys = power_iteration(terms["S"], a, Ls[-1])[1:]
-                else:
-                    _, its = build(8, shift)(X[None], a[None], Ls[-1], return_iterates=True)
-                    ys = its[0, 1:].double()
-                top = t["top"]
-                sins = (ys - (ys @ top) @ top.T).norm(dim=-1)
-                lowers = [t["c"] * t["ratio"] ** L for L in Ls]
-                uppers = [t["coef"] * t["ratio"] ** L for L in Ls]
-                tol = eigvector_tolerance(terms["S"], terms["gap"]) + 4 * float(
-                    iteration_error_bound(X[None], a[None], Ls[-1], shift)[0])
-                for L, s, lo, up in zip(Ls, sins.tolist(), lowers, uppers, strict=True):
-                    assert lo - tol <= s <= up + tol, f"bound broken at L={L}, rho={shift}"
-                label = "power method" if shift is None else f"looped, rho={shift:g}"
-                line, = ax.semilogy(Ls, sins, style, ms=3, label=label)
-                ax.fill_between(Ls, lowers, uppers, color=line.get_color(), alpha=0.15)
-            ax.set(xlabel="loops $L$", ylabel=r"$\sin\varphi_L$",
-                   title="convergence vs L (bands: the two bounds)")
-            ax.legend(fontsize=8)
-            fig.tight_layout()
-            evidence.figure(fig, "convergence-vs-L")
-        finally:
-            plt.close(fig)
+        for shift, style in ((None, "o-"), (10.0, "s-"), (100.0, "^-")):
+            t = bound_terms(X, a, shift)
+            if shift is None:
+                ys = power_iteration(terms["S"], a, Ls[-1])[1:]
+            else:
+                _, its = build(8, shift)(X[None], a[None], Ls[-1], return_iterates=True)
+                ys = its[0, 1:].double()
+            top = t["top"]
+            sins = (ys - (ys @ top) @ top.T).norm(dim=-1)
+            lowers = [t["c"] * t["ratio"] ** L for L in Ls]
+            uppers = [t["coef"] * t["ratio"] ** L for L in Ls]
+            tol = eigvector_tolerance(terms["S"], terms["gap"]) + 4 * float(
+                iteration_error_bound(X[None], a[None], Ls[-1], shift)[0])
+            for L, s, lo, up in zip(Ls, sins.tolist(), lowers, uppers, strict=True):
+                assert lo - tol <= s <= up + tol, f"bound broken at L={L}, rho={shift}"
+            label = "power method" if shift is None else f"looped, rho={shift:g}"
+            line, = ax.semilogy(Ls, sins, style, ms=3, label=label)
+            ax.fill_between(Ls, lowers, uppers, color=line.get_color(), alpha=0.15)
+        ax.set(xlabel="loops $L$", ylabel=r"$\sin\varphi_L$",
+               title="convergence vs L (bands: the two bounds)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        evidence.figure(fig, "convergence-vs-L")
         evidence.cases(3 * len(Ls))
     return run
 

@@ -12,14 +12,6 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 
-def finite_floats(bound: float = 10.0, *, min_magnitude: float = 0.0) -> st.SearchStrategy:
-    """Finite floats in ``[-bound, bound]``; magnitudes below ``min_magnitude`` are excluded."""
-    values = st.floats(-bound, bound, allow_nan=False, allow_infinity=False, allow_subnormal=False)
-    if min_magnitude > 0:
-        values = values.filter(lambda v: abs(v) >= min_magnitude)
-    return values
-
-
 def tensors(shape: tuple[int, ...], bound: float = 10.0) -> st.SearchStrategy[torch.Tensor]:
     """float64 tensors of a fixed shape with entries in ``[-bound, bound]``."""
     elements = st.floats(-bound, bound, allow_nan=False, allow_infinity=False,
@@ -65,9 +57,3 @@ def spd_matrices(draw, d: int, max_condition: float = 1e3) -> torch.Tensor:
     spd = (Q * eigenvalues) @ Q.T
     return (spd + spd.T) / 2  # exactly symmetric: the product alone is only symmetric to ~1e-16
 
-
-@st.composite
-def unit_vectors(draw, d: int) -> torch.Tensor:
-    """A uniformly random unit vector in ``R^d``."""
-    v = draw(gaussian_matrices(1, d))[0]
-    return v / v.norm()

@@ -5,7 +5,7 @@ via Normalized Gradient Descent", arXiv:2605.06609. Only the abstract was availa
 softmax construction in which every layer performs exactly one normalized gradient step, and
 the same model obtained by training one layer on one-step targets and looping it. No code was
 found. The explicit weights below are derived here, for the exponential loss, and are checked
-in ``theorems/icl_logistic.py``.
+in ``theorems/areas/icl_logistic.py``.
 
 The task
 --------

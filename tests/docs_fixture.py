@@ -52,7 +52,7 @@ def roles(registry: Registry) -> dict[str, str]:
 
 
 def _check(claim_id: str, tier: str, index: int, **extra) -> dict:
-    record = {"nodeid": f"theorems/{claim_id.split('.')[0]}.py::test_{index}_{tier}",
+    record = {"nodeid": f"theorems/areas/{claim_id.split('.')[0]}.py::test_{index}_{tier}",
               "name": f"test_{claim_id.split('.', 1)[1].replace('-', '_')}_{tier}",
               "tier": tier, "outcome": "passed", "duration": 0.25, "examples": 100,
               "margin": {"worst": 0.125, "last": 0.5, "count": 100, "worse": "lower"},

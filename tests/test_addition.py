@@ -1,4 +1,4 @@
-"""Mutants and bad input for the addition claims (theorems/addition.py)."""
+"""Mutants and bad input for the addition claims (theorems/areas/addition.py)."""
 
 from fractions import Fraction
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from constructions.addition import column_sums, failure_probability, per_digit_addition
-from theorems.addition import (
+from theorems.areas.addition import (
     failure_set_exhaustive_check,
     failure_set_property_check,
     linear_probability_refutation,

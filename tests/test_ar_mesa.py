@@ -19,7 +19,7 @@ from constructions.ar_mesa import (
     sample_x1,
     tokens,
 )
-from theorems.ar_mesa import (
+from theorems.areas.ar_mesa import (
     gaussian_numeric_check,
     gaussian_symbolic_check,
     one_hot_check,

@@ -1,10 +1,14 @@
-"""Mutants and bad input for the bilinear-layer claims (theorems/bilinear.py)."""
+"""Mutants and bad input for the bilinear-layer claims (theorems/areas/bilinear.py)."""
 
 import pytest
 import torch
 
 from constructions.bilinear import BilinearLayer, bilinear_layer
-from theorems.bilinear import quadratic_form_check, symmetric_part_check, tensor_identity_check
+from theorems.areas.bilinear import (
+    quadratic_form_check,
+    symmetric_part_check,
+    tensor_identity_check,
+)
 from theorems.evidence import expect_failure
 
 

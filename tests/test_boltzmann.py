@@ -1,4 +1,4 @@
-"""Mutants and bad input for the Boltzmann-operator claims (theorems/boltzmann.py)."""
+"""Mutants and bad input for the Boltzmann-operator claims (theorems/areas/boltzmann.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from constructions.boltzmann import (
     rank_one_head,
     token_only_ceiling,
 )
-from theorems import boltzmann as bz
+from theorems.areas import boltzmann as bz
 from theorems.evidence import expect_failure
 from theorems.profiles import without_shrinking
 

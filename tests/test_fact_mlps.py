@@ -1,6 +1,6 @@
 """Mutants and bad input for the fact-storing MLPs area.
 
-Every mutant rebuilds a check of ``theorems.fact_mlps`` around a broken construction (a width
+Every mutant rebuilds a check of ``theorems.areas.fact_mlps`` around a broken construction (a width
 one below the threshold, a perturbed solve, ROME with the wrong covariance, an MLP swap that
 does not swap), a tightened bound, or a broken oracle, and asserts with ``expect_failure``
 that the check then fails. The empirical mutants run tiny configs, so they stay cheap.
@@ -19,7 +19,7 @@ import torch
 
 from constructions import fact_mlps as fm
 from empirics import fact_mlps as experiments
-from theorems import fact_mlps as checks
+from theorems.areas import fact_mlps as checks
 from theorems.evidence import expect_failure
 from theorems.profiles import without_shrinking
 

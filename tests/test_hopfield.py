@@ -1,4 +1,4 @@
-"""Mutants and bad input for the Hopfield-update claims (theorems/hopfield.py)."""
+"""Mutants and bad input for the Hopfield-update claims (theorems/areas/hopfield.py)."""
 
 from functools import partial
 
@@ -6,14 +6,14 @@ import pytest
 import torch
 
 from constructions.hopfield import HopfieldUpdate, hopfield_update, twicing
-from theorems.evidence import expect_failure
-from theorems.hopfield import (
+from theorems.areas.hopfield import (
     convex_hull_check,
     erasure_check,
     fixed_point_check,
     residual_check,
     twicing_check,
 )
+from theorems.evidence import expect_failure
 
 
 class UnnormalisedWeights(HopfieldUpdate):

@@ -16,13 +16,13 @@ from constructions.icl_logistic import (
     signed_examples,
     svm_kkt_residual,
 )
-from theorems.evidence import expect_failure
-from theorems.icl_logistic import (
+from theorems.areas.icl_logistic import (
     certificate_check,
     convergence_check,
     one_step_check,
     trained_check,
 )
+from theorems.evidence import expect_failure
 from theorems.profiles import without_shrinking
 
 unnormalized = functools.partial(looped_ngd, normalize=False)

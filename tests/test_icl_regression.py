@@ -1,4 +1,4 @@
-"""Mutants and bad input for the in-context regression claims (theorems/icl_regression.py).
+"""Mutants and bad input for the in-context regression claims (theorems/areas/icl_regression.py).
 
 The mutants are the four the area's issue names: the step size off by 10%, the
 preconditioner transposed, the query mask dropped, and the (n+1)/n normalisation replaced by
@@ -11,7 +11,7 @@ from functools import partial
 import pytest
 import torch
 
-import theorems.icl_regression as checks
+import theorems.areas.icl_regression as checks
 from constructions.icl_regression import (
     cot_prompt,
     gd_prediction,

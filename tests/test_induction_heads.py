@@ -1,6 +1,6 @@
 """Mutants and bad input for the induction-heads area.
 
-Every mutant rebuilds a check of ``theorems.induction_heads`` around a broken construction
+Every mutant rebuilds a check of ``theorems.areas.induction_heads`` around a broken construction
 (β₁ too small, no recency bias, no BOS sink, a rolled positional embedding), broken
 parameters, a broken oracle, or a tightened bound, and asserts with ``expect_failure`` that
 the check then fails.
@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from constructions import induction_heads as ih
-from theorems import induction_heads as checks
+from theorems.areas import induction_heads as checks
 from theorems.evidence import expect_failure
 from theorems.numerics import gamma
 from theorems.profiles import without_shrinking

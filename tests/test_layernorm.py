@@ -1,4 +1,4 @@
-"""Mutants and bad input for the LayerNorm-geometry claims (theorems/layernorm.py)."""
+"""Mutants and bad input for the LayerNorm-geometry claims (theorems/areas/layernorm.py)."""
 
 from functools import partial
 
@@ -6,14 +6,14 @@ import pytest
 import torch
 
 from constructions.layernorm_geometry import layer_norm, majority_head, selectability_margin
-from theorems.evidence import expect_failure
-from theorems.layernorm import (
+from theorems.areas.layernorm import (
     decomposition_check,
     midpoint_refutation,
     selectable_after_norm_check,
     two_dimensions_check,
     uniform_attention_check,
 )
+from theorems.evidence import expect_failure
 
 
 def unbiased_layer_norm(x):

@@ -13,8 +13,8 @@ from empirics.layernorm import (
     majority_labels,
     query_angles,
 )
+from theorems.areas.layernorm import majority_learnable_check
 from theorems.evidence import expect_failure
-from theorems.layernorm import majority_learnable_check
 from theorems.numerics import gamma
 
 

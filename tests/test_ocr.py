@@ -13,8 +13,8 @@ from constructions.ocr import (
     nuclear_margin,
 )
 from empirics.ocr import FactorizedMap, train_map
+from theorems.areas.ocr import gd_check, implicit_explicit_check, nuclear_check, refutation_check
 from theorems.evidence import expect_failure
-from theorems.ocr import gd_check, implicit_explicit_check, nuclear_check, refutation_check
 
 
 class FrozenOutputFactor(FactorizedMap):

@@ -19,7 +19,7 @@ from constructions.power_method import (
     residual_cancelling_layer,
     sample_data,
 )
-from theorems import power_method as pm
+from theorems.areas import power_method as pm
 from theorems.evidence import expect_failure
 
 # --- the four broken constructions ---------------------------------------------------------------

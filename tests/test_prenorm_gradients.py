@@ -16,9 +16,9 @@ from empirics.prenorm_gradients import (
     measure_point,
     point_seed,
 )
+from theorems.areas.prenorm_gradients import gradient_slope_check, norm_band_check
 from theorems.evidence import expect_failure
 from theorems.numerics import gamma
-from theorems.prenorm_gradients import gradient_slope_check, norm_band_check
 
 
 def he_initialised(arch, depth, d, **kwargs):

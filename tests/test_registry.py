@@ -16,6 +16,7 @@ from theorems.claims import (
     inconsistencies,
     isolated_registry,
     load_all,
+    topic_modules,
 )
 from theorems.evidence import declared_checks
 
@@ -37,11 +38,11 @@ def test_registry_is_consistent_with_declared_checks():
 def test_claim_ids_are_prefixed_by_their_area_module():
     registry = load_all()
     for name in area_modules():
-        module = importlib.import_module(f"theorems.{name}")
         area = name.replace("_", "-")
-        for value in vars(module).values():
-            if isinstance(value, Claim):
-                assert value.area == area, f"{value.id} is defined in theorems/{name}.py"
+        for topic in topic_modules(name):
+            for value in vars(importlib.import_module(topic)).values():
+                if isinstance(value, Claim):
+                    assert value.area == area, f"{value.id} is defined in {topic}"
     assert {c.area for c in registry} == {m.replace("_", "-") for m in area_modules()}
 
 

@@ -42,9 +42,6 @@ _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\.[a-z0-9]+(?:-[a-z0-9]+)*$")
 _ARXIV = re.compile(r"^\d{4}\.\d{4,5}$")
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
-# Modules of the ``theorems`` package that hold infrastructure rather than an area's claims.
-INFRASTRUCTURE = frozenset({"claims", "evidence", "profiles", "strategies", "numerics", "cli",
-                            "__main__", "docs"})
 
 
 @dataclass(frozen=True)
@@ -194,18 +191,38 @@ def isolated_registry() -> Iterator[Registry]:
         _CURRENT.reset(token)
 
 
-def area_modules() -> list[str]:
-    """Names of the ``theorems`` modules that define areas (every non-infrastructure module)."""
-    import theorems
+AREAS_PACKAGE = "theorems.areas"
 
-    return sorted(m.name for m in pkgutil.iter_modules(theorems.__path__)
-                  if m.name not in INFRASTRUCTURE and not m.name.startswith("_"))
+
+def area_modules() -> list[str]:
+    """Names of the area modules or packages: every public entry of :mod:`theorems.areas`.
+
+    Areas are found by location, so adding one is adding its file (or package); nothing lists
+    them. The name, with ``_`` read as ``-``, is the area part of its claims' ids.
+    """
+    import theorems.areas
+
+    return sorted(m.name for m in pkgutil.iter_modules(theorems.areas.__path__)
+                  if not m.name.startswith("_"))
+
+
+def topic_modules(area: str) -> list[str]:
+    """Full names of the modules that hold an area's claims and checks: the area module itself,
+    or every public module of the area's package (``theorems.areas.fact_mlps.rome``, ...)."""
+    name = f"{AREAS_PACKAGE}.{area}"
+    module = importlib.import_module(name)
+    if not hasattr(module, "__path__"):
+        return [name]
+    topics = sorted(f"{name}.{m.name}" for m in pkgutil.iter_modules(module.__path__)
+                    if not m.name.startswith("_"))
+    return [name, *topics]
 
 
 def load_all() -> Registry:
-    """Import every area module, so that every claim is registered, and return the registry."""
-    for name in area_modules():
-        importlib.import_module(f"theorems.{name}")
+    """Import every area's modules, so that every claim is registered, and return the registry."""
+    for area in area_modules():
+        for name in topic_modules(area):
+            importlib.import_module(name)
     return _DEFAULT
 
 

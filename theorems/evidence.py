@@ -294,11 +294,11 @@ def declared_checks() -> dict[str, list[str]]:
     """
     import importlib
 
-    from theorems.claims import area_modules
+    from theorems.claims import area_modules, topic_modules
 
     declared: dict[str, list[str]] = {}
-    for name in area_modules():
-        module = importlib.import_module(f"theorems.{name}")
+    for name in (topic for area in area_modules() for topic in topic_modules(area)):
+        module = importlib.import_module(name)
         for attribute, value in vars(module).items():
             if not attribute.startswith("test") or not callable(value):
                 continue

@@ -311,9 +311,10 @@ def collect(registry: Registry, evidence: Mapping[str, Any] | None,
 # --- what the area pages import -----------------------------------------------------------------
 
 def area_intro(area: str) -> tuple[str, str]:
-    """(title, first paragraph) of the area module's docstring, e.g. ``theorems/layernorm.py``."""
+    """(title, first paragraph) of the area's docstring: its module, or its package's
+    ``__init__``, e.g. ``theorems/areas/layernorm.py``."""
     try:
-        module = importlib.import_module(f"theorems.{area.replace('-', '_')}")
+        module = importlib.import_module(f"theorems.areas.{area.replace('-', '_')}")
     except ImportError:
         return area, ""
     doc = inspect.getdoc(module) or ""

@@ -1,8 +1,15 @@
-"""Suite-wide test setup. The evidence plugin itself is registered by the package's pytest11
-entry point (theorems.evidence)."""
+"""Suite-wide test setup for this repository's own pytest runs.
+
+The evidence plugin is registered by the package's pytest11 entry point (:mod:`theorems.plugin`)
+and stays inert outside sessions that collect this project's checks; the Hypothesis profile is
+chosen here, so that it applies to this project's runs only.
+"""
 
 import torch
+
+from theorems import profiles
 
 # Small-op CPU training slows 4-30x with 2 threads when another process is busy (see
 # ../shared/MEASURED.md); one thread per process never slowed, and xdist runs one per core.
 torch.set_num_threads(1)
+profiles.load_default()

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from theorems.claims import Registry
-from theorems.evidence import SCHEMA_VERSION, claim_records, declared_checks
+from theorems.evidence import declared_checks
+from theorems.evidence_file import SCHEMA_VERSION, claim_records
 
 RUN = {"git_sha": "0123456789abcdef0123456789abcdef01234567", "git_dirty": False,
        "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:01:00Z",
@@ -115,7 +116,7 @@ def build(tmp_path_factory) -> tuple[Path, dict, dict]:
     from filelock import FileLock
 
     from theorems.claims import load_all
-    from theorems.docs import build_site
+    from theorems.site import build_site
 
     base = tmp_path_factory.getbasetemp()
     root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "docs-site"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from theorems import cli
+from theorems import cli, verify
 from theorems.claims import load_all
-from theorems.evidence import summarize
+from theorems.evidence_file import summarize
 
 
 def theorems(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -96,13 +96,13 @@ def fake_pytest_run(statuses: dict[str, str]):
 
 @pytest.mark.parametrize("status, code", [("verified", 0), ("refuted", 0), ("failing", 1)])
 def test_verify_exit_code_follows_the_statuses(monkeypatch, tmp_path, capsys, status, code):
-    monkeypatch.setattr(cli.subprocess, "run", fake_pytest_run({"bilinear.tensor-identity":
+    monkeypatch.setattr(verify.subprocess, "run", fake_pytest_run({"bilinear.tensor-identity":
                                                                 status}))
     assert cli.main(["verify", "-k", "bilinear", "--out", str(tmp_path / "e.json")]) == code
     assert status in capsys.readouterr().out
 
 
 def test_verify_without_evidence_is_an_error(monkeypatch, tmp_path):
-    monkeypatch.setattr(cli.subprocess, "run",
+    monkeypatch.setattr(verify.subprocess, "run",
                         lambda command, check=False: subprocess.CompletedProcess(command, 5))
     assert cli.main(["verify", "-k", "nothing", "--out", str(tmp_path / "e.json")]) == 5

@@ -20,7 +20,7 @@ from pathlib import Path
 import docs_fixture
 import pytest
 
-from theorems import docs
+from theorems import site as docs
 from theorems.claims import Claim, Source, isolated_registry, load_all
 
 for _module in ("sphinx", "myst_parser", "furo"):

@@ -22,7 +22,7 @@ import docs_fixture
 import pytest
 from docutils.nodes import make_id
 
-from theorems import docs
+from theorems import site as docs
 from theorems.claims import load_all
 
 CHROMIUM = os.environ.get("THEOREMS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"

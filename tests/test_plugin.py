@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from theorems.evidence import load
+from theorems.evidence_file import load
 
 pytest_plugins = ["pytester"]
 
@@ -80,7 +81,8 @@ def test_symbolic():
 
 def run_pytest(directory: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                           "--hypothesis-profile=ci", f"--evidence-out={out}", *args],
+                           "-p", "theorems.profiles", "--hypothesis-profile=ci",
+                           f"--evidence-out={out}", *args],
                           cwd=directory, capture_output=True, text=True, timeout=300,
                           check=False)
 
@@ -180,3 +182,66 @@ def test_unknown_tier_is_rejected():
 
     with pytest.raises(ValueError, match="tier"):
         check("demo.good", "anecdotal")
+
+
+# --- minding its own business ------------------------------------------------------------------
+
+def test_importing_the_plugin_imports_neither_hypothesis_nor_torch():
+    code = ("import sys, theorems.plugin; "
+            "print(sorted(m for m in ('hypothesis', 'torch', 'numpy') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, timeout=60)
+    assert result.stdout.strip() == "[]"
+
+
+OTHER_PROJECT = """
+from hypothesis import given, settings, strategies as st
+
+def test_profile_is_hypothesis_own():
+    assert settings.get_current_profile_name() == "default"
+    assert settings.default.max_examples == 100
+
+@given(st.integers())
+def test_a_property(x):
+    assert x == x
+"""
+
+
+def test_another_projects_pytest_run_is_untouched(tmp_path):
+    """The plugin is installed (pytest11), but this project has no checks: no Hypothesis
+    profile is registered or loaded, and no file is written."""
+    (tmp_path / "test_other.py").write_text(OTHER_PROJECT)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")  # its own rootdir, not ours
+    # Hypothesis itself loads a built-in "ci" profile when CI is set: leave that out of the
+    # comparison, which is about what this package does.
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            check=False, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed" in result.stdout
+    # Hypothesis' own example database and Python's bytecode cache are theirs, not ours.
+    written = {p.name for p in tmp_path.iterdir()} - {".hypothesis", "__pycache__"}
+    assert written == {"pytest.ini", "test_other.py"}
+    from importlib.metadata import entry_points
+
+    assert any(e.value == "theorems.plugin" for e in entry_points(group="pytest11")), (
+        "the test is only meaningful with the plugin installed")
+
+
+def test_a_partial_run_does_not_replace_the_evidence_the_docs_read(demo_directory):
+    """``-k`` selects a subset: the evidence goes to evidence-partial.json, marked partial."""
+    build = demo_directory / "build"
+    (demo_directory / "pytest.ini").write_text("[pytest]\n")
+    build.mkdir(exist_ok=True)
+    (build / "evidence.json").write_text("complete run")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                             "-p", "theorems.profiles", "--hypothesis-profile=ci",
+                             "-k", "good", "test_demo.py"], cwd=demo_directory,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (build / "evidence.json").read_text() == "complete run"
+    partial = load(build / "evidence-partial.json")
+    assert partial["run"]["partial"] is True
+    assert partial["run"]["selection"] == "-k good"
+    assert partial["claims"]["demo.good"]["status"] == "verified"

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from theorems import evidence as ev
-from theorems.claims import Claim, inconsistencies, load_all
+from theorems import evidence_file as ev
+from theorems.claims import Claim, load_all
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STATUS_MARK = {"verified": "✔ verified", "refuted": "✘ refuted", "failing": "! FAILING",
@@ -111,49 +109,34 @@ def print_table(data: dict) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    out = Path(args.out)
-    command = [sys.executable, "-m", "pytest", str(PACKAGE_DIR / "areas"), "-q",
-               "-p", "no:cacheprovider",
-               "-o", "python_files=*.py", "-o", "testpaths=", "-o", "addopts=",
-               f"--rootdir={PACKAGE_DIR.parent}", "--hypothesis-profile", args.profile,
-               # one token: pytest takes a separate path argument into its rootdir search
-               f"--evidence-out={out.resolve()}"]
-    if args.k:
-        command += ["-k", args.k]
-    if not args.slow:
-        command += ["-m", "not slow"]
-    jobs = args.jobs
-    if jobs != "0" and importlib.util.find_spec("xdist") is not None:
-        command += ["-n", jobs]
-    if out.exists():
-        out.unlink()  # a stale file must never be mistaken for this run's evidence
-    print("$ " + " ".join(command), flush=True)
-    result = subprocess.run(command, check=False)
-    if not out.exists():
-        print(f"verify: no evidence was written (pytest exit code {result.returncode})",
+    from theorems.verify import verify
+
+    report = verify(args.out, profile=args.profile, keyword=args.k, jobs=args.jobs,
+                    slow=args.slow)
+    if report.data is None:
+        print(f"verify: no evidence was written (pytest exit code {report.returncode})",
               file=sys.stderr)
-        return result.returncode or 1
-    data = ev.load(out)
+        return report.returncode
     print()
-    print_table(data)
-    # A filtered run checks a subset by design, so "a claim has no check" is judged on full runs.
-    checked = None if args.k else {cid: r["summary"]["tiers"] for cid, r in data["claims"].items()}
-    problems = inconsistencies(load_all(), data, checked)
-    for problem in problems:
+    print_table(report.data)
+    if ev.is_partial(report.data):
+        print(f"partial run ({report.data['run'].get('selection')}): evidence written to "
+              f"{report.out}, not to the file the docs read")
+    for problem in report.problems:
         print(f"inconsistent: {problem}", file=sys.stderr)
-    failing = [cid for cid, r in data["claims"].items() if r["status"] == "failing"]
-    if failing:
-        print(f"\n{len(failing)} failing: {', '.join(failing)}", file=sys.stderr)
-    return 1 if failing or problems or result.returncode not in (0, 1) else 0
+    for label, claims in (("failing", report.failing), ("unchecked", report.unchecked)):
+        if claims:
+            print(f"\n{len(claims)} {label}: {', '.join(claims)}", file=sys.stderr)
+    return 0 if report.ok else 1
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
     try:
-        from theorems import docs
+        from theorems import site
     except ImportError as error:  # the docs extra is not installed
         print(f"docs: {error}. Install the docs extra: pip install -e '.[docs]'", file=sys.stderr)
         return 2
-    return docs.main(args)
+    return site.main(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -176,7 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", "-n", default="auto",
                    help="pytest-xdist workers ('auto', a number, or 0 for serial)")
     p.add_argument("--slow", action="store_true", help="include checks marked slow")
-    p.add_argument("--out", default=str(ev.DEFAULT_PATH))
+    p.add_argument("--out", default=None,
+                   help=f"evidence file (default: {ev.DEFAULT_PATH}, or {ev.PARTIAL_PATH} "
+                        "with -k, so that a subset never replaces what the docs read)")
     p.set_defaults(run=cmd_verify)
 
     p = sub.add_parser("docs", help="generate and build the documentation site")

@@ -2,12 +2,18 @@
 
 * ``dev``: few examples, for quick local runs (the default outside CI).
 * ``ci``: derandomized, no deadline, no example database, fixed example counts: two runs give
-  the same evidence. Loaded automatically when the ``CI`` environment variable is set, and by
-  ``python -m theorems verify``.
+  the same evidence. Selected by :func:`load_default` when the ``CI`` environment variable is
+  set, and by ``python -m theorems verify``.
 * ``thorough``: thousands of examples, for a nightly or pre-release run.
 
 A check whose examples are expensive asks for a *fraction* of the profile's budget with
 :func:`budget`, so ``thorough`` still scales it up and ``dev`` down.
+
+Importing this module registers the three profiles and loads none: this project's
+``conftest.py`` calls :func:`load_default`, and ``verify`` names its profile. The evidence plugin
+never imports it, so a pytest session of another project keeps its own Hypothesis settings.
+It is also a pytest plugin module (``-p theorems.profiles``): loaded that way, the profiles are
+registered before Hypothesis reads ``--hypothesis-profile``.
 """
 
 from __future__ import annotations
@@ -29,7 +35,17 @@ settings.register_profile("ci", max_examples=BASE_EXAMPLES["ci"], deadline=None,
                           suppress_health_check=_QUIET)
 settings.register_profile("thorough", max_examples=BASE_EXAMPLES["thorough"], deadline=None,
                           suppress_health_check=_QUIET)
-settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def load_default() -> str:
+    """Load ``ci`` when the ``CI`` environment variable is set, else ``dev``; return the name.
+
+    ``--hypothesis-profile`` on the pytest command line still wins: Hypothesis' plugin applies
+    it after the conftest that calls this has been imported.
+    """
+    name = "ci" if os.environ.get("CI") else "dev"
+    settings.load_profile(name)
+    return name
 
 
 def current_profile() -> str:

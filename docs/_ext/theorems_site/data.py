@@ -3,7 +3,7 @@
 Three inputs, nothing else:
 
 * the claim registry (:func:`theorems.claims.load_all`);
-* the evidence file written by the pytest plugin (schema in :mod:`theorems.evidence`);
+* the evidence file written by the pytest plugin (schema in :mod:`theorems.evidence_file`);
 * the published empirics results, ``<results>/<experiment>/<config>.json`` written by
   :meth:`empirics.experiment.Result.save`, compared with the registered experiments'
   :meth:`~empirics.experiment.Experiment.fingerprint` to tell a stale result.
@@ -201,16 +201,21 @@ class SiteData:
         return bool(self.run.get("git_dirty")) or (
             self.head_sha is not None and self.run.get("git_sha") != self.head_sha)
 
+    @property
+    def evidence_is_partial(self) -> bool:
+        """True when the evidence comes from a run that did not check every claim."""
+        return bool(self.run and self.run.get("partial"))
+
 
 # --- loading ---------------------------------------------------------------------------------
 
 def load_evidence(path: Path | None) -> dict | None:
     """The evidence file, schema-checked, or ``None`` when there is none."""
-    from theorems import evidence
+    from theorems import evidence_file
 
     if path is None or not Path(path).is_file():
         return None
-    return evidence.load(path)
+    return evidence_file.load(path)
 
 
 def staleness(record: Mapping[str, Any], current: Callable[[], str] | None) -> str:

@@ -111,11 +111,28 @@ def _ensure_evidence(path: Path) -> bool:
     """Run ``verify`` when the evidence file is missing; True when it exists afterwards."""
     if path.is_file():
         return True
-    from theorems.cli import cmd_verify
+    from theorems.verify import verify
 
     print(f"docs: no evidence at {path}; running `python -m theorems verify` first", flush=True)
-    cmd_verify(argparse.Namespace(profile="ci", k=None, jobs="auto", slow=False, out=str(path)))
+    verify(path)
     return path.is_file()  # failing checks still write evidence, and the site shows them
+
+
+def _warn_if_not_current(path: Path) -> None:
+    """Say so when the evidence to be rendered is partial or older than the code."""
+    from empirics.provenance import git_dirty, git_sha
+    from theorems import evidence_file
+
+    run = evidence_file.load(path)["run"]
+    if evidence_file.is_partial({"run": run}):
+        print(f"docs: {path} is partial ({run.get('selection')}); the site will say so. "
+              "Run `python -m theorems verify` for the whole catalogue.", file=sys.stderr)
+    head = git_sha()
+    if run.get("git_dirty") or (head is not None and run.get("git_sha") != head) or (
+            git_dirty() and run.get("git_sha") == head):
+        print(f"docs: {path} is older than the code (evidence from {run.get('git_sha')}, "
+              f"code at {head}{' with changes' if git_dirty() else ''}); the site will say so.",
+              file=sys.stderr)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -128,6 +145,7 @@ def main(args: argparse.Namespace) -> int:
     if not _ensure_evidence(evidence):
         print(f"docs: verify wrote no evidence file at {evidence}", file=sys.stderr)
         return 1
+    _warn_if_not_current(evidence)
     report = build_site(evidence, args.out, quiet=True)
     for line in report.warnings:
         print(line, file=sys.stderr)

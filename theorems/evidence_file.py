@@ -1,0 +1,143 @@
+"""The evidence file: its schema, how check records are summarised, and how it is read and written.
+
+This is the single interface between running checks and writing docs. It imports neither pytest
+nor Hypothesis nor torch, so readers (the CLI, the site) stay light.
+
+Schema (version 1)
+------------------
+::
+
+    {
+      "schema": 1,
+      "run": {"git_sha", "git_dirty", "started", "finished", "hypothesis_profile",
+              "hypothesis_seed", "python", "torch", "numpy", "hypothesis", "platform",
+              "device", "workers",
+              "partial": bool,            # not every claim's checks ran (-k, -x, a subset)
+              "selection": str|null},     # the -k / -m expressions and paths that made it so
+      "claims": {
+        "<claim id>": {
+          "status": "verified" | "refuted" | "failing" | "unchecked",
+          "summary": {"tiers": [...], "checks": int, "passed": int, "examples": int,
+                      "worst_margin": float|null, "max_ratio": float|null, "duration": float},
+          "checks": [{
+              "nodeid", "name", "tier", "outcome": "passed"|"failed"|"skipped",
+              "examples": int,            # Hypothesis test cases run + cases() reported
+              "margin": {"worst", "last", "count"} | null,
+              "ratio": {"worst", "last", "count"} | null,
+              "metrics": {"<name>": {"worst", "last", "count", "worse"}},
+              "tables": {"<name>": {"header": [...], "rows": [[...]]}},
+              "figures": ["<path relative to the evidence file>"],
+              "counterexample": str|null,     # pinned by a refutation check
+              "falsifying_example": str|null, # Hypothesis' report when the check failed
+              "message": str|null,            # failure or skip reason, first lines
+              "duration": float               # seconds (a time: not compared between runs)
+          }]
+        }
+      }
+    }
+
+Non-finite floats are written as the strings ``"inf"``, ``"-inf"`` and ``"nan"``. Checks are
+sorted by node id, so runs under pytest-xdist give the same file as serial runs. Only the
+``started``/``finished``/``duration`` fields are times; with the ``ci`` profile two runs give the
+same file apart from those. ``partial`` and ``selection`` were added within version 1: a reader
+treats a file without them as complete.
+
+Where it goes: a complete run writes :data:`DEFAULT_PATH`, which the docs read; a partial run
+writes :data:`PARTIAL_PATH` instead, so that ``pytest -k foo`` never replaces the evidence the
+site is built from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from empirics.provenance import as_float, git_dirty, git_sha, json_ready, utc_now, versions
+from theorems.claims import STATUSES, TIERS, derive_status
+
+SCHEMA_VERSION = 1
+DEFAULT_PATH = Path("build") / "evidence.json"
+PARTIAL_PATH = Path("build") / "evidence-partial.json"
+
+__all__ = ["DEFAULT_PATH", "PARTIAL_PATH", "SCHEMA_VERSION", "as_float", "claim_records",
+           "is_partial", "load", "run_metadata", "summarize", "write"]
+
+
+def summarize(checks: Sequence[Mapping]) -> dict:
+    """One claim's summary: its tiers, counts, examples, worst margin, max ratio, duration."""
+    def extreme(key: str, pick: Callable) -> float | None:
+        values = [as_float(c[key]["worst"]) for c in checks if c.get(key)]
+        return pick(values) if values else None
+
+    return {
+        "tiers": sorted({c["tier"] for c in checks}, key=TIERS.index),
+        "checks": len(checks),
+        "passed": sum(c["outcome"] == "passed" for c in checks),
+        "examples": sum(c["examples"] for c in checks),
+        "worst_margin": extreme("margin", min),
+        "max_ratio": extreme("ratio", max),
+        "duration": round(sum(c["duration"] for c in checks), 3),
+    }
+
+
+def claim_records(checks_by_claim: Mapping[str, list[dict]], claim_ids: Sequence[str]) -> dict:
+    """Per claim: its derived status, summary and check records (sorted by node id)."""
+    records = {}
+    for claim_id in sorted(set(claim_ids) | set(checks_by_claim)):
+        checks = sorted(checks_by_claim.get(claim_id, []), key=lambda c: c["nodeid"])
+        records[claim_id] = {"status": derive_status(checks), "summary": summarize(checks),
+                             "checks": checks}
+    return records
+
+
+def run_metadata(started: float, workers: int, *, partial: bool = False,
+                 selection: str | None = None, hypothesis_profile: str | None = None,
+                 hypothesis_seed: str | None = None, device: str = "cpu") -> dict:
+    """The ``run`` record: commit, times, profile, seed, versions, platform, device."""
+    found = versions()
+    return {
+        "git_sha": git_sha(),
+        "git_dirty": git_dirty(),
+        "started": utc_now(started),
+        "finished": utc_now(),
+        "hypothesis_profile": hypothesis_profile,
+        "hypothesis_seed": hypothesis_seed,
+        "python": found["python"],
+        "torch": found.get("torch"),
+        "numpy": found.get("numpy"),
+        "hypothesis": found.get("hypothesis"),
+        "platform": platform.platform(terse=True),
+        "device": device,
+        "workers": workers,
+        "partial": partial,
+        "selection": selection,
+    }
+
+
+def write(path: str | os.PathLike, run: dict, claims: dict) -> Path:
+    """Write an evidence file (schema :data:`SCHEMA_VERSION`) and return its path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"schema": SCHEMA_VERSION, "run": run, "claims": claims}
+    path.write_text(json.dumps(json_ready(data), indent=1) + "\n")
+    return path
+
+
+def load(path: str | os.PathLike = DEFAULT_PATH) -> dict:
+    """Read an evidence file, checking its schema version and its statuses."""
+    data = json.loads(Path(path).read_text())
+    if data.get("schema") != SCHEMA_VERSION:
+        raise ValueError(f"{path}: evidence schema {data.get('schema')!r}, "
+                         f"expected {SCHEMA_VERSION}")
+    for claim_id, record in data["claims"].items():
+        if record["status"] not in STATUSES:
+            raise ValueError(f"{path}: claim {claim_id} has unknown status {record['status']!r}")
+    return data
+
+
+def is_partial(data: Mapping) -> bool:
+    """Whether a loaded evidence file comes from a run that did not check every claim."""
+    return bool(data.get("run", {}).get("partial", False))

@@ -1,0 +1,227 @@
+"""The pytest plugin that gathers the checks' evidence into the evidence file.
+
+It is registered through the package's ``pytest11`` entry point, so it is loaded by every pytest
+session in an environment where transformer-theorems is installed, including other people's.
+It therefore minds its own business, as Hypothesis' own plugin does:
+
+* importing it imports the standard library and pytest only (a test asserts this): no
+  Hypothesis, no torch, no Hypothesis profile;
+* it is active only when the session collects a check of this project (a test carrying the
+  ``claim`` mark that :func:`theorems.evidence.check` adds) or ``--evidence-out`` is given;
+  otherwise it adds two command-line options and does nothing else, writing no file;
+* its state lives in ``config.stash``.
+
+When active, each check runs inside a context-local recorder (see :mod:`theorems.evidence`),
+and its record travels on the test report's ``user_properties``, so under pytest-xdist the
+controller receives every worker's records and aggregates them. A complete run writes the
+evidence file the docs read (:data:`theorems.evidence_file.DEFAULT_PATH`); a partial one
+(``-k``, ``-x`` stopping early, a subset of the areas) writes
+:data:`~theorems.evidence_file.PARTIAL_PATH` instead, marked ``partial``, unless
+``--evidence-out`` names the file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+PROPERTY_KEY = "theorems-evidence"
+_CLAIMS_KEY = "theorems-claims"
+
+
+@dataclass
+class _State:
+    """The plugin's per-session state (in ``config.stash``)."""
+
+    started: float
+    out: Path | None  # --evidence-out, if given
+    active: bool = False
+    checks: dict[str, list[dict]] = field(default_factory=dict)
+    collected: int = 0  # check items this process collected
+    worker_claims: set[str] = field(default_factory=set)
+    written: Path | None = None
+
+
+_STATE = pytest.StashKey[_State]()
+_RECORDER = pytest.StashKey[object]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("theorems", "transformer-theorems evidence")
+    group.addoption("--evidence-out", default=None,
+                    help="where to write the evidence file (default: <rootdir>/build/"
+                         "evidence.json for a complete run, evidence-partial.json otherwise)")
+    group.addoption("--no-evidence", action="store_true",
+                    help="do not write the evidence file")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    out = config.getoption("--evidence-out")
+    config.stash[_STATE] = _State(started=time.time(), out=Path(out) if out else None,
+                                  active=out is not None)
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_Controller(config), "theorems-evidence-controller")
+
+
+def _claim_mark(item: pytest.Item):
+    return item.get_closest_marker("claim")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    checks = [item for item in items if _claim_mark(item) is not None]
+    if not checks:
+        return
+    state = config.stash[_STATE]
+    state.active, state.collected = True, len(checks)
+    from theorems.claims import TIERS, current_registry
+
+    registry = current_registry()
+    problems = []
+    for item in checks:
+        mark = _claim_mark(item)
+        if len(mark.args) != 1 or set(mark.kwargs) != {"tier"}:
+            problems.append(f"{item.nodeid}: use @check(claim, tier=...) (got {mark})")
+        elif mark.kwargs["tier"] not in TIERS:
+            problems.append(f"{item.nodeid}: unknown tier {mark.kwargs['tier']!r}")
+        elif mark.args[0] not in registry:
+            problems.append(f"{item.nodeid}: a check names unknown claim {mark.args[0]!r}")
+    if problems:
+        raise pytest.UsageError("invalid claim marks:\n  " + "\n  ".join(problems))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    mark = _claim_mark(item)
+    if mark is None:
+        return (yield)
+    from theorems.evidence import Recorder, recording
+
+    figure_dir = _default_out(item.config).parent
+    recorder = Recorder(claim=mark.args[0], tier=mark.kwargs["tier"], figure_dir=figure_dir,
+                        name=item.name)
+    item.stash[_RECORDER] = recorder
+    with recording(recorder):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    mark = _claim_mark(item)
+    if mark is None:
+        return report
+    is_result = call.when == "call" or (call.when == "setup" and report.outcome != "passed")
+    if not is_result:
+        return report
+    from empirics.provenance import json_ready
+    from theorems.evidence import FAILURE_NOTE_PREFIXES, Recorder, failure_text
+
+    recorder = item.stash.get(_RECORDER, None) or Recorder(mark.args[0], mark.kwargs["tier"])
+    record = {"nodeid": item.nodeid, "name": item.name, "claim": mark.args[0],
+              "tier": mark.kwargs["tier"], "outcome": report.outcome,
+              "duration": round(report.duration, 4), **recorder.as_dict(),
+              "falsifying_example": None, "message": None}
+    if call.excinfo is not None:
+        error = call.excinfo.value
+        if report.outcome == "failed":
+            notes = failure_text(error)
+            record["falsifying_example"] = (notes if notes.startswith(FAILURE_NOTE_PREFIXES)
+                                             else None)
+        message = str(getattr(error, "msg", None) or error).strip()
+        record["message"] = "\n".join(message.splitlines()[:6]) or type(error).__name__
+    report.user_properties.append((PROPERTY_KEY, json.dumps(json_ready(record))))
+    return report
+
+
+class _Controller:
+    """The controller's half (or a run without xdist): gathers every check record that arrives
+    on a test report, and the claim ids each xdist worker registered."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.state = config.stash[_STATE]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for key, payload in report.user_properties:
+            if key == PROPERTY_KEY:
+                record = json.loads(payload)
+                self.state.active = True
+                self.state.checks.setdefault(record.pop("claim"), []).append(record)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        """pytest-xdist: a worker finished; take the claim ids its collection registered."""
+        self.state.worker_claims.update(getattr(node, "workeroutput", {}).get(_CLAIMS_KEY, []))
+
+
+def _default_out(config: pytest.Config) -> Path:
+    state = config.stash[_STATE]
+    if state.out is not None:
+        return state.out
+    from theorems.evidence_file import DEFAULT_PATH
+
+    return Path(config.rootpath) / DEFAULT_PATH
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    state = config.stash[_STATE]
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: report which claims it registered
+        if state.active:
+            from theorems.claims import current_registry
+
+            workeroutput[_CLAIMS_KEY] = sorted(current_registry().claims)
+        return
+    if not state.checks or config.getoption("--no-evidence"):
+        return  # no check ran: keep the last evidence file as it is, and write nothing
+    _write(session, state, exitstatus)
+
+
+def _write(session: pytest.Session, state: _State, exitstatus: int) -> None:
+    from theorems import evidence_file
+    from theorems.claims import current_registry, load_all
+
+    config = session.config
+    claim_ids = state.worker_claims | set(load_all().claims) | set(current_registry().claims)
+    selection = _selection(config)
+    unchecked = claim_ids - set(state.checks)
+    stopped = bool(session.shouldstop or session.shouldfail) or exitstatus == 2
+    partial = bool(selection or unchecked or stopped)
+    if state.out is not None:
+        out = state.out
+    else:
+        out = Path(config.rootpath) / (evidence_file.PARTIAL_PATH if partial
+                                       else evidence_file.DEFAULT_PATH)
+    hypothesis = sys.modules.get("hypothesis")
+    torch = sys.modules.get("torch")
+    device = ("cuda: " + torch.cuda.get_device_name(0)
+              if torch is not None and torch.cuda.is_available() else "cpu")
+    seed = config.getoption("hypothesis_seed", default=None)
+    run = evidence_file.run_metadata(
+        state.started, int(getattr(config.option, "numprocesses", 0) or 0), partial=partial,
+        selection=selection or (f"{len(unchecked)} claims had no check run" if unchecked
+                                else "stopped early" if stopped else None),
+        hypothesis_profile=(hypothesis.settings.get_current_profile_name()
+                            if hypothesis is not None else None),
+        hypothesis_seed=None if seed is None else str(seed), device=device)
+    state.written = evidence_file.write(
+        out, run, evidence_file.claim_records(state.checks, sorted(claim_ids)))
+
+
+def _selection(config: pytest.Config) -> str | None:
+    """The ``-k`` expression, if any: a keyword filter always makes a run partial."""
+    keyword = config.getoption("keyword", default="")
+    return f"-k {keyword}" if keyword else None
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is not None and state.written is not None:
+        terminalreporter.write_line(f"theorems: evidence for {len(state.checks)} checked "
+                                    f"claims written to {state.written}")

@@ -43,7 +43,6 @@ import json
 import math
 import pkgutil
 import platform
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,7 +52,8 @@ from typing import Any
 import torch
 
 from empirics.plots import pyplot
-from empirics.training import json_ready, pick_device
+from empirics.provenance import git_sha, json_ready, save_figure, utc_now
+from empirics.training import pick_device
 
 CONFIG_NAMES = ("smoke", "full")
 # Modules of the empirics package that hold the engine rather than an experiment.
@@ -92,18 +92,11 @@ class Result:
         ``stem`` defaults to the config name for seed 0 and ``<config>-seed<k>`` otherwise.
         Figures are written as ``<stem>-<figure>.png`` and closed.
         """
-        import matplotlib.pyplot as plt
-
         directory = Path(out) / self.experiment
         directory.mkdir(parents=True, exist_ok=True)
         if stem is None:
             stem = self.config_name if self.seed == 0 else f"{self.config_name}-seed{self.seed}"
-        names = {}
-        for name, fig in self.figures.items():
-            path = directory / f"{stem}-{name}.png"
-            fig.savefig(path, dpi=120, bbox_inches="tight", metadata={"Software": None})
-            plt.close(fig)
-            names[name] = path.name
+        names = _save_figures(self.figures, directory, stem)
         data = self.as_dict() | {"figures": names}
         path = directory / f"{stem}.json"
         path.write_text(json.dumps(json_ready(data), indent=1) + "\n")
@@ -202,16 +195,10 @@ def get(name: str) -> Experiment:
 
 
 def run_record(device: torch.device) -> dict[str, Any]:
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True, timeout=10,
-                             cwd=Path(__file__).resolve().parent).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        sha = None
+    """Where and when a result was produced: device, versions, commit and date."""
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {"device": str(device), "device_name": name, "torch": torch.__version__,
-            "python": platform.python_version(), "git_sha": sha,
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "python": platform.python_version(), "git_sha": git_sha(), "date": utc_now()}
 
 
 # --- several seeds ---------------------------------------------------------------------------
@@ -312,15 +299,8 @@ def seeds_figure(title: str, summary: Mapping[str, Mapping], per_seed: Sequence[
 
 
 def _save_figures(figures: Mapping[str, Any], directory: Path, stem: str) -> dict[str, str]:
-    import matplotlib.pyplot as plt
-
-    names = {}
-    for name, fig in figures.items():
-        path = directory / f"{stem}-{name}.png"
-        fig.savefig(path, dpi=120, bbox_inches="tight", metadata={"Software": None})
-        plt.close(fig)
-        names[name] = path.name
-    return names
+    return {name: save_figure(fig, directory / f"{stem}-{name}.png", dpi=120).name
+            for name, fig in figures.items()}
 
 
 # --- published results -------------------------------------------------------------------------

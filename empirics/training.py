@@ -50,6 +50,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from empirics.provenance import json_ready
+
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # Offset between a run's training seed and the seed of its held-out batch, so that the two
 # generators never produce the same stream (a prime well beyond any seed used here).
@@ -355,14 +357,3 @@ def train(model: torch.nn.Module,
 def config_dict(config: TrainConfig) -> dict[str, Any]:
     """The config as JSON-ready data, for records."""
     return asdict(config)
-
-
-def json_ready(value):
-    """JSON-ready copy: non-finite floats become the strings "nan", "inf", "-inf"."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_ready(v) for v in value]
-    return value

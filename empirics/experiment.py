@@ -314,6 +314,20 @@ def load_result(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def published_result(name: str, config: str = "full", *,
+                     directory: str | Path = RESULTS_DIR) -> dict[str, Any]:
+    """The published result of experiment ``name`` under ``config`` (its seed-0 or aggregate
+    file, ``<directory>/<name>/<config>.json``), read with :func:`load_result`.
+
+    Raises ``FileNotFoundError`` naming the path and the command that publishes it."""
+    path = Path(directory) / name / f"{config}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no published {config!r} result of {name!r} at {path}: run "
+                                f"python -m empirics run {name} --config {config} "
+                                f"--out {RESULTS_DIR}")
+    return load_result(path)
+
+
 def is_stale(result: str | Path | Mapping[str, Any]) -> bool:
     """True when the code a saved result ran on has changed since.
 

@@ -17,7 +17,7 @@ from constructions.boltzmann import (
     rank_one_head,
     token_only_ceiling,
 )
-from theorems.areas import boltzmann as bz
+from theorems.areas.boltzmann import context_ids, memorization, operator
 from theorems.evidence import expect_failure
 from theorems.profiles import without_shrinking
 
@@ -53,33 +53,33 @@ def with_hardmax(module):
 
 @pytest.mark.mutant("boltzmann.entropy-decomposition")
 def test_hardmax_is_not_lse_minus_entropy():
-    expect_failure(bz.entropy_check(hardmax_operator))
+    expect_failure(operator.entropy_check(hardmax_operator))
 
 
 @pytest.mark.mutant("boltzmann.max-bounds")
 def test_a_tightened_lower_bound_fails():
-    expect_failure(bz.max_bounds_check(slack=0.1))
+    expect_failure(operator.max_bounds_check(slack=0.1))
 
 
 @pytest.mark.mutant("boltzmann.temperature-derivative")
 def test_hardmax_has_no_temperature_derivative():
-    expect_failure(bz.derivative_check(hardmax_operator))
+    expect_failure(operator.derivative_check(hardmax_operator))
 
 
 @pytest.mark.mutant("boltzmann.shift-permutation")
 @pytest.mark.parametrize("operator", [centring_bug, positional_weights])
 def test_broken_symmetries_are_caught(operator):
-    expect_failure(without_shrinking()(bz.symmetry_check(operator)))
+    expect_failure(without_shrinking()(operator.symmetry_check(operator)))
 
 
 @pytest.mark.mutant("boltzmann.coordinatewise-monotone")
 def test_refutation_fails_when_the_operator_is_monotone():
-    expect_failure(bz.monotonicity_refutation(hardmax_operator))
+    expect_failure(operator.monotonicity_refutation(hardmax_operator))
 
 
 @pytest.mark.mutant("boltzmann.rank-one-head")
 def test_a_hardmax_head_is_not_a_boltzmann_operator():
-    expect_failure(bz.rank_one_check(lambda *a, **k: with_hardmax(rank_one_head(*a, **k))))
+    expect_failure(operator.rank_one_check(lambda *a, **k: with_hardmax(rank_one_head(*a, **k))))
 
 
 # --- mutants: BZ.2, BZ.3, ordered reading ------------------------------------------------------
@@ -87,19 +87,19 @@ def test_a_hardmax_head_is_not_a_boltzmann_operator():
 @pytest.mark.mutant("boltzmann.lemma1-separation")
 def test_lemma1_bound_tightened_beyond_the_worst_case_fails():
     # the worst observed gap is ~706 delta' (n = 2), so 10^4 delta' is beyond the truth
-    expect_failure(bz.lemma1_check(log_bound=lambda n, r: bz.lemma_log_bound(n, r)
+    expect_failure(context_ids.lemma1_check(log_bound=lambda n, r: context_ids.lemma_log_bound(n, r)
                                    + math.log(1e4)))
 
 
 @pytest.mark.mutant("boltzmann.lemma1-separation")
 def test_lemma1_fails_for_hardmax():
-    expect_failure(bz.lemma1_check(op=bz.arb_max))
+    expect_failure(context_ids.lemma1_check(op=context_ids.arb_max))
 
 
 @pytest.mark.mutant("boltzmann.lemma1-separation")
 def test_worst_case_search_detects_a_tightened_bound():
-    rows = bz.worst_case_ratios(log_bound=lambda n, r: bz.lemma_log_bound(n, r) + math.log(1e4),
-                                max_n=2)
+    rows = context_ids.worst_case_ratios(
+        log_bound=lambda n, r: context_ids.lemma_log_bound(n, r) + math.log(1e4), max_n=2)
     assert rows[0][1] < 1
 
 
@@ -118,35 +118,35 @@ def non_separating_w(vocabulary, n):
 @pytest.mark.mutant("boltzmann.contextual-mapping")
 @pytest.mark.parametrize("build", [rho_too_small, non_separating_w])
 def test_contextual_mapping_breaks_with_small_rho_or_bad_w(build):
-    expect_failure(bz.contextual_mapping_check(build))  # the pinned example fails at once
+    expect_failure(context_ids.contextual_mapping_check(build))  # the pinned example fails at once
 
 
 @pytest.mark.mutant("boltzmann.ordered-separation")
 def test_ordered_refutation_fails_once_positions_are_encoded():
-    expect_failure(bz.ordered_refutation(lift_positions=True))
+    expect_failure(context_ids.ordered_refutation(lift_positions=True))
 
 
 # --- mutants: BZ.4, BZ.5, BZ.6, GD ------------------------------------------------------------
 
 @pytest.mark.mutant("boltzmann.hardmax-not-contextual")
 def test_softmax_separates_the_hardmax_witness():
-    expect_failure(bz.hardmax_check(kind="softmax"))
+    expect_failure(memorization.hardmax_check(kind="softmax"))
 
 
 @pytest.mark.mutant("boltzmann.memorization")
 def test_memorizer_with_hardmax_attention_misses_labels():
-    expect_failure(bz.memorization_check(
+    expect_failure(memorization.memorization_check(
         lambda inputs, labels: with_hardmax(memorizing_transformer(inputs, labels))))
 
 
 @pytest.mark.mutant("boltzmann.memorization-parameters")
 def test_halved_parameter_bound_fails():
-    expect_failure(bz.parameter_check(bound_scale=0.5))
+    expect_failure(memorization.parameter_check(bound_scale=0.5))
 
 
 @pytest.mark.mutant("boltzmann.universal-approximation")
 def test_approximator_with_hardmax_attention_fails():
-    expect_failure(bz.approximation_check(
+    expect_failure(memorization.approximation_check(
         build=lambda *a, **k: with_hardmax(equivariant_approximator(*a, **k)), grids=(4,),
         samples=500))
 
@@ -155,7 +155,7 @@ def test_approximator_with_hardmax_attention_fails():
 def test_without_values_gd_stays_at_the_token_only_ceiling():
     # a zero value direction makes the model tokenwise, so it cannot beat the ceiling however
     # long it trains: a short run shows it
-    expect_failure(bz.gd_check(values=False, steps=50))
+    expect_failure(memorization.gd_check(values=False, steps=50))
 
 
 # --- the constructions on their own -----------------------------------------------------------
@@ -173,7 +173,7 @@ def test_boltzmann_is_stable_up_to_beta_a_of_1e4():
 
 
 def test_contextual_mapping_exposes_its_constants():
-    model = contextual_mapping(bz.CATALOGUE_VOCABULARY, 2)
+    model = contextual_mapping(context_ids.CATALOGUE_VOCABULARY, 2)
     assert model.score_gap >= model.lemma_threshold * (1 - 1e-12)
     assert model.c_w >= model.theorem_c
     assert model.rho < model.theorem_rho and model.log_delta > model.theorem_log_delta
@@ -186,7 +186,7 @@ def test_contextual_mapping_exposes_its_constants():
     assert model(x).shape == (2, 2, 2)
     assert model.pattern(x).shape == (2, 2, 2)
     assert model.boltzmann_values(x).shape == (2, 2)
-    low = contextual_mapping(bz.CATALOGUE_VOCABULARY, 2, dtype=torch.float32)
+    low = contextual_mapping(context_ids.CATALOGUE_VOCABULARY, 2, dtype=torch.float32)
     assert low(x.float()).dtype == torch.float32
 
 
@@ -235,7 +235,7 @@ def test_boltzmann_rejects_bad_input():
 
 
 def test_contextual_mapping_rejects_unseparated_vocabularies():
-    vocabulary = bz.CATALOGUE_VOCABULARY
+    vocabulary = context_ids.CATALOGUE_VOCABULARY
     with pytest.raises(ValueError, match="row 1 is the zero vector"):
         contextual_mapping(torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]]), 2)
     with pytest.raises(ValueError, match="rows 0 and 2 are equal"):
@@ -296,7 +296,7 @@ def test_approximator_and_data_builders_reject_bad_input():
     with pytest.raises(ValueError, match=r"f must map a \(B, 2, 1\) tensor to shape \(B, 2\)"):
         equivariant_approximator(lambda X: X.sum(-1).sum(-1), 2, 1, 4)
     with pytest.raises(ValueError, match="more than max_sequences=10"):
-        equivariant_approximator(bz.equivariant_target, 2, 1, 8, max_sequences=10)
+        equivariant_approximator(memorization.equivariant_target, 2, 1, 8, max_sequences=10)
     with pytest.raises(ValueError, match="inconsistent labels"):
         equivariant_approximator(lambda X: X[..., 0] * torch.arange(2.0), 2, 1, 4)
     with pytest.raises(ValueError, match="seq_len must be <= vocab_size=3"):

@@ -19,7 +19,7 @@ import torch
 
 from constructions import fact_mlps as fm
 from empirics import fact_mlps as experiments
-from theorems.areas import fact_mlps as checks
+from theorems.areas.fact_mlps import associative_memories, gradient_descent, rome, storage
 from theorems.evidence import expect_failure
 from theorems.profiles import without_shrinking
 
@@ -100,13 +100,13 @@ def tightened_jl(num_values: int, gamma: float) -> int:
 @pytest.mark.mutant("fact-mlps.encoder-exact-storage")
 @pytest.mark.parametrize("build", [below_threshold, perturbed_solve])
 def test_broken_encoders_fail_the_storage_check(build):
-    report = expect_failure(without_shrinking()(checks.exact_storage_check(build)))
+    report = expect_failure(without_shrinking()(storage.exact_storage_check(build)))
     assert "Falsifying" in report or "Failing" in report
 
 
 @pytest.mark.mutant("fact-mlps.encoder-exact-storage")
 def test_width_one_below_threshold_fails_the_exhaustive_check():
-    expect_failure(checks.threshold_exhaustive_check(
+    expect_failure(storage.threshold_exhaustive_check(
         lambda F, d, m: max(1, fm.threshold_hidden(F, d, m) - 1)))
 
 
@@ -114,11 +114,11 @@ def test_width_one_below_threshold_fails_the_exhaustive_check():
 def test_generic_witness_breaks_the_refutation():
     generator = torch.Generator().manual_seed(5)
     generic = torch.randn(8, 4, generator=generator, dtype=torch.float64)
-    expect_failure(checks.subspace_refutation(generic))
+    expect_failure(storage.subspace_refutation(generic))
 
 
 def test_builder_rejects_the_subspace_witness_and_wider_encoders_store_it():
-    keys, values, facts = checks.SUBSPACE_KEYS, checks.SUBSPACE_VALUES, checks.SUBSPACE_FACTS
+    keys, values, facts = storage.SUBSPACE_KEYS, storage.SUBSPACE_VALUES, storage.SUBSPACE_FACTS
     with pytest.raises(ValueError, match="degenerate position"):
         fm.encoder_decoder_mlp(keys, values, facts)
     # h * rank(keys) >= F m restores solvability: 6 * 3 >= 8 * 2
@@ -130,40 +130,40 @@ def test_builder_rejects_the_subspace_witness_and_wider_encoders_store_it():
 
 @pytest.mark.mutant("fact-mlps.parameter-efficiency")
 def test_a_wasteful_width_breaks_the_parameter_count():
-    expect_failure(checks.efficiency_check(twice_as_wide, sizes=(16, 32)))
+    expect_failure(storage.efficiency_check(twice_as_wide, sizes=(16, 32)))
 
 
 @pytest.mark.mutant("fact-mlps.parameter-efficiency")
 def test_a_limit_without_the_code_term_is_rejected():
     import sympy as sp
 
-    expect_failure(checks.parameter_limit_check(lambda m, d, V: 2 * m / sp.log(V, 2)))
+    expect_failure(storage.parameter_limit_check(lambda m, d, V: 2 * m / sp.log(V, 2)))
 
 
 # --- FM.4 ------------------------------------------------------------------------------------
 
 @pytest.mark.mutant("fact-mlps.decodability-jl")
 def test_tightened_jl_dimension_fails_the_property():
-    expect_failure(without_shrinking()(checks.decodability_check(tightened_jl)))
+    expect_failure(without_shrinking()(storage.decodability_check(tightened_jl)))
 
 
 @pytest.mark.mutant("fact-mlps.decodability-jl")
 def test_tightened_jl_dimension_fails_the_scaling_check():
-    expect_failure(checks.decodability_scaling_check(tightened_jl))
+    expect_failure(storage.decodability_scaling_check(tightened_jl))
 
 
 def test_decodability_proxy_is_monotone_in_the_margin():
-    wide = fm.decodability(checks.equicorrelated(8, 0.0), draws=32)
-    narrow = fm.decodability(checks.equicorrelated(8, 0.75), draws=32)
+    wide = fm.decodability(storage.equicorrelated(8, 0.0), draws=32)
+    narrow = fm.decodability(storage.equicorrelated(8, 0.75), draws=32)
     assert wide is not None and narrow is not None and wide < narrow
-    assert fm.decodability(checks.equicorrelated(8, 0.75), draws=32, max_dim=2) is None
+    assert fm.decodability(storage.equicorrelated(8, 0.75), draws=32, max_dim=2) is None
 
 
 # --- FM.5 ------------------------------------------------------------------------------------
 
 @pytest.mark.mutant("fact-mlps.mlp-swap")
 def test_a_swap_that_keeps_the_old_mlp_fails():
-    expect_failure(without_shrinking()(checks.swap_check(stuck_transformer)))
+    expect_failure(without_shrinking()(storage.swap_check(stuck_transformer)))
 
 
 # --- FM.6 and the associative memories (tiny configs) --------------------------------------------
@@ -172,7 +172,7 @@ TINY_WIDTH = {"d": 4, "num_values": 4, "num_facts": (4, 8, 16), "steps": 100, "m
 
 
 def tiny_width_sweep() -> dict:
-    return checks.width_sweep_data("smoke", **TINY_WIDTH)
+    return gradient_descent.width_sweep_data("smoke", **TINY_WIDTH)
 
 
 def narrower_by_one() -> dict:
@@ -187,7 +187,7 @@ def narrower_by_one() -> dict:
 def same_slopes() -> dict:
     """The published full sweep with GD's parameter counts replaced by a tenth of the
     construction's: the two slopes then agree exactly."""
-    data = copy.deepcopy(checks.published_width_data())
+    data = copy.deepcopy(gradient_descent.published_width_data())
     for point in data["points"]:
         point["params"] = point["construction_params"] / 10
     return data
@@ -195,19 +195,19 @@ def same_slopes() -> dict:
 
 @pytest.mark.mutant("fact-mlps.gd-cheaper")
 def test_a_width_one_below_the_found_one_fails():
-    report = expect_failure(checks.gd_cheaper_check(narrower_by_one))
+    report = expect_failure(gradient_descent.gd_cheaper_check(narrower_by_one))
     assert "not verified" in report
 
 
 @pytest.mark.mutant("fact-mlps.gd-cheaper")
 def test_a_tenfold_cheaper_gd_claim_fails():
-    report = expect_failure(checks.gd_cheaper_check(tiny_width_sweep, cost_ratio=0.1))
+    report = expect_failure(gradient_descent.gd_cheaper_check(tiny_width_sweep, cost_ratio=0.1))
     assert "GD needs" in report
 
 
 @pytest.mark.mutant("fact-mlps.gd-matches-construction")
 def test_matching_slopes_break_the_refutation():
-    expect_failure(checks.slope_refutation(same_slopes))
+    expect_failure(gradient_descent.slope_refutation(same_slopes))
 
 
 def test_width_sweep_points_are_picklable_for_the_process_pool():
@@ -219,58 +219,58 @@ def test_width_sweep_points_are_picklable_for_the_process_pool():
 
 @pytest.mark.mutant("fact-mlps.linear-memory-capacity")
 def test_linear_in_d_capacity_is_rejected():
-    expect_failure(checks.capacity_check(exponent=1.0))
+    expect_failure(associative_memories.capacity_check(exponent=1.0))
 
 
 @pytest.mark.mutant("fact-mlps.zipf-memory-scaling")
 @pytest.mark.parametrize("exponent", [-2.0, -0.25])
 def test_other_zipf_exponents_are_rejected(exponent):
     """-2(α-1): a d² capacity; -(α-1)/(2α): storing by frequency. Both are refuted at α = 2."""
-    expect_failure(checks.zipf_check(exponent=exponent))
+    expect_failure(associative_memories.zipf_check(exponent=exponent))
 
 
 # --- FM.7 ------------------------------------------------------------------------------------
 
 @pytest.mark.mutant("fact-mlps.rome-insertion")
 def test_perturbed_rome_misses_the_new_value():
-    expect_failure(without_shrinking()(checks.insertion_check(rome_perturbed)))
+    expect_failure(without_shrinking()(rome.insertion_check(rome_perturbed)))
 
 
 @pytest.mark.mutant("fact-mlps.rome-minimal-disturbance")
 def test_wrong_covariance_breaks_pythagoras():
-    expect_failure(without_shrinking()(checks.minimal_disturbance_check(rome_wrong_covariance)))
+    expect_failure(without_shrinking()(rome.minimal_disturbance_check(rome_wrong_covariance)))
 
 
 @pytest.mark.mutant("fact-mlps.rome-minimal-disturbance")
 def test_wrong_covariance_disagrees_with_cvxpy():
-    expect_failure(without_shrinking()(checks.cvxpy_min_cost_check(rome_wrong_covariance)))
+    expect_failure(without_shrinking()(rome.cvxpy_min_cost_check(rome_wrong_covariance)))
 
 
 @pytest.mark.mutant("fact-mlps.rome-unaffected-keys")
 def test_wrong_covariance_moves_orthogonal_keys():
-    expect_failure(without_shrinking()(checks.unaffected_keys_check(rome_wrong_covariance)))
+    expect_failure(without_shrinking()(rome.unaffected_keys_check(rome_wrong_covariance)))
 
 
 @pytest.mark.mutant("fact-mlps.rome-rank-one")
 def test_full_rank_noise_breaks_rank_one():
-    expect_failure(without_shrinking()(checks.rank_one_check(rome_plus_noise)))
+    expect_failure(without_shrinking()(rome.rank_one_check(rome_plus_noise)))
 
 
 @pytest.mark.mutant("fact-mlps.rome-constrained-least-squares")
 def test_wrong_covariance_is_not_the_constrained_optimum():
-    expect_failure(without_shrinking()(checks.least_squares_check(rome_wrong_covariance)))
+    expect_failure(without_shrinking()(rome.least_squares_check(rome_wrong_covariance)))
 
 
 @pytest.mark.mutant("fact-mlps.rome-code-asymmetry")
 def test_the_paper_variant_is_not_the_code():
-    expect_failure(without_shrinking()(checks.asymmetry_check(rome_paper_variant)))
-    expect_failure(checks.both_variants_check(rome_paper_variant))
+    expect_failure(without_shrinking()(rome.asymmetry_check(rome_paper_variant)))
+    expect_failure(rome.both_variants_check(rome_paper_variant))
 
 
 @pytest.mark.mutant("fact-mlps.rome-gd")
 def test_wrong_covariance_in_the_penalty_misses_rome():
-    result = functools.partial(checks.rome_gd_result, "smoke", penalty="I", steps=2000)
-    report = expect_failure(checks.rome_gd_check(result))
+    result = functools.partial(rome.rome_gd_result, "smoke", penalty="I", steps=2000)
+    report = expect_failure(rome.rome_gd_check(result))
     assert "from ROME" in report
 
 

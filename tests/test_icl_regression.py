@@ -11,7 +11,6 @@ from functools import partial
 import pytest
 import torch
 
-import theorems.areas.icl_regression as checks
 from constructions.icl_regression import (
     cot_prompt,
     gd_prediction,
@@ -32,6 +31,12 @@ from constructions.icl_regression import (
 )
 from empirics.experiment import load_all
 from empirics.icl_regression import ZFB_EXPERIMENT
+from theorems.areas.icl_regression import (
+    multi_step,
+    one_step,
+    von_oswald_step,
+    zhang_frei_bartlett,
+)
 from theorems.evidence import expect_failure
 from theorems.profiles import without_shrinking
 
@@ -100,44 +105,44 @@ LINEAR_MUTANTS = {"eta off by 10%": scaled_preconditioner,
 
 @pytest.mark.mutant("icl-regression.effective-predictor")
 def test_dropping_the_query_mask_breaks_the_effective_predictor():
-    expect_failure(without_shrinking()(checks.effective_predictor_check(unmasked_lsa)))
+    expect_failure(without_shrinking()(one_step.effective_predictor_check(unmasked_lsa)))
 
 
 @pytest.mark.mutant("icl-regression.one-step-gd")
 @pytest.mark.parametrize("build", [step_off(one_step_gd), transposed_one_step],
                          ids=["eta off by 10%", "preconditioner transposed"])
 def test_broken_one_step_constructions_are_not_gd(build):
-    expect_failure(without_shrinking()(checks.one_step_check(build)))
+    expect_failure(without_shrinking()(one_step.one_step_check(build)))
 
 
 @pytest.mark.mutant("icl-regression.isotropic-optimum")
 @pytest.mark.parametrize("preconditioner", LINEAR_MUTANTS.values(), ids=LINEAR_MUTANTS.keys())
 def test_wrong_isotropic_optimum_is_caught_by_the_convex_fit(preconditioner):
-    closed_form = partial(checks.linear_closed_form, preconditioner=preconditioner,
+    closed_form = partial(one_step.linear_closed_form, preconditioner=preconditioner,
                           loss=loss_of(preconditioner))
-    expect_failure(checks.convex_optimum_check("isotropic", closed_form))
+    expect_failure(one_step.convex_optimum_check("isotropic", closed_form))
 
 
 @pytest.mark.mutant("icl-regression.isotropic-optimum")
 @pytest.mark.parametrize("preconditioner", LINEAR_MUTANTS.values(), ids=LINEAR_MUTANTS.keys())
 def test_wrong_isotropic_optimum_is_caught_by_the_trained_lsa(preconditioner):
-    expect_failure(checks.trained_optimum_check(
-        "isotropic", partial(checks.linear_closed_form, preconditioner=preconditioner)))
+    expect_failure(one_step.trained_optimum_check(
+        "isotropic", partial(one_step.linear_closed_form, preconditioner=preconditioner)))
 
 
 @pytest.mark.mutant("icl-regression.isotropic-optimum")
 def test_wrong_normalisation_misses_the_printed_numbers():
-    expect_failure(checks.isotropic_numbers_check(
+    expect_failure(one_step.isotropic_numbers_check(
         n_instead_of_n_plus_one, loss_of(n_instead_of_n_plus_one)))
 
 
 @pytest.mark.mutant("icl-regression.preconditioned-optimum")
 @pytest.mark.parametrize("preconditioner", LINEAR_MUTANTS.values(), ids=LINEAR_MUTANTS.keys())
 def test_wrong_preconditioner_is_caught_three_ways(preconditioner):
-    closed_form = partial(checks.linear_closed_form, preconditioner=preconditioner)
-    expect_failure(checks.convex_optimum_check("preconditioned", closed_form))
-    expect_failure(checks.trained_optimum_check("preconditioned", closed_form))
-    expect_failure(checks.closed_form_property_check(preconditioner))
+    closed_form = partial(one_step.linear_closed_form, preconditioner=preconditioner)
+    expect_failure(one_step.convex_optimum_check("preconditioned", closed_form))
+    expect_failure(one_step.trained_optimum_check("preconditioned", closed_form))
+    expect_failure(one_step.closed_form_property_check(preconditioner))
 
 
 def test_the_preconditioner_is_symmetric_so_transposition_is_invisible():
@@ -152,63 +157,64 @@ def test_the_preconditioner_is_symmetric_so_transposition_is_invisible():
 
 @pytest.mark.mutant("icl-regression.zfb-conserved-quantity")
 def test_a_wrong_optimum_misses_the_gradient_flow_endpoint():
-    expect_failure(checks.zfb_conservation_check(scaled_preconditioner))
+    expect_failure(zhang_frei_bartlett.zfb_conservation_check(scaled_preconditioner))
 
 
 @pytest.mark.mutant("icl-regression.zfb-conserved-quantity")
 def test_adam_does_not_conserve_the_balance():
-    expect_failure(checks.zfb_conservation_check(trajectory=lambda: ZFB_EXPERIMENT(
+    expect_failure(zhang_frei_bartlett.zfb_conservation_check(trajectory=lambda: ZFB_EXPERIMENT(
         "smoke", device="cpu", optimizer="adam", steps=40)))
 
 
 @pytest.mark.mutant("icl-regression.zfb-prompt-length-risk")
 def test_off_by_one_prompt_length_risk_is_caught():
-    expect_failure(checks.prompt_length_risk_check(risk_with_M_not_M_plus_one))
+    expect_failure(zhang_frei_bartlett.prompt_length_risk_check(risk_with_M_not_M_plus_one))
 
 
 @pytest.mark.mutant("icl-regression.von-oswald-gd-step")
 def test_dropping_the_query_mask_makes_von_oswald_leak():
-    expect_failure(without_shrinking()(checks.von_oswald_check(unmasked_von_oswald)))
+    expect_failure(without_shrinking()(von_oswald_step.von_oswald_check(unmasked_von_oswald)))
 
 
 @pytest.mark.mutant("icl-regression.von-oswald-unmasked-any-w0")
 def test_leak_refutation_fails_when_the_mask_cannot_be_dropped():
-    expect_failure(checks.leak_refutation(always_masked_von_oswald))
+    expect_failure(von_oswald_step.leak_refutation(always_masked_von_oswald))
 
 
 @pytest.mark.mutant("icl-regression.nonlinear-step")
 def test_wrong_nonlinear_step_is_caught():
     def step(n, g2, f2x2):
         return 1.1 * nonlinear_optimal_step(n, g2, f2x2)
-    closed_form = partial(checks.sine_closed_form, step=step)
-    expect_failure(checks.convex_optimum_check("sine", closed_form))
-    expect_failure(checks.trained_optimum_check("sine", closed_form))
+    closed_form = partial(one_step.sine_closed_form, step=step)
+    expect_failure(one_step.convex_optimum_check("sine", closed_form))
+    expect_failure(one_step.trained_optimum_check("sine", closed_form))
 
 
 @pytest.mark.mutant("icl-regression.multi-step-exact")
 def test_wrong_step_size_breaks_multi_step_exactness():
-    expect_failure(checks.multi_step_check(step_off(multi_step_gd)))
+    expect_failure(multi_step.multi_step_check(step_off(multi_step_gd)))
 
 
 @pytest.mark.mutant("icl-regression.cot-error-table")
 def test_wrong_step_size_breaks_the_error_table():
-    expect_failure(checks.cot_error_table_check(step_off(multi_step_gd)))
+    expect_failure(multi_step.cot_error_table_check(step_off(multi_step_gd)))
 
 
 @pytest.mark.mutant("icl-regression.cot-error-decreases-every-eta")
 def test_divergence_refutation_fails_with_a_smaller_step():
     # eta 0.45 < 2 / 4.2: the pinned prompt then converges, so nothing refutes the claim
-    expect_failure(checks.divergence_refutation(step_off(multi_step_gd, 0.9)))
+    expect_failure(multi_step.divergence_refutation(step_off(multi_step_gd, 0.9)))
 
 
 @pytest.mark.mutant("icl-regression.no-cot-optimum")
 def test_wrong_normalisation_misses_the_no_cot_optimum():
-    expect_failure(checks.no_cot_check(n_instead_of_n_plus_one, loss_of(n_instead_of_n_plus_one)))
+    expect_failure(multi_step.no_cot_check(n_instead_of_n_plus_one,
+                                           loss_of(n_instead_of_n_plus_one)))
 
 
 @pytest.mark.mutant("icl-regression.cot-trained-products")
 def test_trained_cot_does_not_match_a_wrong_step():
-    expect_failure(checks.cot_products_check(step_off(multi_step_layer)))
+    expect_failure(multi_step.cot_products_check(step_off(multi_step_layer)))
 
 
 # --- the slice-symmetry trap, and the construction's API ------------------------------------

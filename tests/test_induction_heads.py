@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from constructions import induction_heads as ih
-from theorems.areas import induction_heads as checks
+from theorems.areas.induction_heads import _shared, exactness, lower_bound
 from theorems.evidence import expect_failure
 from theorems.numerics import gamma
 from theorems.profiles import without_shrinking
@@ -53,7 +53,7 @@ def broken(kind: str) -> dict:
 @pytest.mark.parametrize("mutant", ["small beta1", "no recency bias", "no BOS sink",
                                     "rolled positions"])
 def test_broken_constructions_fail_the_property_check(kind, mutant):
-    report = expect_failure(checks.exactness_check(broken(kind)[mutant], kind))
+    report = expect_failure(exactness.exactness_check(broken(kind)[mutant], kind))
     assert "Falsifying" in report or "Failing" in report
 
 
@@ -62,12 +62,12 @@ def test_broken_constructions_fail_the_property_check(kind, mutant):
 @pytest.mark.parametrize("mutant", ["small beta1", "no recency bias", "no BOS sink",
                                     "rolled positions"])
 def test_broken_constructions_fail_the_exhaustive_check(kind, mutant):
-    expect_failure(checks.exhaustive_check(broken(kind)[mutant], kind, sizes=((3, 5),)))
+    expect_failure(exactness.exhaustive_check(broken(kind)[mutant], kind, sizes=((3, 5),)))
 
 
 @pytest.mark.mutant("induction-heads.compact-exact")
 def test_a_growing_width_fails_the_width_check():
-    expect_failure(checks.width_check(ih.two_layer_induction))
+    expect_failure(exactness.width_check(ih.two_layer_induction))
 
 
 # --- margin conditions ------------------------------------------------------------------------
@@ -84,19 +84,19 @@ def _with(parameters, **changes):
 @pytest.mark.mutant("induction-heads.two-layer-margins")
 def test_beta1_below_the_derivation_fails_the_two_layer_margin_checks():
     small = _with(ih.two_layer_parameters, beta1=lambda n, p, lib: lib.log(n * p.beta2) - 1)
-    expect_failure(checks.two_layer_margin_symbolic_check(small))
-    expect_failure(checks.margin_numeric_check(small))
+    expect_failure(exactness.two_layer_margin_symbolic_check(small))
+    expect_failure(exactness.margin_numeric_check(small))
 
 
 @pytest.mark.mutant("induction-heads.two-layer-margins")
 def test_recency_without_slack_fails_the_two_layer_symbolic_check():
     tight = _with(ih.two_layer_parameters, recency=lambda n, p, lib: lib.log(3 * n))
-    expect_failure(checks.two_layer_margin_symbolic_check(tight))
+    expect_failure(exactness.two_layer_margin_symbolic_check(tight))
 
 
 @pytest.mark.mutant("induction-heads.two-layer-margins")
 def test_no_sink_fails_the_two_layer_numeric_check():
-    expect_failure(checks.margin_numeric_check(
+    expect_failure(exactness.margin_numeric_check(
         _with(ih.two_layer_parameters, sink=lambda n, p, lib: 0 * n)))
 
 
@@ -106,13 +106,13 @@ def test_beta1_below_the_derivation_fails_the_compact_margin_checks():
         return (lib.log(n * p.beta2) - 1) / p.position_gap
 
     mutant = _with(ih.compact_parameters, beta1=small)
-    expect_failure(checks.compact_margin_symbolic_check(mutant))
-    expect_failure(checks.margin_numeric_check(mutant, ih.compact_conditions, vocab_sizes=(3,)))
+    expect_failure(exactness.compact_margin_symbolic_check(mutant))
+    expect_failure(exactness.margin_numeric_check(mutant, ih.compact_conditions, vocab_sizes=(3,)))
 
 
 @pytest.mark.mutant("induction-heads.compact-margins")
 def test_no_recency_fails_the_compact_numeric_check():
-    expect_failure(checks.margin_numeric_check(
+    expect_failure(exactness.margin_numeric_check(
         _with(ih.compact_parameters, recency=lambda n, p, lib: 0 * n), ih.compact_conditions,
         vocab_sizes=(3,)))
 
@@ -123,8 +123,8 @@ def test_no_recency_fails_the_compact_numeric_check():
 @pytest.mark.parametrize("kind", ["two_layer", "compact"])
 def test_small_beta1_fails_the_precision_checks(kind):
     build = broken(kind)["small beta1"]
-    expect_failure(checks.precision_check({kind: build}, {kind: (16,)}))
-    expect_failure(checks.emulated_exactness_check(build, kind))
+    expect_failure(exactness.precision_check({kind: build}, {kind: (16,)}))
+    expect_failure(exactness.emulated_exactness_check(build, kind))
 
 
 @pytest.mark.mutant("induction-heads.precision")
@@ -132,13 +132,13 @@ def test_a_tightened_precision_bound_fails():
     def tightened(kind, vocab_size, length):
         return math.ceil(math.log2(length))  # "log2 n bits", without constants or log log n
 
-    expect_failure(checks.precision_check(lengths={"two_layer": (64,), "compact": (256,)},
+    expect_failure(exactness.precision_check(lengths={"two_layer": (64,), "compact": (256,)},
                                           bits=tightened))
 
 
 @pytest.mark.mutant("induction-heads.precision")
 def test_linear_precision_fails_the_logarithmic_check():
-    expect_failure(checks.logarithmic_bits_check(lambda kind, vocab_size, n: n))
+    expect_failure(exactness.logarithmic_bits_check(lambda kind, vocab_size, n: n))
 
 
 # --- task, reduction, decomposition, lower bound --------------------------------------------
@@ -155,7 +155,7 @@ def earliest_occurrence_targets(tokens: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.mutant("induction-heads.task")
 def test_first_occurrence_oracle_fails_the_task_check():
-    expect_failure(checks.task_check(earliest_occurrence_targets))
+    expect_failure(exactness.task_check(earliest_occurrence_targets))
 
 
 def matched_token_oracle(tokens: torch.Tensor) -> torch.Tensor:
@@ -166,7 +166,7 @@ def matched_token_oracle(tokens: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.mutant("induction-heads.index-reduction")
 def test_matched_token_oracle_fails_the_reduction_check():
-    expect_failure(checks.index_reduction_check(oracle=matched_token_oracle))
+    expect_failure(lower_bound.index_reduction_check(oracle=matched_token_oracle))
 
 
 @pytest.mark.mutant("induction-heads.index-reduction")
@@ -177,7 +177,7 @@ def test_star_on_alices_side_fails_the_reduction_check():
         tokens[2 * index - 1] = ih.STAR  # Bob's star moved onto Alice's bit
         return tokens, alice
 
-    expect_failure(checks.index_reduction_check(instance=shifted))
+    expect_failure(lower_bound.index_reduction_check(instance=shifted))
 
 
 @pytest.mark.mutant("induction-heads.one-layer-decomposition")
@@ -185,29 +185,29 @@ def test_bob_normalising_alone_fails_the_decomposition_check():
     def bob_only(model, tokens, alice, bob):
         return ih.combine_messages(model, tokens, (alice[0], torch.zeros_like(alice[1])), bob)
 
-    expect_failure(without_shrinking()(checks.decomposition_check(combine=bob_only)))
+    expect_failure(without_shrinking()(lower_bound.decomposition_check(combine=bob_only)))
 
 
 @pytest.mark.mutant("induction-heads.one-layer-lower-bound")
 def test_separation_below_the_crossover_fails():
-    expect_failure(checks.separation_check(length=511))
+    expect_failure(lower_bound.separation_check(length=511))
 
 
 @pytest.mark.mutant("induction-heads.one-layer-lower-bound")
 def test_linear_precision_fails_the_counting_check():
-    expect_failure(checks.counting_check(circle_bits=lambda n: n))
+    expect_failure(lower_bound.counting_check(circle_bits=lambda n: n))
 
 
 @pytest.mark.mutant("induction-heads.gd-depth-separation")
 def test_undertrained_models_fail_the_empirical_check():
-    expect_failure(checks.gd_check(steps=2, eval_batch=64))
+    expect_failure(lower_bound.gd_check(steps=2, eval_batch=64))
 
 
 # --- the model and its emulation ------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["two_layer", "compact"])
 def test_rounded_path_with_identity_matches_the_forward(kind):
-    model, tokens = BUILDERS[kind](5, 20), checks.stress_batch(5, 20)
+    model, tokens = BUILDERS[kind](5, 20), exactness.stress_batch(5, 20)
     plain, patterns = model.run(tokens)
     emulated, emulated_patterns = model.run(tokens, rounding=lambda t: t)
     # Same sums in possibly different orders: within gamma_K of the absolute evaluation,
@@ -215,7 +215,7 @@ def test_rounded_path_with_identity_matches_the_forward(kind):
     tolerance = gamma(2 * model.d_model + 2 * 21 + 8) * (1 + float(plain.abs().max()))
     assert float((plain - emulated).abs().max()) <= tolerance
     for a, b in zip(patterns, emulated_patterns, strict=True):
-        assert float((a - b).abs().max()) <= checks.softmax_tolerance(21) * 1e3
+        assert float((a - b).abs().max()) <= _shared.softmax_tolerance(21) * 1e3
 
 
 @pytest.mark.parametrize(("bits", "dtype"), [(24, torch.float32), (11, torch.float16),

@@ -19,7 +19,7 @@ from constructions.power_method import (
     residual_cancelling_layer,
     sample_data,
 )
-from theorems.areas import power_method as pm
+from theorems.areas.power_method import looped_model, training
 from theorems.evidence import expect_failure
 
 # --- the four broken constructions ---------------------------------------------------------------
@@ -56,24 +56,24 @@ def fails(check) -> str:
 @pytest.mark.mutant("power-method.looped-shifted-power")
 @pytest.mark.parametrize("build", [without_normalization, wrong_sign, transposed])
 def test_broken_constructions_are_not_shifted_power_iteration(build):
-    fails(pm.shifted_power_check(build=build))
+    fails(looped_model.shifted_power_check(build=build))
 
 
 @pytest.mark.mutant("power-method.looped-shifted-power")
 @pytest.mark.parametrize("build", [wrong_sign, transposed])
 def test_broken_constructions_break_one_more_loop(build):
-    fails(pm.extra_loop_check(build=build))
+    fails(looped_model.extra_loop_check(build=build))
 
 
 @pytest.mark.mutant("power-method.unshifted-limit")
 @pytest.mark.parametrize("build", [without_normalization, wrong_sign])
 def test_broken_constructions_miss_the_unshifted_limit(build):
-    fails(pm.unshifted_limit_check(build=build))
+    fails(looped_model.unshifted_limit_check(build=build))
 
 
 @pytest.mark.mutant("power-method.unshifted-limit")
 def test_wrong_sign_breaks_the_convergence_sweep():
-    fails(pm.limit_sweep_check(build=wrong_sign, rhos=(1e2, 1e3)))
+    fails(looped_model.limit_sweep_check(build=wrong_sign, rhos=(1e2, 1e3)))
 
 
 # --- mutants: PM.4 -------------------------------------------------------------------------------
@@ -82,12 +82,12 @@ def test_wrong_sign_breaks_the_convergence_sweep():
 @pytest.mark.mutant("power-method.iteration-bounds")
 @pytest.mark.parametrize("shifts", [{"upper_shift": 1}, {"lower_shift": -1}])
 def test_bound_exponent_off_by_one_fails(shifts):
-    fails(pm.iteration_bounds_check(**shifts))
+    fails(looped_model.iteration_bounds_check(**shifts))
 
 
 @pytest.mark.mutant("power-method.iteration-bounds")
 def test_wrong_sign_breaks_the_bounds_figure():
-    fails(pm.bounds_figure_check(build=wrong_sign))
+    fails(looped_model.bounds_figure_check(build=wrong_sign))
 
 
 # --- mutants: PM.3 -------------------------------------------------------------------------------
@@ -96,18 +96,18 @@ def test_wrong_sign_breaks_the_bounds_figure():
 @pytest.mark.mutant("power-method.no-ln-rate-gap")
 @pytest.mark.parametrize("build", [wrong_sign, transposed])
 def test_broken_layers_do_not_contract_at_r_gamma(build):
-    fails(pm.rate_gap_check(build=build))
+    fails(training.rate_gap_check(build=build))
 
 
 @pytest.mark.mutant("power-method.no-ln-expressivity")
 @pytest.mark.parametrize("build", [wrong_sign, transposed])
 def test_broken_constructions_are_not_rescaled_power_iteration(build):
-    fails(pm.rescaling_check(build=build))
+    fails(training.rescaling_check(build=build))
 
 
 @pytest.mark.mutant("power-method.no-ln-expressivity")
 def test_wrong_sign_cancelling_layer_is_caught():
-    fails(pm.cancellation_check(build=cancelling_wrong_sign))
+    fails(training.cancellation_check(build=cancelling_wrong_sign))
 
 
 @pytest.fixture
@@ -123,13 +123,13 @@ def no_normalization_in_experiments(monkeypatch):
 
 @pytest.mark.mutant("power-method.layerwise-ln-vs-none")
 def test_layerwise_check_fails_without_normalization(no_normalization_in_experiments):
-    fails(pm.layerwise_check(steps=100, eval_every=20, mc_size=2000))
+    fails(training.layerwise_check(steps=100, eval_every=20, mc_size=2000))
 
 
 @pytest.mark.mutant("power-method.gd-learns-power-method")
 def test_gd_check_fails_without_normalization(no_normalization_in_experiments):
     # lr 1.0 diverges without normalisation (see the smoke config), so use the control's lr
-    fails(pm.gd_check(lr=0.1, control=False, steps=200))
+    fails(training.gd_check(lr=0.1, control=False, steps=200))
 
 
 @pytest.mark.mutant("power-method.gd-learns-power-method")
@@ -137,7 +137,7 @@ def test_gd_check_fails_from_transposed_init(monkeypatch):
     original = pm_empirics.from_block_weights
     monkeypatch.setattr(pm_empirics, "from_block_weights",
                         lambda W, V, *, normalize=True: original(W.T, V.T, normalize=normalize))
-    fails(pm.gd_check(control=False, steps=40))
+    fails(training.gd_check(control=False, steps=40))
 
 
 # --- the experiments' helpers --------------------------------------------------------------------

@@ -1,18 +1,5 @@
-r"""Induction heads: one layer needs :math:`hmp = \Omega(n)`, two layers solve it exactly.
-
-Sources. Sanford, Hsu, Telgarsky (2024), arXiv:2408.14332: the task definition and the
-citation of Bietti et al.'s two-layer construction were read in the paper's Section 1 [V]; the
-bound :math:`hmp = \Omega(n)` and the two-layer size :math:`O(1)\cdot O(1)\cdot O(\log n)` for
-:math:`|\Sigma| \le n` come from a summary of the paper [S]; the Alice/Bob details of the
-INDEX reduction are this project's reconstruction [R]. Bietti et al. (2023), arXiv:2306.00802:
-the previous-token + induction-head mechanism and the observation that one-layer models fail
-to learn in-context bigrams while two-layer ones succeed were read in its introduction and
-Figure 1 [V]. The explicit weights, temperatures, margin conditions and precision bound are
-ours [D] (see :mod:`constructions.induction_heads`).
-
-Each claim is followed by its checks; each check is built by a factory that takes the
-construction (or formula) under test, so ``tests/test_induction_heads.py`` can rebuild it
-around a broken one and assert that it then fails.
+r"""The induction-heads task, and Sanford-Hsu-Telgarsky's two-layer and compact constructions:
+exactness, margin conditions, precision, the index and decomposition facts.
 """
 
 from __future__ import annotations
@@ -29,16 +16,11 @@ from hypothesis import strategies as st
 from constructions.induction_heads import (
     NO_MATCH,
     InductionParameters,
-    combine_messages,
     compact_conditions,
     compact_induction,
     compact_parameters,
-    guarantees,
-    index_instance,
-    induction_keys,
     induction_targets,
     max_score,
-    one_layer_messages,
     required_bits,
     round_significand,
     two_layer_conditions,
@@ -46,20 +28,20 @@ from constructions.induction_heads import (
     two_layer_parameters,
 )
 from empirics.plots import pyplot
+from theorems.areas.induction_heads._shared import (
+    AREA_CONSTRUCTIONS,
+    BIETTI,
+    SHT,
+    TASK_STATEMENT,
+    attention_margins,
+    brute_force_targets,
+    induction_cases,
+    softmax_tolerance,
+    tight_sequences,
+)
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
-from theorems.numerics import gamma
 from theorems.profiles import budget
-
-SHT = {"arxiv": "2408.14332", "ref": "Sanford, Hsu, Telgarsky (2024)"}
-BIETTI = {"arxiv": "2306.00802", "ref": "Bietti, Cabannes, Bouchacourt, Jégou, Bottou (2023), "
-          "NeurIPS"}
-AREA_CONSTRUCTIONS = "constructions.induction_heads"
-
-TASK_STATEMENT = (
-    r"For $\sigma = (\sigma_1, \dots, \sigma_n) \in \Sigma^n$, $\Sigma = \{0, \dots, S-1\}$, "
-    r"let $j^\star_i = \max\{j < i : \sigma_j = \sigma_i\}$. The induction-heads output is "
-    r"$\tau_i = \sigma_{j^\star_i + 1}$, and $\tau_i = \bot$ when no such $j$ exists.")
 
 IH_TASK = Claim(
     id="induction-heads.task",
@@ -214,129 +196,6 @@ IH_DECOMPOSITION = Claim(
     kind="identity",
     construction=f"{AREA_CONSTRUCTIONS}:one_layer_messages",
 )
-
-IH_LOWER_BOUND = Claim(
-    id="induction-heads.one-layer-lower-bound",
-    title="One layer needs h(m+1)p ≥ (n−1)/2; the width-11 two-layer model beats it by n = 1023",
-    statement=(
-        r"If a one-layer transformer with $h$ heads, value width $m$ and $p$-bit numbers computes "
-        r"$\tau_n$ on all inputs of odd length $n$ over $\{0, 1, \star\}$, then "
-        r"$h(m+1)p \ge (n-1)/2$: by the decomposition Alice's message has $h(m+1)p$ bits, and "
-        r"one-way INDEX on $n' = (n-1)/2$ bits needs $n'$ (two inputs sharing a message differ "
-        r"at some index that Bob then answers wrongly for one of them). The constant $1/2$ is "
-        r"this reconstruction's; the paper states $hmp = \Omega(n)$. In contrast the circle "
-        r"construction has $h(m+1)p(n) = 12\lceil\log_2 M(n) + 6\rceil = O(\log n)$, which is "
-        r"below $(n-1)/2$ for all $n \ge n_0$, so a one-layer model of its size cannot solve the "
-        r"task there."),
-    source=(Source(where="abstract: one layer needs exponentially larger size than two", tag="V",
-                   **SHT),
-            Source(where="main theorem: hmp = Ω(n) (from a summary)", tag="S", **SHT),
-            Source(where="the constant h(m+1)p ≥ (n−1)/2 (this reconstruction)", tag="R", **SHT)),
-    kind="lower-bound",
-    depends_on=("induction-heads.index-reduction", "induction-heads.one-layer-decomposition",
-                "induction-heads.precision"),
-)
-
-IH_GD = Claim(
-    id="induction-heads.gd-depth-separation",
-    title="Gradient descent finds the two-layer induction circuit; one layer stays far below",
-    statement=(
-        r"Train attention-only transformers with Adam on uniform sequences over $S = 16$ tokens "
-        r"(loss and accuracy on the positions with $\tau_i \ne \bot$). A two-layer model with "
-        r"one head per layer reaches accuracy $\ge 0.95$ with the construction's mechanism: more "
-        r"than half of its layer-1 attention on $i-1$ and of its layer-2 attention on "
-        r"$j^\star_i + 1$. One-layer models (1–8 heads, several widths) stay below accuracy "
-        r"$1/2$, and their accuracy does not grow with $n$."),
-    source=(Source(where="Section 1: one-layer models trained poorly, two-layer ones well "
-                   "(citing Bietti et al.)", tag="V", **SHT),
-            Source(where="Section 1: one-layer transformers fail to predict in-context bigrams; "
-                   "two-layer ones develop an induction head", tag="V", **BIETTI),
-            Source(where="this experiment's setup and thresholds", tag="D", **SHT)),
-    kind="dynamics",
-    construction=f"{AREA_CONSTRUCTIONS}:two_layer_induction",
-    depends_on=("induction-heads.two-layer-exact",),
-)
-
-
-# --- strategies and shared helpers ------------------------------------------------------------
-
-def brute_force_targets(sequence: list[int]) -> list[int]:
-    """The task, literally: scan back from i-1 for the latest equal token."""
-    out = []
-    for i, token in enumerate(sequence):
-        earlier = [j for j in range(i) if sequence[j] == token]
-        out.append(sequence[earlier[-1] + 1] if earlier else NO_MATCH)
-    return out
-
-
-def tight_sequences(vocab_size: int, length: int) -> list[list[int]]:
-    r"""Inputs at the margins (A)–(D), each of exactly ``length`` tokens.
-
-    Older matches (A): :math:`a^{n-2} b a`; non-matches after the induction key (B):
-    :math:`a\,b\,c^{n-3} a`; no match after a long run (D): :math:`a^{n-1} b`; plus all-equal,
-    alternating and no-repeat sequences. Tokens :math:`0, 1` and :math:`S-1, 0` are neighbours
-    on the token circle (:math:`S-1` also neighbours :math:`\bot`), the hardest readouts.
-    """
-    S, n = vocab_size, length
-    pairs = {(0, min(1, S - 1)), (S - 1, 0), (S - 1, max(S - 2, 0))}
-    out = []
-    for a, b in sorted(pairs):
-        c = (b + 1) % S if (b + 1) % S != a else b  # a key after c must not match a
-        out += [[a] * (n - 2) + [b, a], ([a, b] + [c] * (n - 3) + [a])[:n],
-                [a] * (n - 1) + [b], [(a, b)[i % 2] for i in range(n)]]
-    out += [[0] * n, [i % S for i in range(n)]]
-    return [s[-n:] if len(s) >= n else (s + [0] * n)[:n] for s in out]
-
-
-@st.composite
-def induction_cases(draw, max_vocab: int = 12, max_len: int = 200):
-    """(vocab_size, max_len, sequence): random, all-equal, alternating, no-repeat and tight."""
-    S = draw(st.integers(1, max_vocab))
-    limit = draw(st.one_of(st.integers(1, 16), st.integers(1, max_len)))
-    n = draw(st.one_of(st.just(limit), st.integers(1, limit)))
-    kind = draw(st.sampled_from(["random", "equal", "alternating", "distinct", "tight"]))
-    if kind == "random":
-        sequence = draw(st.lists(st.integers(0, S - 1), min_size=n, max_size=n))
-    elif kind == "equal":
-        sequence = [draw(st.integers(0, S - 1))] * n
-    elif kind == "alternating":
-        a, b = draw(st.integers(0, S - 1)), draw(st.integers(0, S - 1))
-        sequence = [(a, b)[i % 2] for i in range(n)]
-    elif kind == "distinct":
-        sequence = draw(st.permutations(range(S)))[:n]
-        sequence += [sequence[-1]] * (n - len(sequence))  # pad by repeating: one late match
-    else:
-        sequence = draw(st.sampled_from(tight_sequences(S, n)))
-    return S, limit, sequence
-
-
-def attention_margins(model, tokens: torch.Tensor, kind: str) -> tuple[float, float, float]:
-    """(layer-1 slack, layer-2 slack, logit margin) at the worst position of a batch.
-
-    Layer-1 slack: least weight on :math:`i-1` minus the guaranteed :math:`\\alpha`; layer-2
-    slack: least weight on the induction key minus the readout threshold (both from
-    :func:`~constructions.induction_heads.guarantees`, i.e. from the theory for this size,
-    not from the model); logit margin: correct logit minus the best other one.
-    """
-    first, second = model.attention_patterns(tokens)
-    bound = guarantees(kind, model.vocab_size, model.max_len)
-    n = tokens.shape[-1]
-    queries = torch.arange(1, n + 1)
-    on_previous = first[:, 0, queries, queries - 1]
-    on_key = second[:, 0, 1:].gather(-1, induction_keys(tokens).unsqueeze(-1)).squeeze(-1)
-    logits = model(tokens)
-    targets = induction_targets(tokens)
-    classes = torch.where(targets == NO_MATCH, model.vocab_size, targets)
-    correct = logits.gather(-1, classes.unsqueeze(-1)).squeeze(-1)
-    others = logits.scatter(-1, classes.unsqueeze(-1), float("-inf")).amax(-1)
-    return (float(on_previous.min() - bound["layer1"]), float(on_key.min() - bound["layer2"]),
-            float((correct - others).min()))
-
-
-def softmax_tolerance(n_keys: int, dtype: torch.dtype = torch.float64) -> float:
-    """Absolute error of a float softmax weight: exp, an (n+1)-term sum and a division."""
-    return gamma(n_keys + 3, dtype)
-
 
 # --- the task -----------------------------------------------------------------------------------
 
@@ -720,172 +579,3 @@ test_predicted_precision_sweep = pytest.mark.slow(check(IH_PRECISION, "numeric")
     precision_check(lengths=SLOW_PRECISION_LENGTHS)))
 
 
-# --- the one-layer lower bound ------------------------------------------------------------------
-
-@st.composite
-def index_inputs(draw, max_bits: int = 40):
-    bits = draw(st.lists(st.integers(0, 1), min_size=1, max_size=max_bits))
-    return bits, draw(st.integers(1, len(bits)))
-
-
-def index_reduction_check(oracle=induction_targets, instance=index_instance):
-    @given(case=index_inputs())
-    @example(case=([0, 1, 0], 2))
-    @example(case=([1] + [0] * 39, 1))
-    def run(case):
-        bits, k = case
-        tokens, alice = instance(bits, k)
-        assert len(tokens) == 2 * len(bits) + 1
-        assert set(tokens.tolist()) <= {0, 1, 2}, "the alphabet is {0, 1, star = 2}"
-        assert alice.sum() == len(bits) and not alice[-1], "Alice holds exactly her bits"
-        answer = int(oracle(tokens)[-1])
-        assert answer == bits[k - 1], f"tau_n = {answer}, but x_{k} = {bits[k - 1]}"
-    return run
-
-
-test_index_reduces_to_induction_heads = check(IH_INDEX, "property")(index_reduction_check())
-
-
-def random_one_layer(vocab_size: int, max_len: int, heads: int, width: int, seed: int):
-    """A one-layer attention-only transformer with seeded Gaussian weights (the general case)."""
-    from empirics.induction_heads import attention_only
-
-    return attention_only(vocab_size, max_len, d_model=width, n_layers=1, n_heads=heads,
-                          seed=seed).double().requires_grad_(False)
-
-
-def decomposition_check(messages=one_layer_messages, combine=combine_messages):
-    @given(case=index_inputs(max_bits=24), heads=st.sampled_from([1, 2, 4]),
-           width=st.sampled_from([4, 8, 16]), seed=st.integers(0, 2**16))
-    def run(case, heads, width, seed):
-        tokens, alice = index_instance(*case)
-        model = random_one_layer(3, len(tokens), heads, width, seed)
-        full = model(tokens)[-1]
-        rebuilt = combine(model, tokens, messages(model, tokens, alice),
-                          messages(model, tokens, ~alice, bos=True))
-        # Both sides evaluate the same sums in different orders: each is within
-        # gamma_K * (the evaluation on absolute values) of the exact value, K counting the
-        # d-term dot products, the (n+1)-term sums, the exp and the division.
-        first = model.attention_patterns(tokens)[0][0, :, -1]  # (H, n+1) last-query weights
-        layer = model.layers[0]
-        bos = torch.tensor([model.vocab_size])
-        x = model.W_E[torch.cat([bos, tokens])] + model.W_pos[: len(tokens) + 1]
-        values = torch.einsum("nd,hdv->hnv", x, layer.W_V).abs()
-        absolute = (x[-1].abs() + torch.einsum("hn,hnv,hvo->o", first, values,
-                                               layer.W_O.abs())) @ model.W_U.abs()
-        tolerance = 2 * gamma(3 * width + 2 * len(tokens) + 16) * float(absolute.max())
-        error = float((full - rebuilt).abs().max())
-        evidence.margin((tolerance - error) / tolerance)
-        assert error <= tolerance, f"rebuilt output differs by {error:.3g} > {tolerance:.3g}"
-    return run
-
-
-test_last_output_from_alice_and_bob = check(IH_DECOMPOSITION, "property")(decomposition_check())
-
-
-def counting_check(circle_bits=None):
-    """SymPy: the INDEX count gives n <= 2h(m+1)p + 1, and the circle construction's
-    h(m+1)p(n) / ((n-1)/2) -> 0 for p(n) = 2 log2 n + c1 log2 log n + c2, the form of
-    required_bits for the circle model (test_predicted_precision_is_logarithmic bounds the
-    difference)."""
-    def run():
-        import sympy as sp
-
-        h, m, p = sp.symbols("h m p", positive=True, integer=True)
-        n, c1, c2 = sp.symbols("n c1 c2", positive=True)
-        bits = h * (m + 1) * p
-        solvable = sp.solve_univariate_inequality(bits >= (n - 1) / 2, n, relational=False)
-        assert solvable == sp.Interval(-sp.oo, 2 * bits + 1), f"solved: {solvable}"
-        evidence.cases(1)
-        p_of_n = (circle_bits(n) if circle_bits is not None
-                  else 2 * sp.log(n, 2) + c1 * sp.log(sp.log(n), 2) + c2)
-        ratio = sp.limit(1 * (11 + 1) * p_of_n / ((n - 1) / 2), n, sp.oo)
-        evidence.cases(1)
-        assert ratio == 0, f"two-layer size / one-layer minimum -> {ratio}, not 0"
-    return run
-
-
-test_counting_bound = check(IH_LOWER_BOUND, "symbolic")(counting_check())
-
-
-SEPARATION_LENGTH = 1023  # odd, so n' = 511 INDEX bits: past the crossover for S = 3
-
-
-def separation_check(build=compact_induction, length: int = SEPARATION_LENGTH):
-    r"""The circle construction, rounded to its predicted p bits, is exact at a length where
-    :math:`h(m+1)p < (n-1)/2`: the one-layer bound rules out every one-layer model of its
-    size there. Also tabulates both sizes and finds the crossover :math:`n_0`."""
-    def run():
-        vocab = 3
-        p = required_bits_for("compact", vocab, length)
-        size, needed = 1 * (11 + 1) * p, (length - 1) / 2
-        evidence.metric(f"circle model h(m+1)p at n={length}", size)
-        evidence.metric(f"one-layer minimum (n-1)/2 at n={length}", needed)
-        assert size < needed, f"h(m+1)p = {size} is not below (n-1)/2 = {needed}"
-        generator = torch.Generator().manual_seed(0)
-        instances = [index_instance(torch.randint(0, 2, (length // 2,), generator=generator)
-                                    .tolist(), k)[0] for k in (1, length // 4, length // 2)]
-        tokens = torch.cat([torch.tensor(tight_sequences(vocab, length)[:4]),
-                            torch.stack(instances)])
-        model = build(vocab, length)
-        evidence.cases(len(tokens))
-        assert exact_at(model, tokens, p), f"not exact at n={length} with p={p} bits"
-        rows, crossover = [], None
-        for k in range(3, 21):
-            n = 2**k - 1  # odd lengths, n' = (n - 1)/2 INDEX bits
-            small = 12 * required_bits_for("compact", 3, n)
-            if crossover is None and small < (n - 1) / 2:
-                crossover = n
-            rows.append([n, (n - 1) / 2, small, (3 * 3 + n + 5 + 1)
-                         * required_bits_for("two_layer", 3, n)])
-        evidence.metric("crossover n0 (lengths 2^k - 1)", crossover)
-        evidence.table("one layer against two layers: h(m+1)p in bits (S = 3)",
-                       ["n", "one-layer minimum (n-1)/2", "circle two-layer h(m+1)p",
-                        "one-hot two-layer h(m+1)p"], rows)
-    return run
-
-
-test_two_layers_beat_the_one_layer_bound = check(IH_LOWER_BOUND, "numeric")(separation_check())
-
-
-# --- gradient descent ------------------------------------------------------------------------
-
-GD_ACCURACY = 0.95  # the issue's target for two layers
-
-
-def gd_check(config: str = "smoke", **overrides):
-    def run():
-        from empirics.induction_heads import INDUCTION_HEADS
-
-        result = INDUCTION_HEADS(config, device="cpu", seed=0, **overrides)
-        metrics, lengths = result.metrics, result.config["lengths"]
-        two = f"2L-h1-d{result.config['two_layer']['d_model']}"
-        for n in lengths:
-            accuracy = metrics[f"n{n}/{two}/accuracy"]
-            evidence.metric(f"n={n} two-layer accuracy", accuracy, worse="lower")
-            for layer, key in ((1, "i-1"), (2, "j*+1")):
-                evidence.metric(f"n={n} layer-{layer} mass on {key}",
-                                metrics[f"n{n}/{two}/layer{layer}_mass"], worse="lower")
-            for baseline in ("unigram", "context"):
-                evidence.metric(f"n={n} {baseline} baseline",
-                                metrics[f"n{n}/construction/{baseline}_baseline"])
-            evidence.margin(accuracy - GD_ACCURACY)
-            assert accuracy >= GD_ACCURACY, f"n={n}: two layers reach only {accuracy:.3f}"
-            # The construction's mechanism: the majority of each head's attention on its key.
-            assert metrics[f"n{n}/{two}/layer1_mass"] > 0.5, f"n={n}: no previous-token head"
-            assert metrics[f"n{n}/{two}/layer2_mass"] > 0.5, f"n={n}: no induction head"
-        one_layer = sorted({k.split("/")[1] for k in metrics if k.split("/")[1].startswith("1L")})
-        for name in one_layer:
-            curve = [metrics[f"n{n}/{name}/accuracy"] for n in lengths]
-            for n, value in zip(lengths, curve, strict=True):
-                evidence.metric(f"n={n} {name} accuracy (one layer)", value)
-                assert value < 0.5, f"{name} reaches {value:.3f} at n={n}"
-            assert all(b <= a for a, b in itertools.pairwise(curve)), (
-                f"{name}: accuracy grows with n: {curve}")
-        evidence.table("trained models", **result.tables["accuracy"])
-        for name, fig in result.figures.items():
-            evidence.figure(fig, name)
-    return run
-
-
-test_gd_learns_two_layer_induction = check(IH_GD, "empirical")(gd_check())

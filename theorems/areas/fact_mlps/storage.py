@@ -1,0 +1,590 @@
+r"""Dugan et al.'s encoder-decoder fact MLP: exact storage at the threshold sizes, the measure-zero
+exception, parameter efficiency, decodability, and MLP swapping (FM.1-FM.5).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from hypothesis import assume, example, given
+from hypothesis import strategies as st
+
+from constructions.fact_mlps import (
+    assemble_encoder_decoder,
+    decodability,
+    decoding_success_rate,
+    encoder_decoder_mlp,
+    encoder_system,
+    fact_prompts,
+    fact_transformer,
+    jl_code_dim,
+    linear_associative_memory,
+    parameter_count,
+    recall,
+    smallest_code_dim,
+    threshold_hidden,
+    value_margin,
+)
+from empirics.fact_mlps import pyplot, tidy
+from theorems.areas.fact_mlps._shared import (
+    DUGAN,
+    LSQ_CONSTANT,
+    fact_sets,
+    seeded_fact_set,
+    unit_rows,
+)
+from theorems.claims import Claim, Source
+from theorems.evidence import check, evidence, expect_failure
+from theorems.numerics import gamma
+from theorems.profiles import budget
+from theorems.strategies import gaussian_matrices, seeds
+
+# --- FM.1 / FM.3: exact storage at the threshold sizes ------------------------------------------
+
+FM_EXACT = Claim(
+    id="fact-mlps.encoder-exact-storage",
+    title="The encoder-decoder MLP stores generic fact sets exactly at hd ≥ Fm",
+    statement=(
+        r"Keys $k_1,\dots,k_F \in \mathbb R^d$ (distinct), values $v_1,\dots,v_{|V|} \in "
+        r"\mathbb R^{d_v}$ and facts $f:[F]\to[|V|]$; $g$ stores the facts iff "
+        r"$\langle g(k_i), v_{f(i)}\rangle > \langle g(k_i), v_j\rangle$ for all $i$ and "
+        r"$j \ne f(i)$. Let $P \in \mathbb R^{m\times d_v}$ have orthonormal rows with "
+        r"$\langle Pv_k, P(v_k - v_j)\rangle > 0$ for every used $k$ and $j \ne k$, let "
+        r"$G \in \mathbb R^{h\times d}$, $D \in \mathbb R^{m\times h}$ be Gaussian, $\sigma$ "
+        r"the logistic function, and $g(k) = P^\top D(\sigma(Gk)\odot Ak)$. The conditions "
+        r"$D(\sigma(Gk_i)\odot Ak_i) = Pv_{f(i)}$ form a linear system $M\,\mathrm{vec}(A) = c$ "
+        r"with $Fm$ rows and $hd$ columns, $M_{(i,o),(h,j)} = D_{oh}\sigma(Gk_i)_hk_{ij}$. For "
+        r"all keys outside a measure-zero set, $M$ has full row rank once $h \ge m$ and "
+        r"$hd \ge Fm$; so at $h = \max(m, \lceil Fm/d\rceil)$ the system is solved exactly and "
+        r"$g$ stores the facts."),
+    source=(Source(where="Abstract: works for all but a measure-zero set of feasible pairs",
+                   tag="V", **DUGAN),
+            Source(where="Section 4 (MLP constructions): gated encoder, linear system in A, "
+                         "decoder", tag="S", **DUGAN),
+            Source(where="single-bucket reconstruction, logistic gate and threshold sizes "
+                         "(this project)", tag="D", **DUGAN)),
+    kind="construction",
+    construction="constructions.fact_mlps:encoder_decoder_mlp",
+    notes=("Float64 can certify the full rank only while M is well conditioned; its condition "
+           "number grows with F/d (about 1e8 at F/d = 8 for d = 2, 1e5 at d = 32) and for "
+           "d = 1 the system is numerically singular beyond a few keys although it is full rank "
+           "in exact arithmetic. The checks stay at F <= 4d."),
+)
+
+
+def rank_certificate(M: torch.Tensor) -> tuple[float, float]:
+    r"""``(sigma_min, tolerance)``: the exact matrix has full row rank if
+    ``sigma_min > tolerance``.
+
+    The computed :math:`M` differs from the exact one by at most :math:`\gamma_3` relative per
+    entry (three rounded factors), and LAPACK's SVD returns the singular values of a matrix
+    within :math:`\gamma_{r+c}\lVert M\rVert_F` of it; by Weyl's inequality the exact
+    :math:`r`-th singular value is within the sum of both of the computed one."""
+    rows, cols = M.shape
+    if rows > cols:
+        return 0.0, 0.0
+    sigma = torch.linalg.svdvals(M)
+    tolerance = (gamma(3) + gamma(rows + cols)) * float(M.norm())
+    return float(sigma[rows - 1]), tolerance
+
+
+def score_tolerance(model, keys: torch.Tensor, values: torch.Tensor) -> float:
+    r"""Rounding bound on every computed score :math:`\langle g(k), v_j\rangle`: twice (for a
+    difference of two scores) :math:`\gamma_n` times the same chain on absolute values."""
+    sizes = model.sizes
+    gates = torch.sigmoid(keys @ model.gate.T)
+    absolute = ((gates * (keys.abs() @ model.up.abs().T)) @ model.down.abs().T) \
+        @ model.decoder.abs() @ values.abs().T
+    n = sizes["d"] + sizes["hidden"] + sizes["code_dim"] + sizes["d_v"] + 4
+    return 2 * gamma(n) * float(absolute.max())
+
+
+def exact_storage_check(build=encoder_decoder_mlp):
+    @given(case=fact_sets())
+    @example(case=(*seeded_fact_set(1, 2, 2, 2, seed=0), 0))        # one key
+    @example(case=(*seeded_fact_set(32, 8, 8, 8, seed=1), 1))       # F = 4d, the widest ratio
+    @example(case=(*seeded_fact_set(7, 3, 8, 3, seed=2), 2))        # |V| > d_v: compressed codes
+    def run(case):
+        keys, values, facts, seed = case
+        model = build(keys, values, facts, seed=seed)
+        sizes = model.sizes
+        keys_unique, index = torch.unique(keys, dim=0, return_inverse=True)
+        facts_unique = torch.empty(len(keys_unique), dtype=torch.long).scatter_(0, index, facts)
+        F, d, m, h = len(keys_unique), sizes["d"], sizes["code_dim"], sizes["hidden"]
+        # 1. the exact system has full row rank (certified in float64)
+        M = encoder_system(keys_unique, model.gate, model.down)
+        sigma_min, tolerance = rank_certificate(M)
+        evidence.metric("log10 cond(M)", math.log10(float(torch.linalg.svdvals(M)[0])
+                                                     / max(sigma_min, 1e-300)))
+        assert sigma_min > tolerance, (
+            f"M ({M.shape[0]}x{M.shape[1]}) is not certified full row rank: sigma_min "
+            f"{sigma_min:.3g} <= {tolerance:.3g} (h={h}, d={d}, F={F}, m={m})")
+        # 2. the encoder hits every code up to the solver's backward error
+        codes = values[facts_unique] @ model.decoder.T
+        a = model.up.reshape(-1, 1)
+        solve_tol = gamma(LSQ_CONSTANT * M.shape[0] * M.shape[1]) * float(
+            M.norm() * a.norm() + codes.norm())
+        code_error = float((M @ a - codes.reshape(-1, 1)).norm())
+        evidence.margin(1 - code_error / solve_tol)
+        assert code_error <= solve_tol, f"encoder misses its codes by {code_error:.3g}"
+        # 3. every fact is stored, with a margin above the rounding of the scores
+        accuracy, margin = recall(model, keys, values, facts)
+        tol = score_tolerance(model, keys, values)
+        evidence.metric("minimum margin / rounding bound", margin / tol, worse="lower")
+        assert accuracy == 1.0 and margin > tol, f"recall {accuracy}, margin {margin:.3g}"
+        # 4. at the smallest sizes the theory allows
+        least = threshold_hidden(F, d, m)
+        assert h == least, f"hidden {h} is not the threshold {least}"
+        assert m == smallest_code_dim(values, facts_unique, seed)
+    return run
+
+
+test_encoder_stores_generic_fact_sets = check(FM_EXACT, "property")(
+    budget(0.5)(exact_storage_check()))
+
+
+def threshold_exhaustive_check(hidden_rule=threshold_hidden):
+    """Every (F, d, m) with F <= 12, d in 2..4, m in 1..3: certified full row rank at the
+    threshold width, and rank deficiency one below it (where the count hd < Fm or h < m
+    forces it)."""
+    def run() -> None:
+        cases = 0
+        for d in range(2, 5):
+            for m in range(1, 4):
+                for F in range(1, 13):
+                    generator = torch.Generator().manual_seed(97 * F + 13 * d + m)
+                    keys = torch.randn(F, d, generator=generator, dtype=torch.float64)
+                    h = hidden_rule(F, d, m)
+                    gate = torch.randn(h, d, generator=generator, dtype=torch.float64)
+                    down = torch.randn(m, h, generator=generator, dtype=torch.float64)
+                    sigma_min, tolerance = rank_certificate(encoder_system(keys, gate, down))
+                    evidence.margin(math.log10(max(sigma_min, 1e-300) / max(tolerance, 1e-300)))
+                    assert sigma_min > tolerance, f"F={F}, d={d}, m={m}, h={h}: not full rank"
+                    if h > 1:
+                        below = encoder_system(keys, gate[:h - 1], down[:, :h - 1])
+                        rank = int(torch.linalg.matrix_rank(below))
+                        assert rank < F * m, f"F={F}, d={d}, m={m}: full rank at h-1={h - 1}"
+                    cases += 1
+        evidence.cases(cases)
+    return run
+
+
+@check(FM_EXACT, "exhaustive")
+def test_threshold_width_is_exact_for_small_sizes():
+    threshold_exhaustive_check()()
+
+
+# --- the measure-zero exception ------------------------------------------------------------------
+
+FM_ALL_SETS = Claim(
+    id="fact-mlps.every-feasible-set",
+    title="The threshold-size construction solves every feasible fact set (false)",
+    statement=(
+        r"For every fact set with pairwise distinct keys $k_i \in \mathbb R^d$ and decodable "
+        r"values (as in fact-mlps.encoder-exact-storage), the encoder system $M$ at "
+        r"$h = \max(m, \lceil Fm/d\rceil)$ has full row rank $Fm$."),
+    source=Source(where="the abstract's 'all but a measure-zero set', strengthened to 'all' "
+                        "here to show why the exception is needed", tag="D", **DUGAN),
+    kind="construction",
+    construction="constructions.fact_mlps:assemble_encoder_decoder",
+    depends_on=("fact-mlps.encoder-exact-storage",),
+    correction=(
+        r"Only for keys outside a measure-zero set. Keys confined to a subspace of dimension "
+        r"$r < d$ give $\mathrm{rank}\,M \le hr$, which is below $Fm$ whenever $hr < Fm \le hd$; "
+        r"for example $d = 4$, $F = 8$, $m = 2$, $h = 4$ with every key's last coordinate 0 "
+        r"leaves 4 of the 16 columns of $M$ identically zero. Any generic perturbation of the "
+        r"keys restores full rank, and the builder raises ValueError for such keys."),
+)
+
+# Eight distinct keys in R^4 whose last coordinate is exactly 0 (a 3-dimensional subspace).
+SUBSPACE_KEYS = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0],
+                              [1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0],
+                              [1.0, 1.0, 1.0, 0.0], [1.0, -1.0, 0.5, 0.0]], dtype=torch.float64)
+# Three unit values at 120 degrees: a 1-dimensional code decodes at most two of them, so m = 2.
+SUBSPACE_VALUES = torch.tensor([[math.cos(2 * math.pi * k / 3), math.sin(2 * math.pi * k / 3)]
+                                for k in range(3)], dtype=torch.float64)
+SUBSPACE_FACTS = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+
+
+def threshold_rank(keys, values, facts, seed: int) -> tuple[float, float]:
+    """:func:`rank_certificate` of the encoder system at the threshold sizes."""
+    m = smallest_code_dim(values, facts, seed)
+    h = threshold_hidden(len(keys), keys.shape[1], m)
+    model, _ = assemble_encoder_decoder(keys, values, facts, hidden=h, code_dim=m, seed=seed)
+    return rank_certificate(encoder_system(keys, model.gate, model.down))
+
+
+def every_feasible_set_check(witness: torch.Tensor = SUBSPACE_KEYS):
+    """The claim as stated: the threshold-size system is full rank for every feasible set."""
+    @given(case=fact_sets(max_ratio=2))
+    @example(case=(witness, SUBSPACE_VALUES, SUBSPACE_FACTS, 0))
+    def run(case):
+        keys, values, facts, seed = case
+        assume(len(torch.unique(keys, dim=0)) == len(keys))
+        sigma_min, tolerance = threshold_rank(keys, values, facts, seed)
+        assert sigma_min > tolerance, f"rank deficient: sigma_min {sigma_min:.3g}"
+    return run
+
+
+def subspace_refutation(witness: torch.Tensor = SUBSPACE_KEYS):
+    def run() -> None:
+        report = expect_failure(budget(0.2)(every_feasible_set_check(witness)))
+        evidence.counterexample(f"8 distinct keys in R^4 with last coordinate 0: {report}")
+        m = smallest_code_dim(SUBSPACE_VALUES, SUBSPACE_FACTS, 0)
+        h = threshold_hidden(len(witness), witness.shape[1], m)
+        model, solve = assemble_encoder_decoder(witness, SUBSPACE_VALUES, SUBSPACE_FACTS,
+                                                hidden=h, code_dim=m, seed=0)
+        M = encoder_system(witness, model.gate, model.down)
+        # exact, not numerical: the columns (h, j = 3) are products with k_i[3] = 0
+        zero_columns = int((M == 0).all(0).sum())
+        evidence.metric("identically zero columns of M", zero_columns)
+        assert M.shape[1] - zero_columns < M.shape[0], "the witness is not rank deficient"
+        evidence.metric("relative residual of the least-squares solve",
+                        solve["residual"] / float(SUBSPACE_VALUES.norm()))
+        evidence.metric("recall of the least-squares model",
+                        recall(model, witness, SUBSPACE_VALUES, SUBSPACE_FACTS)[0])
+        # measure zero: a generic perturbation of the same keys is solved at the same sizes
+        generator = torch.Generator().manual_seed(0)
+        nudged = witness + 1e-2 * torch.randn(witness.shape, generator=generator,
+                                              dtype=torch.float64)
+        sigma_min, tolerance = threshold_rank(nudged, SUBSPACE_VALUES, SUBSPACE_FACTS, 0)
+        evidence.metric("sigma_min / tolerance after a 1e-2 perturbation", sigma_min / tolerance)
+        assert sigma_min > tolerance, "the perturbed keys are not solvable either"
+    return run
+
+
+@check(FM_ALL_SETS, "refutation")
+def test_keys_in_a_subspace_defeat_the_threshold_solve():
+    subspace_refutation()()
+
+
+# --- FM.2: parameter efficiency ------------------------------------------------------------------
+
+FM_EFFICIENCY = Claim(
+    id="fact-mlps.parameter-efficiency",
+    title="The construction's parameters per stored bit stay bounded as F grows",
+    statement=(
+        r"Storing an arbitrary $f:[F]\to[|V|]$ takes $F\log_2|V|$ bits, so a model with $P$ "
+        r"parameters of $b$ bits each needs $P \ge F\log_2|V|/b$. The encoder-decoder MLP "
+        r"(fact-mlps.encoder-exact-storage) with code dimension $m$ and "
+        r"$h = \max(m, \lceil Fm/d\rceil)$ has $P(F) = 2hd + mh + md_v$ parameters, so for "
+        r"fixed $d, d_v, m$: $\lim_{F\to\infty} P(F)/(F\log_2|V|) = (2m + m^2/d)/\log_2|V|$, "
+        r"i.e. it stores $\log_2|V|/(2m + m^2/d)$ bits per parameter asymptotically; with "
+        r"$m = O(\log|V|)$ (fact-mlps.decodability-jl at fixed $\gamma$) and "
+        r"$d = \Omega(\log|V|)$ the ratio stays bounded as $|V|$ grows too: optimal up to a "
+        r"constant factor."),
+    source=(Source(where="Abstract: asymptotically optimal parameter efficiency for some "
+                         "embeddings", tag="V", **DUGAN),
+            Source(where="counting bound and parameter count of the single-bucket "
+                         "construction (this project)", tag="D", **DUGAN)),
+    kind="scaling",
+    construction="constructions.fact_mlps:encoder_decoder_mlp",
+    depends_on=("fact-mlps.encoder-exact-storage", "fact-mlps.decodability-jl"),
+)
+
+
+def construction_parameters(F, d, d_v, m, h):
+    """P = 2hd (gate and up) + mh (down) + m d_v (decoder)."""
+    return 2 * h * d + m * h + m * d_v
+
+
+def parameter_limit_check(claimed_limit=None):
+    """``claimed_limit(m, d, V)`` is the claimed limit of P/(F log2|V|) (default: the claim's)."""
+    def run() -> None:
+        import sympy as sp
+
+        F, d, d_v, m, V, c, delta = sp.symbols("F d d_v m V c delta", positive=True)
+        bits = F * sp.log(V, 2)
+        # ceil(Fm/d) lies in [Fm/d, Fm/d + 1); for F >= d it is also >= m, so it is h
+        lower = construction_parameters(F, d, d_v, m, F * m / d) / bits
+        upper = construction_parameters(F, d, d_v, m, F * m / d + 1) / bits
+        limit = ((2 * m + m**2 / d) / sp.log(V, 2) if claimed_limit is None
+                 else claimed_limit(m, d, V))
+        for bound in (lower, upper):
+            assert sp.simplify(sp.limit(bound, F, sp.oo) - limit) == 0, f"limit is not {limit}"
+        # m = c ln|V| and d = delta ln|V|: the limit stays bounded as |V| grows
+        grown = sp.limit(limit.subs({m: c * sp.log(V), d: delta * sp.log(V)}), V, sp.oo)
+        assert grown.is_finite, f"the limit grows with |V|: {grown}"
+        assert sp.simplify(grown - (2 * c + c**2 / delta) * sp.log(2)) == 0
+        evidence.cases(3)
+    return run
+
+
+@check(FM_EFFICIENCY, "symbolic")
+def test_parameters_per_bit_have_a_finite_limit():
+    parameter_limit_check()()
+
+
+def efficiency_check(build=encoder_decoder_mlp, d: int = 16, num_values: int = 16,
+                     sizes=(16, 32, 64, 128)):
+    def run() -> None:
+        plt = pyplot()
+        generator = torch.Generator().manual_seed(0)
+        values = unit_rows(torch.randn(num_values, d, generator=generator, dtype=torch.float64))
+        rows, ms = [], set()
+        for F in sizes:
+            keys = torch.randn(F, d, generator=generator, dtype=torch.float64)
+            facts = torch.randint(0, num_values, (F,), generator=generator)
+            model = build(keys, values, facts)
+            accuracy, _ = recall(model, keys, values, facts)
+            assert accuracy == 1.0, f"F={F}: recall {accuracy}"
+            m = model.sizes["code_dim"]
+            ms.add(m)
+            P = parameter_count(model)
+            bits = F * math.log2(num_values)
+            lower = construction_parameters(F, d, d, m, max(m, F * m / d))
+            upper = construction_parameters(F, d, d, m, max(m, F * m / d + 1))
+            evidence.margin((upper - P) / upper)
+            assert lower <= P <= upper, f"F={F}: P={P} outside [{lower}, {upper}]"
+            rows.append([F, model.sizes["hidden"], m, P, round(bits / P, 4)])
+        # the Hebbian memory: the smallest embedding width d that stores F facts over the
+        # same number of values (keys and values redrawn in R^d)
+        hebbian = []
+        for F in sizes:
+            width = 2
+            while not all(_hebbian_stores(F, width, num_values, s) for s in range(3)):
+                width += max(1, width // 8)
+            hebbian.append([F, width, width * width,
+                            round(F * math.log2(num_values) / width**2, 4)])
+        evidence.table("encoder-decoder", ["F", "h", "m", "P", "bits/param"], rows)
+        evidence.table("Hebbian linear memory", ["F", "d", "P", "bits/param"], hebbian)
+        m = max(ms)
+        asymptote = math.log2(num_values) / (2 * m + m * m / d)
+        evidence.metric("asymptotic bits/param (SymPy limit, m = max m)", asymptote)
+        evidence.metric("bits/param at the largest F", rows[-1][-1], worse="lower")
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.semilogx([r[0] for r in rows], [r[-1] for r in rows], "o-",
+                    label=f"encoder-decoder (d={d}, threshold sizes)")
+        ax.semilogx([r[0] for r in hebbian], [r[-1] for r in hebbian], "s-",
+                    label="Hebbian linear memory (smallest d)")
+        ax.axhline(asymptote, ls="--", color="grey",
+                   label=rf"limit $\log_2|V|/(2m + m^2/d)$, m={m}")
+        ax.set_xlabel("facts F")
+        ax.set_ylabel(r"bits stored per parameter, $F\log_2|V|/P$")
+        ax.set_title(f"|V| = {num_values} unit Gaussian values")
+        ax.legend(fontsize=8)
+        tidy(ax)
+        evidence.figure(fig, "bits-per-parameter")
+        evidence.cases(len(sizes))
+    return run
+
+
+def _hebbian_stores(F: int, width: int, num_values: int, seed: int) -> bool:
+    generator = torch.Generator().manual_seed(seed)
+    keys = unit_rows(torch.randn(F, width, generator=generator, dtype=torch.float64))
+    values = unit_rows(torch.randn(num_values, width, generator=generator, dtype=torch.float64))
+    facts = torch.randint(0, num_values, (F,), generator=generator)
+    memory = linear_associative_memory(keys, values, facts)
+    return recall(memory, keys, values, facts)[0] == 1.0
+
+
+@check(FM_EFFICIENCY, "numeric")
+def test_bits_per_parameter_as_facts_grow():
+    efficiency_check()()
+
+
+# --- FM.4: decodability ------------------------------------------------------------------------
+
+FM_DECODABILITY = Claim(
+    id="fact-mlps.decodability-jl",
+    title="Gaussian projections decode values once m = O(log|V|/γ²) (our formula)",
+    statement=(
+        r"For values $v_1,\dots,v_{|V|}$ let $\gamma = \min_{k\ne j}(\lVert v_k\rVert^2 - "
+        r"\langle v_k, v_j\rangle)/\max_j\lVert v_j\rVert^2 > 0$ and let $m^*(V)$ be the "
+        r"smallest $m$ at which $P \in \mathbb R^{m\times d_v}$ with i.i.d. $N(0, 1/m)$ "
+        r"entries satisfies $\arg\max_j\langle Pv_j, Pv_k\rangle = k$ for all $k$ with "
+        r"probability at least $1/2$. Then $m^*(V) \le m_{JL} = \lceil 4\ln(8|V|^2)/"
+        r"(\epsilon^2 - \epsilon^3)\rceil$ with $\epsilon = \min(\gamma/2, 1/2)$, so "
+        r"$m^* = O(\log|V|/\gamma^2)$. And $\gamma$ alone does not determine $m^*$: pairs "
+        r"$(b_k, (1-g)b_k + b'_k)$ of orthonormal vectors need a steeper growth of $m^*$ in "
+        r"$1/\gamma$ than equicorrelated unit values ($\langle v_k, v_j\rangle = \rho$), "
+        r"for which it is about $\gamma^{-1}$."),
+    source=(Source(where="Section 3 (embedding geometry and fact-storage cost): a "
+                         "'decodability' metric on value embeddings", tag="S", **DUGAN),
+            Source(where="the proxy m*, the margin γ and the JL bound (this project; the "
+                         "paper's own formula is unconfirmed)", tag="D", **DUGAN)),
+    kind="bound",
+    construction="constructions.fact_mlps:jl_code_dim",
+)
+
+
+@st.composite
+def decodable_values(draw):
+    """Value sets with margin gamma >= 0.2: unit Gaussian, equicorrelated, or unequal norms."""
+    num_values = draw(st.integers(2, 12))
+    d_v = draw(st.integers(2, 12))
+    kind = draw(st.sampled_from(["sphere", "equicorrelated", "scaled"]))
+    raw = draw(gaussian_matrices(num_values, d_v))
+    if kind == "sphere":
+        values = unit_rows(raw)
+    elif kind == "equicorrelated":
+        rho = draw(st.floats(0.0, 0.8))
+        values = torch.zeros(num_values, num_values + 1, dtype=torch.float64)
+        values[:, :num_values] = math.sqrt(1 - rho) * torch.eye(num_values, dtype=torch.float64)
+        values[:, -1] = math.sqrt(rho)
+    else:
+        values = unit_rows(raw) * torch.linspace(1.0, draw(st.floats(1.0, 1.5)), num_values,
+                                                 dtype=torch.float64)[:, None]
+    assume(value_margin(values) >= 0.2)
+    return values
+
+
+def decodability_check(bound=jl_code_dim, draws: int = 64):
+    @given(values=decodable_values(), seed=seeds())
+    @example(values=torch.eye(12, dtype=torch.float64), seed=0)   # gamma = 1, |V| = 12
+    def run(values, seed):
+        m = bound(values.shape[0], value_margin(values))
+        rate = decoding_success_rate(values, m, draws=draws, seed=seed)
+        # a binomial proportion's standard error is at most 1/(2 sqrt(n)); 3 sigma below 1/2
+        floor = 0.5 - 3 * 0.5 / math.sqrt(draws)
+        evidence.margin(rate - floor)
+        assert rate >= floor, f"at m = {m}, only {rate:.2f} of projections decode"
+    return run
+
+
+test_jl_code_dim_decodes = check(FM_DECODABILITY, "property")(
+    budget(0.3)(decodability_check()))
+
+
+def equicorrelated(num_values: int, rho: float) -> torch.Tensor:
+    values = torch.zeros(num_values, num_values + 1, dtype=torch.float64)
+    values[:, :num_values] = math.sqrt(1 - rho) * torch.eye(num_values, dtype=torch.float64)
+    values[:, -1] = math.sqrt(rho)
+    return values
+
+
+def short_long_pairs(num_values: int, g: float) -> torch.Tensor:
+    """Pairs (b_k, (1 - g) b_k + b'_k) of orthonormal vectors: gamma ~ g/2, and the short
+    vector's margin against its partner is the small inner product g |b_k|^2."""
+    values = torch.zeros(num_values, num_values, dtype=torch.float64)
+    for k in range(num_values // 2):
+        values[2 * k, 2 * k] = 1.0
+        values[2 * k + 1, 2 * k] = 1.0 - g
+        values[2 * k + 1, 2 * k + 1] = 1.0
+    return values
+
+
+def decodability_scaling_check(bound=jl_code_dim, num_values: int = 16):
+    def run() -> None:
+        plt = pyplot()
+        families = {"equicorrelated": [equicorrelated(num_values, r) for r in (0.0, 0.5, 0.75)],
+                    "short-long pairs": [short_long_pairs(num_values, g)
+                                         for g in (0.5, 0.25, 0.125)]}
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        rows, exponents = [], {}
+        for name, family in families.items():
+            gammas, dims = [], []
+            for values in family:
+                g = value_margin(values)
+                m_star = decodability(values, draws=64, seed=0)
+                m_jl = bound(num_values, g)
+                assert m_star is not None and m_star <= m_jl, (
+                    f"{name}, gamma={g:.3g}: m* = {m_star} exceeds the bound {m_jl}")
+                evidence.ratio(m_star / m_jl)
+                gammas.append(g)
+                dims.append(m_star)
+                rows.append([name, round(g, 4), m_star, m_jl,
+                             round(m_star * g**2 / math.log(num_values), 3)])
+            slope = float(np.polyfit(np.log(gammas), np.log(dims), 1)[0])
+            exponents[name] = -slope
+            evidence.metric(f"fitted exponent of 1/gamma, {name}", -slope)
+            x = [math.log(num_values) / g**2 for g in gammas]
+            ax.loglog(x, dims, "o-", label=f"{name}: m* ∝ γ^-{-slope:.2f}")
+        grid = np.array([math.log(num_values) / g**2 for g in (1.0, 0.03)])
+        ax.loglog(grid, [bound(num_values, math.sqrt(math.log(num_values) / x)) for x in grid],
+                  "--", color="grey", label="bound m_JL (ours)")
+        ax.set_xlabel(r"$\ln|V| / \gamma^2$")
+        ax.set_ylabel(r"$m^*(V)$, Monte Carlo (64 draws)")
+        ax.set_title(f"|V| = {num_values}")
+        ax.legend(fontsize=8)
+        tidy(ax)
+        evidence.figure(fig, "decodability")
+        evidence.table("m*(V)", ["family", "gamma", "m*", "m_JL", "m* gamma^2 / ln|V|"], rows)
+        evidence.cases(len(rows))
+        # the pairs family needs a steeper dependence on 1/gamma than the equicorrelated one:
+        # gamma alone does not determine m*, and the bound's gamma^-2 order is approached
+        assert exponents["short-long pairs"] > exponents["equicorrelated"]
+    return run
+
+
+@check(FM_DECODABILITY, "numeric")
+def test_decodability_against_the_margin():
+    decodability_scaling_check()()
+
+
+# --- FM.5: swapping the MLP edits the facts ----------------------------------------------------
+
+FM_SWAP = Claim(
+    id="fact-mlps.mlp-swap",
+    title="Swapping the MLP of a one-layer fact transformer swaps its answers, nothing else",
+    statement=(
+        r"Let $T_g$ be a one-layer transformer (one hardmax head that copies the subject's key "
+        r"$k_s$ to the last position, an MLP $g:\mathbb R^d\to\mathbb R^{d_v}$ reading it, and "
+        r"logits $\langle v_j, \cdot\rangle$ on the MLP's output block). If $g_A$ stores fact "
+        r"set $A$ and $g_B$ stores $B$ on the same keys and values, then on every prompt with "
+        r"one subject $s$, $T_{g_A}$ answers $A(s)$ and, after replacing $g_A$ by $g_B$, "
+        r"$T_{g_B}$ answers $B(s)$; the attention pattern and the residual stream before the "
+        r"MLP are identical, and the logits change by exactly "
+        r"$\langle v_j, g_B(k_s) - g_A(k_s)\rangle$."),
+    source=(Source(where="Abstract: modular fact editing by replacing entire MLPs; Section 5 "
+                         "(integrating fact-storing MLPs into Transformers)", tag="V", **DUGAN),
+            Source(where="the explicit one-layer transformer (this project)", tag="D",
+                   **DUGAN)),
+    kind="construction",
+    construction="constructions.fact_mlps:fact_transformer",
+    depends_on=("fact-mlps.encoder-exact-storage",),
+)
+
+
+@st.composite
+def swap_cases(draw):
+    d = draw(st.integers(2, 6))
+    F = draw(st.integers(1, 3 * d))
+    num_values = draw(st.integers(2, 6))
+    keys = draw(gaussian_matrices(F, d))
+    values = unit_rows(draw(gaussian_matrices(num_values, draw(st.integers(2, 6)))))
+    facts = st.lists(st.integers(0, num_values - 1), min_size=F, max_size=F)
+    length = draw(st.integers(2, 8))
+    positions = draw(st.lists(st.integers(0, length - 2), min_size=F, max_size=F))
+    return (keys, values, torch.tensor(draw(facts)), torch.tensor(draw(facts)),
+            torch.tensor(positions), length, draw(st.integers(0, 3)))
+
+
+def swap_check(build=fact_transformer):
+    @given(case=swap_cases())
+    @example(case=(torch.eye(3, dtype=torch.float64), torch.eye(3, dtype=torch.float64),
+                   torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0]), torch.tensor([0, 1, 2]),
+                   4, 2))
+    def run(case):
+        keys, values, facts_a, facts_b, positions, length, fillers = case
+        mlp_a = encoder_decoder_mlp(keys, values, facts_a)
+        mlp_b = encoder_decoder_mlp(keys, values, facts_b)
+        model = build(keys, values, mlp_a, num_fillers=fillers)
+        subjects = torch.arange(len(keys))
+        prompts = fact_prompts(subjects, positions, num_subjects=len(keys),
+                               num_fillers=fillers, length=length)
+        pattern, residual, logits = (model.attention_pattern(prompts), model.residual(prompts),
+                                     model(prompts))
+        assert torch.equal(logits.argmax(-1), facts_a), "model does not answer fact set A"
+        model.swap_mlp(mlp_b)
+        assert torch.equal(model.attention_pattern(prompts), pattern), "attention changed"
+        assert torch.equal(model.residual(prompts), residual), "pre-MLP stream changed"
+        swapped = model(prompts)
+        assert torch.equal(swapped.argmax(-1), facts_b), "model does not answer fact set B"
+        expected = (mlp_b(keys) - mlp_a(keys)) @ values.T
+        # each logit is one d_v-term dot product; both sides round it once more
+        tol = 2 * gamma(values.shape[1] + 2) * float(
+            ((mlp_a(keys).abs() + mlp_b(keys).abs()) @ values.abs().T).max())
+        err = float((swapped - logits - expected).abs().max())
+        evidence.margin(1 - err / tol)
+        assert err <= tol, f"logits changed by more than the MLP difference ({err:.3g})"
+        evidence.cases(len(keys))
+    return run
+
+
+test_swapping_the_mlp_swaps_the_answers = check(FM_SWAP, "property")(
+    budget(0.3)(swap_check()))
+
+

@@ -1,0 +1,427 @@
+r"""Multi-step gradient descent by looping or by chain of thought, and the CoT error table (Huang,
+Wang, Lee; IR.6).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import torch
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from constructions.icl_regression import (
+    cot_prompt,
+    gd_iterates,
+    multi_step_gd,
+    multi_step_layer,
+    optimal_loss,
+    optimal_preconditioner,
+    pair_features,
+)
+from empirics.icl_regression import (
+    COT_EXPERIMENT,
+    cot_coefficients,
+    new_axes,
+)
+from theorems.areas.icl_regression._shared import DERIVED, HWL, SEED, gaussian, half_unit, z_score
+from theorems.claims import Claim, Source
+from theorems.evidence import check, evidence, expect_failure
+from theorems.numerics import gamma
+from theorems.profiles import budget
+from theorems.strategies import seeds
+
+IR_MULTI_STEP = Claim(
+    id="icl-regression.multi-step-exact",
+    title="Looping one layer, or chain of thought, performs k exact GD steps",
+    statement=(
+        r"In the token layout $(x, y, w, 1) \in \mathbb R^{2d+2}$ with context columns "
+        r"$(x_j, y_j, 0, 0)$ and a thought column $(0, 0, w_0 = 0, 1)$, the layer with "
+        r"$W_{PV}[w,x] = \eta I$, $W_{KQ}[x,w] = -I$, $W_{KQ}[y,1] = 1$ (zero elsewhere; keys "
+        r"$=$ the context) maps a thought $(0,0,w_k,1)$ to $(0,0,w_{k+1},1)$ with $w_{k+1} = "
+        r"w_k + \tfrac\eta nX^\top(y - Xw_k)$ and leaves the context unchanged. Looping it "
+        r"$k$ times, or appending its last output column $k$ times (chain of thought), yields "
+        r"exactly the GD iterates $w_1,\dots,w_k$."),
+    source=(Source(where="Abstract (with CoT a one-layer linear transformer implements "
+                         "multi-step GD; looped transformers)", tag="V", **HWL),
+            Source(where="the block layout and weights (the paper's layout is unread)",
+                   tag="D", **HWL)),
+    kind="construction",
+    construction="constructions.icl_regression:multi_step_gd",
+)
+
+IR_COT_ERROR = Claim(
+    id="icl-regression.cot-error-table",
+    title="k-step CoT error E‖w_k − w*‖² at n=20, d=10, η=0.25: 5.97, 2.12, 0.393, 0.0081",
+    statement=(
+        r"For noiseless tasks $y = Xw^*$ with $X \in \mathbb R^{n\times d}$ standard Gaussian "
+        r"and $w^* \sim N(0, I_d)$, the $k$-step CoT estimate satisfies $w_k - w^* = "
+        r"-(I - \eta S)^kw^*$ with $S = X^\top X/n$, so $\mathbb E\lVert w_k - w^*\rVert^2 = "
+        r"\mathbb E\,\mathrm{tr}(I - \eta S)^{2k}$; for $k=1$ this is $d(1 - 2\eta + \eta^2"
+        r"\tfrac{n+d+1}n)$. At $n = 20$, $d = 10$, $\eta = 0.25$ the values for $k = 1, 5, 20, "
+        r"100$ are $5.97$, $2.12$, $0.393$ and $0.0081$ (to the digits shown)."),
+    source=Source(where=f"the error formula and the table: {DERIVED}", tag="D", **HWL),
+    kind="scaling",
+    construction="constructions.icl_regression:multi_step_gd",
+    depends_on=("icl-regression.multi-step-exact",),
+)
+
+IR_COT_MONOTONE = Claim(
+    id="icl-regression.cot-error-decreases-every-eta",
+    title="The k-step CoT error decreases in k for every step size η ≤ 1/2 (false)",
+    statement=(
+        r"For every $\eta \in (0, \tfrac12]$ and every noiseless prompt ($n = 20$, $d = 10$), "
+        r"the CoT error $e_k = \lVert w_k - w^*\rVert^2$ is non-increasing in $k$."),
+    source=Source(where="the divergence trap of the claim catalogue", tag="D", **HWL),
+    kind="scaling",
+    construction="constructions.icl_regression:multi_step_gd",
+    depends_on=("icl-regression.multi-step-exact",),
+    correction=(
+        r"$e_k = \lVert(I - \eta S)^kw^*\rVert^2$ is non-increasing on every prompt iff "
+        r"$\eta \le 2/\lambda_{\max}(S)$. With $\eta = \tfrac12$ a prompt with "
+        r"$\lambda_{\max}(S) = 4.2$ grows like $1.1^{2k}$; Gaussian prompts have "
+        r"$\lambda_{\max}(S) > 4$ with probability about $4\cdot 10^{-4}$ at $n=20$, $d=10$, "
+        r"and since $\lambda_{\max}$ is unbounded, $\mathbb E e_k \to \infty$ as $k \to \infty$ "
+        r"for every $\eta > 0$. Monotone decrease needs the hypothesis "
+        r"$\eta < 2/\lambda_{\max}(S)$ (in practice $\eta \lesssim 0.3$ at these sizes)."),
+)
+
+IR_NO_COT = Claim(
+    id="icl-regression.no-cot-optimum",
+    title="Without CoT one layer's best estimate of w* has error d(d+1)/(n+d+1)",
+    statement=(
+        r"For noiseless tasks with $x \sim N(0, I_d)$, $w^* \sim N(0, I_d)$ and $n$ examples, "
+        r"every one-layer LSA estimate $\hat w$ read from a thought column $(0,0,0,1)$ is "
+        r"linear in $G = \tfrac1n\sum_i z_iz_i^\top$, and the best one is $\hat w = "
+        r"\tfrac n{n+d+1}\tfrac1n\sum_iy_ix_i$ (one GD step), with $\mathbb E\lVert\hat w - w^*"
+        r"\rVert^2 = d(d+1)/(n+d+1)$: $3.548$ at $n = 20$, $d = 10$, against "
+        r"$\mathbb E\lVert w^*\rVert^2 = 10$, so $w^*$ is not recovered."),
+    source=(Source(where="Abstract (without CoT only one GD step; w* not recovered)", tag="V",
+                   **HWL),
+            Source(where=f"the constant: {DERIVED}", tag="D", **HWL)),
+    kind="lower-bound",
+    construction="constructions.icl_regression:optimal_preconditioner",
+    depends_on=("icl-regression.isotropic-optimum",),
+)
+
+IR_COT_TRAINED = Claim(
+    id="icl-regression.cot-trained-products",
+    title="Teacher-forced CoT training learns W_PV[w,x]W_KQ[x,w] = −ηI and "
+          "W_PV[w,x]W_KQ[y,1] = ηI",
+    statement=(
+        r"Training one layer in the $(x, y, w, 1)$ layout (from a small random start) to map "
+        r"each thought $(0,0,w_k,1)$ to $(0,0,w_{k+1},1)$, $w_{k+1} = w_k + \tfrac\eta nX^\top"
+        r"(y - Xw_k)$, converges to the construction of icl-regression.multi-step-exact up to "
+        r"the gauge $(W_{PV}, W_{KQ}) \to (cW_{PV}, W_{KQ}/c)$: its effective update map "
+        r"equals the construction's, and the gauge-invariant products are "
+        r"$W_{PV}[w,x]W_{KQ}[x,w] = -\eta I$ and $W_{PV}[w,x]W_{KQ}[y,1] = \eta I$."),
+    source=(Source(where="Abstract (gradient-based training learns the CoT construction)",
+                   tag="V", **HWL),
+            Source(where="the products, at d=4, n=12, k=5 (the paper's setting is unread)",
+                   tag="D", **HWL)),
+    kind="dynamics",
+    construction="constructions.icl_regression:multi_step_layer",
+    depends_on=("icl-regression.multi-step-exact",),
+)
+
+
+# --- IR.6: multi-step GD by looping or chain of thought ---------------------------------------
+
+def iterate_error_bound(X: torch.Tensor, y: torch.Tensor, eta: float,
+                        iterates: torch.Tensor) -> torch.Tensor:
+    r"""Bound on :math:`\lVert\hat w_k - w_k\rVert_2` between two float64 evaluations of GD.
+
+    One step's rounding is at most :math:`\gamma_K` times its absolute-value evaluation
+    :math:`|w_j| + \tfrac{|\eta|}n|X|^\top(|y| + |X||w_j|)` (``K``: the ``n``-term sums, the
+    three ``D``-term products of the layer, the residual add), and the exact step is
+    :math:`\rho = \lVert I - \eta S\rVert_2`-Lipschitz, so
+    :math:`E_{j+1} = \rho E_j + 2\gamma_K\lVert\text{abs}_j\rVert` bounds both evaluations'
+    distance. Returns ``(..., steps + 1)``.
+    """
+    n, d = X.shape[-2:]
+    S = X.transpose(-1, -2) @ X / n
+    rho = torch.linalg.matrix_norm(torch.eye(d, dtype=X.dtype) - eta * S, ord=2)
+    K = n + 3 * (2 * d + 2) + 8
+    bounds = [torch.zeros_like(rho)]
+    for j in range(iterates.shape[-2] - 1):
+        w = iterates[..., j, :].abs()
+        absolute = w + abs(eta) / n * torch.einsum(
+            "...nd,...n->...d", X.abs(), y.abs() + torch.einsum("...nd,...d->...n", X.abs(), w))
+        bounds.append(rho * bounds[-1] + 2 * gamma(K) * absolute.norm(dim=-1))
+    return torch.stack(bounds, dim=-1)
+
+
+@st.composite
+def multi_step_cases(draw):
+    d, n = draw(st.integers(1, 5)), draw(st.integers(1, 12))
+    generator = torch.Generator().manual_seed(draw(seeds()))
+    X, y = gaussian(generator, 3, n, d), gaussian(generator, 3, n)
+    return X, y, draw(st.floats(0.01, 1.0)), draw(st.integers(1, 30)), draw(
+        st.sampled_from(["loop", "cot"]))
+
+
+def _pinned_cot_case():
+    generator = torch.Generator().manual_seed(SEED)
+    return gaussian(generator, 2, 20, 10), gaussian(generator, 2, 20), 0.25, 100, "cot"
+
+
+def multi_step_check(build=multi_step_gd):
+    @budget(0.5)
+    @given(case=multi_step_cases())
+    @example(case=_pinned_cot_case())
+    def run(case):
+        X, y, eta, steps, mode = case
+        n, d = X.shape[-2:]
+        model = build(d, eta, steps, mode=mode)
+        Z = cot_prompt(X, y)
+        got, oracle = model.iterates(Z), gd_iterates(X, y, eta, steps)
+        bound = iterate_error_bound(X, y, eta, oracle)
+        err = (got - oracle).norm(dim=-1)
+        evidence.margin(float(((bound - err) / bound.clamp_min(1e-300)).min()))
+        assert bool((err <= bound).all()), (
+            f"{mode}: iterate {int((err - bound).amax(0).argmax())} is off by "
+            f"{float(err.max()):.3g} (bound {float(bound.max()):.3g})")
+        final = model(Z)
+        assert torch.equal(final[..., :n], Z[..., :n]), "the context columns changed"
+        assert final.shape[-1] == (n + 1 if mode == "loop" else n + 1 + steps)
+    return run
+
+
+test_loop_and_cot_give_exact_gd_steps = check(IR_MULTI_STEP, "property")(multi_step_check())
+
+
+COT_N, COT_D, COT_ETA = 20, 10, 0.25
+COT_STEPS = (1, 5, 20, 100)
+COT_PRINTED = {1: 5.97, 5: 2.12, 20: 0.393, 100: 0.0081}
+COT_PROMPTS = 20_000
+
+
+def spectral_error(X: torch.Tensor, w_star: torch.Tensor, eta: float, k: int) -> torch.Tensor:
+    r""":math:`\lVert(I - \eta S)^kw^*\rVert^2 = \sum_j(1 - \eta\lambda_j)^{2k}(v_j^\top w^*)^2`."""
+    lam, V = torch.linalg.eigh(X.transpose(-1, -2) @ X / X.shape[-2])
+    coefficients = torch.einsum("...dj,...d->...j", V, w_star)
+    return ((1 - eta * lam) ** (2 * k) * coefficients**2).sum(-1)
+
+
+def cot_error_table_check(build=multi_step_gd):
+    def run():
+        n, d, eta = COT_N, COT_D, COT_ETA
+        generator = torch.Generator().manual_seed(SEED)
+        lam = torch.linalg.eigvalsh(
+            (lambda X: X.transpose(-1, -2) @ X / n)(gaussian(generator, COT_PROMPTS, n, d)))
+        z = z_score(len(COT_STEPS) + 1)
+        rows = []
+        for k in COT_STEPS:
+            trace = ((1 - eta * lam) ** (2 * k)).sum(-1)      # E over w* of |(I - eta S)^k w*|^2
+            mean, se = float(trace.mean()), float(trace.std() / math.sqrt(COT_PROMPTS))
+            exact = d * (1 - 2 * eta + eta**2 * (n + d + 1) / n) if k == 1 else None
+            rows.append([k, round(mean, 5), round(se, 5), COT_PRINTED[k],
+                         None if exact is None else round(exact, 5)])
+            slack = z * se + half_unit(COT_PRINTED[k])
+            evidence.margin((slack - abs(mean - COT_PRINTED[k])) / slack)
+            assert abs(mean - COT_PRINTED[k]) <= slack, (
+                f"k={k}: E tr(I - eta S)^2k = {mean:.5f} ± {se:.5f}, printed {COT_PRINTED[k]}")
+            if exact is not None:
+                assert abs(mean - exact) <= z * se, f"k=1: {mean:.5f} vs exact {exact:.5f}"
+        evidence.cases(COT_PROMPTS)
+        # The construction: its chain-of-thought error equals the spectral formula per prompt.
+        X, w_star = gaussian(generator, 64, n, d), gaussian(generator, 64, d)
+        y = torch.einsum("bnd,bd->bn", X, w_star)
+        iterates = build(d, eta, max(COT_STEPS), mode="cot").iterates(cot_prompt(X, y))
+        bound = iterate_error_bound(X, y, eta, gd_iterates(X, y, eta, max(COT_STEPS)))
+        S_norm = torch.linalg.matrix_norm(X.transpose(-1, -2) @ X / n, ord=2)
+        worst = 0.0
+        for row, k in zip(rows, COT_STEPS, strict=True):
+            got = (iterates[..., k, :] - w_star).pow(2).sum(-1)
+            spectral = spectral_error(X, w_star, eta, k)
+            # eigh is backward stable (|dS| <= 8 d u |S|): the k-th power moves by at most
+            # k eta |dS| |w*| (rho <= 1 here); plus the construction's own iterate bound.
+            vector_err = bound[..., k] + k * eta * 8 * d * gamma(1) * S_norm * w_star.norm(dim=-1)
+            tol = (2 * got.sqrt() * vector_err + vector_err**2
+                   + gamma(2 * k + d + 8) * spectral)
+            err = (got - spectral).abs()
+            worst = max(worst, float((err / tol).max()))
+            row.append(float(f"{float(got.mean()):.5g}"))
+            assert bool((err <= tol).all()), f"k={k}: CoT error differs from the formula"
+        evidence.metric("CoT vs spectral formula, |error| / bound", worst)
+        evidence.table("k-step CoT error, n = 20, d = 10, eta = 0.25",
+                       ["k", "E tr(I - eta S)^2k (Monte Carlo)", "standard error", "printed",
+                        "exact (k = 1)", "CoT construction, 64 prompts"], rows)
+        evidence.figure(cot_error_figure(lam, eta), "error-vs-k")
+    return run
+
+
+def cot_error_figure(lam: torch.Tensor, eta: float):
+    ks = list(range(1, 101))
+    fig, ax = new_axes()
+    for step, style in ((eta, "-"), (0.5, "--")):
+        traces = torch.stack([((1 - step * lam) ** (2 * k)).sum(-1) for k in ks])
+        ax.semilogy(ks, traces.mean(1).tolist(), style, lw=1, label=f"mean, η = {step}")
+        ax.semilogy(ks, traces.median(1).values.tolist(), style, lw=1, alpha=0.5,
+                    label=f"median, η = {step}")
+    ax.set_xlabel("CoT steps k")
+    ax.set_ylabel(r"$\mathrm{tr}(I - \eta S)^{2k}$")
+    ax.legend(frameon=False, fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+test_cot_error_table = check(IR_COT_ERROR, "numeric")(cot_error_table_check())
+
+
+def pinned_divergent_prompt() -> tuple[torch.Tensor, torch.Tensor]:
+    r"""A prompt (n=20, d=10) whose :math:`S = X^\top X/n` has :math:`\lambda_{\max} = 4.2`
+    exactly (a Gaussian ``X`` with its top singular value reset), and :math:`w^*` along it."""
+    generator = torch.Generator().manual_seed(SEED + 1)
+    X = gaussian(generator, COT_N, COT_D)
+    U, s, Vh = torch.linalg.svd(X, full_matrices=False)
+    s[0] = math.sqrt(4.2 * COT_N)
+    X = U @ torch.diag(s) @ Vh
+    w_star = Vh[0] + 0.1 * gaussian(generator, COT_D)
+    return X, w_star
+
+
+def monotone_error_check(build=multi_step_gd, eta: float = 0.5, steps: int = 100):
+    """The claim as stated: e_k is non-increasing in k on every prompt, for eta = 1/2."""
+    @budget(0.1)
+    @given(seed=seeds())
+    @example(seed=-1)                               # -1 pins the divergent prompt
+    def run(seed):
+        if seed == -1:
+            X, w_star = pinned_divergent_prompt()
+        else:
+            generator = torch.Generator().manual_seed(seed)
+            X, w_star = gaussian(generator, COT_N, COT_D), gaussian(generator, COT_D)
+        y = X @ w_star
+        iterates = build(COT_D, eta, steps, mode="cot").iterates(cot_prompt(X, y))
+        errors = (iterates - w_star).pow(2).sum(-1)
+        bound = iterate_error_bound(X, y, eta, gd_iterates(X, y, eta, steps))
+        slack = 2 * errors.sqrt() * bound + bound**2     # rounding of e_k itself
+        increase = errors[1:] - errors[:-1] - slack[1:] - slack[:-1]
+        assert bool((increase <= 0).all()), (
+            f"e_k increases at k={int(increase.argmax()) + 1}: e_0 = {float(errors[0]):.4g}, "
+            f"e_{steps} = {float(errors[-1]):.4g}")
+    return run
+
+
+def divergence_refutation(build=multi_step_gd):
+    def run():
+        report = expect_failure(monotone_error_check(build))
+        evidence.counterexample(f"eta = 0.5, lambda_max(S) = 4.2: {report}")
+        X, w_star = pinned_divergent_prompt()
+        lam_max = float(torch.linalg.eigvalsh(X.T @ X / COT_N)[-1])
+        errors = (build(COT_D, 0.5, 100, mode="cot").iterates(cot_prompt(X, X @ w_star))
+                  - w_star).pow(2).sum(-1)
+        evidence.metric("lambda_max(S) of the pinned prompt", lam_max)
+        evidence.metric("e_100 / e_0 on the pinned prompt", float(errors[-1] / errors[0]))
+        generator = torch.Generator().manual_seed(SEED + 2)
+        lam = torch.linalg.eigvalsh((lambda A: A.transpose(-1, -2) @ A / COT_N)(
+            gaussian(generator, COT_PROMPTS, COT_N, COT_D)))
+        evidence.metric("P(lambda_max(S) > 4), Monte Carlo",
+                        float((lam[:, -1] > 4).double().mean()))
+        evidence.metric("mean tr(I - S/2)^200 over Gaussian prompts",
+                        float(((1 - 0.5 * lam) ** 200).sum(-1).mean()))
+        # the correction: with eta <= 2 / lambda_max the same prompt's error decreases
+        assert abs(lam_max - 4.2) <= gamma(64) * 4.2 * 64
+        assert float(errors[-1]) > float(errors[0]), "the pinned prompt does not diverge"
+    return run
+
+
+test_cot_error_can_increase_at_eta_one_half = check(IR_COT_MONOTONE, "refutation")(
+    divergence_refutation())
+
+
+NO_COT_PROMPTS = 40_000
+
+
+def no_cot_check(preconditioner=optimal_preconditioner, loss=optimal_loss):
+    """Lifted least squares of w* on every pair G_ab of a one-layer LSA's read-out."""
+    def run():
+        n, d = COT_N, COT_D
+        generator = torch.Generator().manual_seed(SEED + 3)
+        X, w_star = gaussian(generator, NO_COT_PROMPTS, n, d), gaussian(generator,
+                                                                       NO_COT_PROMPTS, d)
+        y = torch.einsum("bnd,bd->bn", X, w_star)
+        context = torch.cat([X, y.unsqueeze(-1)], -1).transpose(-1, -2)   # (B, d+1, n)
+        Phi = pair_features(context @ context.transpose(-1, -2) / n)      # (B, P)
+        gram = Phi.T @ Phi
+        Theta = torch.linalg.solve(gram, Phi.T @ w_star)                  # (P, d)
+        bread = torch.linalg.inv(gram)
+        residual = w_star - Phi @ Theta
+        se = torch.stack([(bread @ ((Phi * residual[:, o:o + 1] ** 2).T @ Phi) @ bread)
+                          .diagonal().sqrt() for o in range(d)], 1)
+        eye = torch.eye(d, dtype=torch.float64)
+        Gamma = preconditioner(n, 0.0, eye)
+        rows, cols = torch.triu_indices(d + 1, d + 1)
+        expected = torch.zeros_like(Theta)
+        for b in range(d):                     # pair (b, y) carries s_b; the output o gets Γ[o, b]
+            expected[int(((rows == b) & (cols == d)).nonzero())] = Gamma[:, b]
+        scores = ((Theta - expected) / se).abs()
+        z = z_score(Theta.numel())
+        evidence.metric("max |z| of the least-squares read-out", float(scores.max()))
+        evidence.margin(float((z - scores.max()) / z))
+        assert float(scores.max()) <= z, (
+            f"the best linear-in-G estimate differs from Γ* s (max |z| {float(scores.max()):.2f})")
+        s = Phi[:, (cols == d) & (rows < d)]                                # (B, d): s_b
+        errors = (s @ Gamma.T - w_star).pow(2).sum(-1)
+        mean, se_mean = float(errors.mean()), float(errors.std() / math.sqrt(NO_COT_PROMPTS))
+        L = loss(n, 0.0, eye)
+        evidence.metric("E|w_hat - w*|^2 (closed form)", L)
+        evidence.metric("E|w_hat - w*|^2 (Monte Carlo)", mean)
+        assert abs(mean - L) <= z_score(1) * se_mean, f"Monte Carlo {mean:.4f} vs {L:.4f}"
+        assert abs(L - d * (d + 1) / (n + d + 1)) <= gamma(64) * L
+        assert abs(L - 3.548) <= half_unit(3.548)
+        evidence.cases(NO_COT_PROMPTS)
+    return run
+
+
+test_without_cot_one_layer_cannot_recover_w = check(IR_NO_COT, "numeric")(no_cot_check())
+
+
+@lru_cache(maxsize=1)
+def trained_cot():
+    return COT_EXPERIMENT("smoke", device="cpu")
+
+
+def cot_products_check(build=multi_step_layer):
+    def run():
+        result = trained_cot()
+        d, eta = result.config["d"], result.config["eta"]
+        theta = torch.tensor([row[1] for row in result.tables["lifted coefficients"]["rows"]],
+                             dtype=torch.float64)
+        reference = cot_coefficients(build(d, eta), d)
+        loss, lam_min = result.metrics["eval_loss"], result.metrics["gram_min_eigenvalue"]
+        # Realisable and noiseless: the held-out loss is exactly sum_o dθ_oᵀ C dθ_o with C the
+        # features' Gram matrix, so |θ - θ*|_F <= sqrt(loss / λ_min(C)); plus the rounding of
+        # the coefficients themselves (sums of two products).
+        radius = math.sqrt(max(loss, 0.0) / lam_min) + gamma(4) * float(
+            theta.abs().sum() + reference.abs().sum())
+        distance = float((theta - reference).norm())
+        evidence.metric("|θ_trained - θ_construction|_F", distance)
+        evidence.metric("bound from the held-out loss", radius)
+        evidence.ratio(distance / radius)
+        assert radius <= 0.05 * float(reference.norm()), (
+            f"training did not resolve the map: radius {radius:.3g}")
+        assert distance <= radius, (f"the trained update map is {distance:.3g} from the "
+                                    f"construction's (bound {radius:.3g})")
+        products = {row[0]: torch.tensor(row[1], dtype=torch.float64).reshape(d, d)
+                    for row in result.tables["products"]["rows"]}
+        eye = torch.eye(d, dtype=torch.float64)
+        first = float((products["PV[w,x] KQ[x,w]"] + eta * eye).norm())
+        second = float((products["PV[w,x] KQ[y,1]"] - eta * eye).norm())
+        evidence.metric("|W_PV[w,x] W_KQ[x,w] + eta I|_F", first)
+        evidence.metric("|W_PV[w,x] W_KQ[y,1] - eta I|_F", second)
+        # the first product is the contraction sum_a θ_(a,a) of the x-x block (Cauchy-Schwarz);
+        # the s coefficient is the second product plus W_PV[w,y] W_KQ[x,1]^T.
+        assert first <= math.sqrt(d) * radius, f"W_PV[w,x] W_KQ[x,w] is {first:.3g} from -eta I"
+        assert second <= radius + float(products["PV[w,y] KQ[x,1]^T"].norm()), (
+            f"W_PV[w,x] W_KQ[y,1] is {second:.3g} from eta I")
+        evidence.table("gauge-invariant products (trained)", ["product", "diagonal", "target"],
+                       [["W_PV[w,x] W_KQ[x,w]", products["PV[w,x] KQ[x,w]"].diagonal().tolist(),
+                         -eta], ["W_PV[w,x] W_KQ[y,1]",
+                                 products["PV[w,x] KQ[y,1]"].diagonal().tolist(), eta]])
+    return run
+
+
+test_cot_training_learns_the_products = check(IR_COT_TRAINED, "empirical")(cot_products_check())

@@ -1,0 +1,116 @@
+r"""Helpers shared by the topic modules of this area."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+from constructions.power_method import (
+    power_iteration,
+    sample_data,
+)
+from theorems.claims import Source
+from theorems.numerics import gamma
+from theorems.strategies import seeds
+
+WU = {"arxiv": "2606.00605", "ref": "Wu, Zhang, Cao (2026)"}
+ABSTRACT = Source(where="Abstract (the qualitative result)", tag="V", **WU)
+LAYOUT = Source(where="input layout E = [[X, 0], [0, a]] and block weights (our "
+                      "reconstruction; it reproduces the reported limit)", tag="D", **WU)
+
+_MODEL = (
+    r"Let $d \ge 2$, $n \ge 1$, $X \in \mathbb R^{d\times n}$ with unit-norm columns, "
+    r"$S = XX^\top$, $a \in \mathbb R^d \setminus \{0\}$, and "
+    r"$E_0 = \begin{pmatrix} X & 0 \\ 0 & a\end{pmatrix} \in \mathbb R^{2d\times(n+1)}$. One "
+    r"layer is $\mathrm{TF}(E) = \mathrm N(E + VEE^\top WE)$, where $\mathrm N$ divides every "
+    r"column by its $\ell_2$ norm (the paper's 'LN'), and the block weights are "
+    r"$W = \begin{pmatrix} 0 & wI \\ 0 & 0\end{pmatrix}$, "
+    r"$V = \begin{pmatrix} 0 & 0 \\ vI & 0\end{pmatrix}$ with $\rho = wv$; $E_{k+1} = "
+    r"\mathrm{TF}(E_k)$ shares $(V, W)$ across loops. ")
+
+# --- tolerances ----------------------------------------------------------------------------------
+
+
+def _log_growth(X: torch.Tensor, a: torch.Tensor, loops: int, rho: float | None):
+    """Reference iterates, log of |M| and log of the growth factors g_k = |M y_k|."""
+    X, a = X.double(), a.double()
+    S = X @ X.mT
+    ys = power_iteration(S, a, loops, shift=rho)
+    eig = torch.linalg.eigvalsh(S)
+    if rho is None:
+        norm_M = eig[..., -1]
+    else:
+        norm_M = torch.maximum((1 + rho * eig[..., -1]).abs(), (1 + rho * eig[..., 0]).abs())
+    Sy = (S.unsqueeze(1) @ ys[:, :-1].unsqueeze(-1)).squeeze(-1)
+    My = Sy if rho is None else ys[:, :-1] + rho * Sy
+    return ys, norm_M.log(), My.norm(dim=-1).log()
+
+
+def iteration_error_bound(X: torch.Tensor, a: torch.Tensor, loops: int,
+                          rho: float | None) -> torch.Tensor:
+    r"""First-order bound on the float64 error of the direction :math:`y_L`, per example.
+
+    :math:`\sum_{k<L} A_{k+1}\,(\gamma_m c_k/g_k + \gamma_{2d+4})` with
+    :math:`c_k = \lVert\,|y_k| + |\rho|\,|X|(|X|^\top|y_k|)\rVert`,
+    :math:`g_k = \lVert My_k\rVert` and :math:`A_{k+1} = \lVert M\rVert^{L-k-1}/
+    \prod_{i=k+1}^{L-1}g_i` (module docstring). ``rho=None`` is the unshifted method.
+    """
+    B, d, n = X.shape
+    ys, log_norm_M, log_g = _log_growth(X, a, loops, rho)
+    absX = X.double().abs()
+    absy = ys[:, :-1].abs()
+    c = (absX.unsqueeze(1) @ (absX.mT.unsqueeze(1) @ absy.unsqueeze(-1))).squeeze(-1)
+    c = c if rho is None else absy + abs(rho) * c
+    m = n + 2 * d + 8
+    local = gamma(m) * c.norm(dim=-1) / log_g.exp() + gamma(2 * d + 4)
+    bound = torch.zeros(B, dtype=torch.float64)
+    for k in range(loops):
+        log_amp = (loops - k - 1) * log_norm_M - log_g[:, k + 1:].sum(-1)
+        bound = bound + log_amp.exp() * local[:, k]
+    return bound
+
+
+def eigvector_tolerance(S: torch.Tensor, gap: float) -> float:
+    r"""Error of the computed principal projector: ``eigh`` is backward stable with a
+    perturbation of norm :math:`O(d^2u)\lVert S\rVert` (we take :math:`\gamma_{4d^2}`), and by
+    Davis–Kahan the projector moves by at most that over the eigengap."""
+    d = S.shape[-1]
+    return gamma(4 * d * d) * float(torch.linalg.matrix_norm(S, ord=2)) / gap
+
+
+# --- strategies ----------------------------------------------------------------------------------
+
+BATCH = 4  # one Hypothesis example carries a batch of this many (X, a) pairs
+
+
+@st.composite
+def power_cases(draw, *, min_log_rho: float = -2.0, max_log_rho: float = 6.0,
+                max_d: int = 8, max_loops: int = 6):
+    """``(X, a, loops, rho)``: X ``(4, d, n)`` with uniform unit columns, a uniform unit,
+    d in [2, 8], n in [d, 3d], loops in [1, 6], rho log-uniform."""
+    d = draw(st.integers(2, max_d))
+    n = draw(st.integers(d, 3 * d))
+    loops = draw(st.integers(1, max_loops))
+    rho = 10.0 ** draw(st.floats(min_log_rho, max_log_rho))
+    X, a = sample_data(BATCH, d, n, generator=torch.Generator().manual_seed(draw(seeds())))
+    return X, a, loops, rho
+
+
+def _eigen_case(d: int, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    X, a = sample_data(BATCH, d, n, generator=torch.Generator().manual_seed(seed))
+    return X, a
+
+
+# A query that is an eigenvector (every loop is then the identity on it), the largest growth
+# the strategy allows (rho = 1e6, six loops), and a plain case pinned so that a broken
+# construction fails on an explicit example (no search needed).
+_EIGEN_X, _ = _eigen_case(3, 5, 7)
+_EIGEN_A = torch.linalg.eigh(_EIGEN_X @ _EIGEN_X.mT)[1][..., -2]
+_EXTREME_X, _EXTREME_A = _eigen_case(8, 24, 11)
+_PLAIN_X, _PLAIN_A = _eigen_case(4, 8, 3)
+
+
+def _max_abs(t: torch.Tensor) -> float:
+    return float(t.abs().max()) if t.numel() else 0.0
+
+

@@ -23,8 +23,14 @@ def test_python_examples_run_as_written(code):
     exec(compile(code, "README.md", "exec"), {})
 
 
-def test_ci_runs_the_readme_test_command():
-    test_command = next(b.strip() for b in blocks("bash") if "pytest" in b)
-    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+def test_ci_runs_the_readme_commands():
+    """.ci/run reads the set-up and test commands from the README's first two bash blocks,
+    runs both, and ends with the test command again, verbatim, once every extra is in."""
+    setup, test_command = (b.strip() for b in blocks("bash")[:2])
+    assert "pip install -e '.[dev]'" in setup and setup.endswith("python -m theorems verify")
+    assert "pytest" in test_command
+    ci = (ROOT / ".ci" / "run").read_text()
+    ci_lines = [line.strip() for line in ci.splitlines()
                 if line.strip() and not line.lstrip().startswith("#")]
     assert ci_lines[-1] == test_command
+    assert 'eval "$SETUP"' in ci and 'eval "$TEST"' in ci

@@ -9,7 +9,6 @@ import itertools
 import math
 from collections.abc import Callable, Iterator
 
-import pytest
 import torch
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
@@ -99,8 +98,11 @@ BZ_ORDERED = Claim(
 # --- ball arithmetic (python-flint arb) -------------------------------------------------------
 
 def _flint():
-    return pytest.importorskip("flint", reason="python-flint (the 'certify' extra) certifies "
-                                               "gaps below float64 resolution")
+    """python-flint, a core dependency (it certifies gaps below float64 resolution), imported
+    when a check first needs it so that loading the claims stays light."""
+    import flint
+
+    return flint
 
 
 @contextlib.contextmanager

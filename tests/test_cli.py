@@ -106,3 +106,23 @@ def test_verify_without_evidence_is_an_error(monkeypatch, tmp_path):
     monkeypatch.setattr(verify.subprocess, "run",
                         lambda command, check=False: subprocess.CompletedProcess(command, 5))
     assert cli.main(["verify", "-k", "nothing", "--out", str(tmp_path / "e.json")]) == 5
+
+
+def test_list_reads_the_catalogue_without_the_checks_machinery():
+    """``list`` imports neither Hypothesis nor torch nor any experiment module."""
+    light = ("empirics.provenance", "empirics.plots")
+    code = ("import sys; import theorems.cli as c; c.main(['list']); "
+            "heavy = [m for m in sys.modules if m in ('hypothesis', 'torch') "
+            f"or (m.startswith('empirics.') and m not in {light!r})]; "
+            "print('HEAVY', sorted(heavy))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, timeout=120)
+    assert result.stdout.strip().splitlines()[-1] == "HEAVY []"
+
+
+def test_the_light_catalogue_is_the_full_one():
+    from theorems.catalogue import is_light, load_claims
+
+    light = load_claims()
+    assert is_light(light), "some claim needs the full import: see theorems/catalogue.py"
+    assert [c.as_dict() for c in light] == [c.as_dict() for c in load_all()]

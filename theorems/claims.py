@@ -209,11 +209,16 @@ def area_modules() -> list[str]:
 def topic_modules(area: str) -> list[str]:
     """Full names of the modules that hold an area's claims and checks: the area module itself,
     or every public module of the area's package (``theorems.areas.fact_mlps.rome``, ...)."""
+    import importlib.util
+
     name = f"{AREAS_PACKAGE}.{area}"
-    module = importlib.import_module(name)
-    if not hasattr(module, "__path__"):
+    spec = importlib.util.find_spec(name)  # found, not imported: the claims loader reads it
+    if spec is None:
+        raise ValueError(f"no area module or package {name!r}")
+    if spec.submodule_search_locations is None:
         return [name]
-    topics = sorted(f"{name}.{m.name}" for m in pkgutil.iter_modules(module.__path__)
+    topics = sorted(f"{name}.{m.name}" for m in
+                    pkgutil.iter_modules(spec.submodule_search_locations)
                     if not m.name.startswith("_"))
     return [name, *topics]
 

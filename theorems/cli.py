@@ -10,7 +10,8 @@ import textwrap
 from pathlib import Path
 
 from theorems import evidence_file as ev
-from theorems.claims import Claim, load_all
+from theorems.catalogue import load_claims
+from theorems.claims import Claim
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STATUS_MARK = {"verified": "✔ verified", "refuted": "✘ refuted", "failing": "! FAILING",
@@ -27,7 +28,7 @@ def _format_number(value) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    registry = load_all()
+    registry = load_claims()
     if args.json:
         print(json.dumps({"claims": [c.as_dict() for c in registry]}, indent=1))
         return 0
@@ -60,7 +61,7 @@ def _describe(claim: Claim) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    registry = load_all()
+    registry = load_claims()
     if args.id not in registry:
         close = [c.id for c in registry if args.id in c.id]
         print(f"unknown claim {args.id!r}" + (f"; did you mean {', '.join(close)}?" if close

@@ -1,0 +1,30 @@
+r"""Floating-point error bounds that checks derive their tolerances from.
+
+The standard model (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §2–3):
+every elementary operation returns :math:`\mathrm{fl}(a \circ b) = (a \circ b)(1 + \delta)`
+with :math:`|\delta| \le u`, the unit roundoff. A sum or dot product of :math:`n` terms is
+then accurate to :math:`\gamma_n \sum_i |a_i b_i|` with :math:`\gamma_n = nu/(1 - nu)`. A
+tolerance built as ``gamma(n) * (the same computation on absolute values)`` is a rigorous
+first-order bound, and a check that exceeds it has found a real discrepancy, not noise.
+
+The one copy of these bounds: constructions use them to state their own error bounds (for
+example :func:`constructions.boltzmann.context_id_error_bound`), and checks import them through
+:mod:`theorems.numerics`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def unit_roundoff(dtype: torch.dtype = torch.float64) -> float:
+    """:math:`u = \\epsilon_{mach}/2`: 1.1e-16 for float64, 6.0e-8 for float32."""
+    return torch.finfo(dtype).eps / 2
+
+
+def gamma(n: int, dtype: torch.dtype = torch.float64) -> float:
+    """:math:`\\gamma_n = nu/(1 - nu)`, the relative error bound of an n-term sum or product."""
+    nu = n * unit_roundoff(dtype)
+    if nu >= 1:
+        raise ValueError(f"n * u must be < 1 for the bound to hold, got n={n}")
+    return nu / (1 - nu)

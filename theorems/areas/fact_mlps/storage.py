@@ -27,7 +27,6 @@ from constructions.fact_mlps import (
     threshold_hidden,
     value_margin,
 )
-from empirics.fact_mlps import pyplot, tidy
 from theorems.areas.fact_mlps._shared import (
     DUGAN,
     LSQ_CONSTANT,
@@ -320,6 +319,8 @@ def test_parameters_per_bit_have_a_finite_limit():
 def efficiency_check(build=encoder_decoder_mlp, d: int = 16, num_values: int = 16,
                      sizes=(16, 32, 64, 128)):
     def run() -> None:
+        from empirics.fact_mlps import pyplot, tidy
+
         plt = pyplot()
         generator = torch.Generator().manual_seed(0)
         values = unit_rows(torch.randn(num_values, d, generator=generator, dtype=torch.float64))
@@ -468,6 +469,8 @@ def short_long_pairs(num_values: int, g: float) -> torch.Tensor:
 
 def decodability_scaling_check(bound=jl_code_dim, num_values: int = 16):
     def run() -> None:
+        from empirics.fact_mlps import pyplot, tidy
+
         plt = pyplot()
         families = {"equicorrelated": [equicorrelated(num_values, r) for r in (0.0, 0.5, 0.75)],
                     "short-long pairs": [short_long_pairs(num_values, g)

@@ -20,11 +20,6 @@ from constructions.icl_regression import (
     optimal_preconditioner,
     pair_features,
 )
-from empirics.icl_regression import (
-    COT_EXPERIMENT,
-    cot_coefficients,
-    new_axes,
-)
 from theorems.areas.icl_regression._shared import DERIVED, HWL, SEED, gaussian, half_unit, z_score
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
@@ -253,6 +248,8 @@ def cot_error_table_check(build=multi_step_gd):
 
 
 def cot_error_figure(lam: torch.Tensor, eta: float):
+    from empirics.icl_regression import new_axes
+
     ks = list(range(1, 101))
     fig, ax = new_axes()
     for step, style in ((eta, "-"), (0.5, "--")):
@@ -381,11 +378,15 @@ test_without_cot_one_layer_cannot_recover_w = check(IR_NO_COT, "numeric")(no_cot
 
 @lru_cache(maxsize=1)
 def trained_cot():
+    from empirics.icl_regression import COT_EXPERIMENT
+
     return COT_EXPERIMENT("smoke", device="cpu")
 
 
 def cot_products_check(build=multi_step_layer):
     def run():
+        from empirics.icl_regression import cot_coefficients
+
         result = trained_cot()
         d, eta = result.config["d"], result.config["eta"]
         theta = torch.tensor([row[1] for row in result.tables["lifted coefficients"]["rows"]],

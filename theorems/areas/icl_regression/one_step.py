@@ -25,14 +25,6 @@ from constructions.icl_regression import (
     second_moment,
     sine_response_moments,
 )
-from empirics.icl_regression import (
-    LSA_EXPERIMENT,
-    distance_figure,
-    gamma_from_lifted,
-    lifted_statistics,
-    regression_case,
-    trained_coefficients,
-)
 from theorems.areas.icl_regression._shared import (
     AHN,
     AHN_CODE,
@@ -277,6 +269,8 @@ def closed_form_coefficients(Gamma: torch.Tensor) -> torch.Tensor:
 
 
 def fit(case_name: str):
+    from empirics.icl_regression import lifted_statistics
+
     return lifted_statistics(case_name, N, D_FEATURES, FIT_PROMPTS, SEED)
 
 
@@ -287,6 +281,8 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 def convex_optimum_check(case_name: str, closed_form=linear_closed_form):
     """(a) against (b): the closed form against lifted least squares on Monte Carlo prompts."""
     def run():
+        from empirics.icl_regression import gamma_from_lifted, regression_case
+
         case = regression_case(case_name, N, D_FEATURES)
         stats = fit(case_name)
         Gamma, L = closed_form(case)
@@ -318,12 +314,21 @@ def convex_optimum_check(case_name: str, closed_form=linear_closed_form):
 
 @lru_cache(maxsize=4)
 def trained_lsa(case_name: str):
+    from empirics.icl_regression import LSA_EXPERIMENT
+
     return LSA_EXPERIMENT("smoke", device="cpu", case=case_name)
 
 
 def trained_optimum_check(case_name: str, closed_form=linear_closed_form):
     """(c) against (a) and (b): the trained LSA's effective predictor, and the table."""
     def run():
+        from empirics.icl_regression import (
+            distance_figure,
+            gamma_from_lifted,
+            regression_case,
+            trained_coefficients,
+        )
+
         case = regression_case(case_name, N, D_FEATURES)
         stats, result = fit(case_name), trained_lsa(case_name)
         Gamma, L = closed_form(case)

@@ -15,15 +15,6 @@ from constructions.icl_regression import (
     optimal_preconditioner,
     population_loss,
 )
-from empirics.icl_regression import (
-    ZFB_EXPERIMENT,
-    conservation_figure,
-    gamma_from_lifted,
-    lifted_statistics,
-    new_axes,
-    regression_case,
-    trained_coefficients,
-)
 from theorems.areas.icl_regression._shared import (
     D_FEATURES,
     DERIVED,
@@ -87,16 +78,27 @@ IR_ZFB_RISK = Claim(
 
 @lru_cache(maxsize=1)
 def trained_zfb():
+    from empirics.icl_regression import ZFB_EXPERIMENT
+
     return ZFB_EXPERIMENT("smoke", device="cpu")
 
 
 def zfb_fit():
     """The experiment's own prompts: antithetic, so the odd blocks stay exactly zero."""
+    from empirics.icl_regression import lifted_statistics
+
     return lifted_statistics("zfb", N, D_FEATURES, FIT_PROMPTS, SEED, antithetic=True)
 
 
 def zfb_conservation_check(preconditioner=optimal_preconditioner, trajectory=trained_zfb):
     def run():
+        from empirics.icl_regression import (
+            conservation_figure,
+            gamma_from_lifted,
+            regression_case,
+            trained_coefficients,
+        )
+
         result = trajectory()
         lr = result.config["lr"]
         rows = torch.tensor(result.tables["trajectory"]["rows"], dtype=torch.float64)
@@ -161,6 +163,8 @@ RISK_PROMPTS = 20_000
 def prompt_length_risk_check(risk=population_loss, trained: bool = False):
     """Monte Carlo test risk of the LSA at prompt lengths M against R(M)."""
     def run():
+        from empirics.icl_regression import gamma_from_lifted, regression_case, trained_coefficients
+
         case = regression_case("zfb", N, D_FEATURES)
         Gamma = (gamma_from_lifted(trained_coefficients(trained_zfb()), D_FEATURES) if trained
                  else optimal_preconditioner(case.n, 0.0, case.Sigma, case.Omega))
@@ -193,6 +197,8 @@ def prompt_length_risk_check(risk=population_loss, trained: bool = False):
 
 
 def risk_figure(Gamma, case, measured, risk):
+    from empirics.icl_regression import new_axes
+
     lengths = torch.logspace(0, math.log10(100), 60).tolist()
     fig, ax = new_axes()
     ax.plot(lengths, [risk(Gamma, max(1, round(M)), 0.0, case.Sigma, case.Omega)

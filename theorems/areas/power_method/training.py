@@ -15,7 +15,6 @@ from constructions.power_method import (
     residual_cancelling_layer,
     sample_data,
 )
-from empirics.power_method import GD_EXPERIMENT, LAYERWISE_EXPERIMENT, contraction_rate
 from theorems.areas.power_method._shared import (
     _PLAIN_A,
     _PLAIN_X,
@@ -148,6 +147,8 @@ def rate_gap_check(build=looped_power_transformer):
     @given(d=st.integers(2, 8), seed=seeds(), log_gamma=st.floats(-2.0, 3.0))
     @example(d=4, seed=3, log_gamma=0.0)
     def run(d, seed, log_gamma):
+        from empirics.power_method import contraction_rate
+
         g = 10.0 ** log_gamma
         X, _ = sample_data(BATCH, d, 2 * d, generator=torch.Generator().manual_seed(seed))
         values, vectors = torch.linalg.eigh(X @ X.mT)
@@ -257,9 +258,12 @@ test_cancelling_layer_outputs_rho_s_a = check(PM_EXPRESSIVITY, "property")(cance
 PLATEAU_FRACTION = 0.01
 
 
-def layerwise_check(experiment=LAYERWISE_EXPERIMENT, **overrides):
+def layerwise_check(experiment: str = "power-method-layerwise", **overrides):
+    """The experiment is named, and imported only when the check runs."""
     def run():
-        result = experiment("smoke", device="cpu", seed=0, **overrides)
+        from empirics.experiment import get
+
+        result = get(experiment)("smoke", device="cpu", seed=0, **overrides)
         m = result.metrics
         for name, value in sorted(m.items()):
             evidence.metric(name, value)
@@ -301,9 +305,12 @@ test_layerwise_supervision_with_and_without_ln = check(PM_LAYERWISE, "empirical"
 SLOPE, SLOPE_TOLERANCE, MANIFOLD = 0.25, 0.08, 1e-2
 
 
-def gd_check(experiment=GD_EXPERIMENT, **overrides):
+def gd_check(experiment: str = "power-method-gd", **overrides):
+    """The experiment is named, and imported only when the check runs."""
     def run():
-        result = experiment("smoke", device="cpu", seed=0, **overrides)
+        from empirics.experiment import get
+
+        result = get(experiment)("smoke", device="cpu", seed=0, **overrides)
         m = result.metrics
         for name, value in sorted(m.items()):
             evidence.metric(name, value)

@@ -181,8 +181,23 @@ def hardmax_check(kind: str = "hardmax"):
         ffn = MLP(gaussian(d, 16), gaussian(16), gaussian(16, d), gaussian(d))
         X, m = hardmax_witness(vocabulary, layer)
         out = ffn(X + layer(X))
-        assert torch.equal(out[0, 0], out[1, 0]), (
-            f"the {kind} layer separates the witness: {(out[0, 0] - out[1, 0]).abs().max():.3g}")
+        # Exactly, both rows are ffn(x_0 + x_t W_V W_O). In floats the two rows may take
+        # different kernel paths (rows of a batched matmul), so compare to a bound instead of
+        # bit-identity. With an exact 0/1 hardmax pattern the pattern contraction adds zeros
+        # exactly, so attn(x)_0 errs by gamma_{2d+n} |x_t||W_V||W_O| (two d-term products in
+        # either order, n-term pattern sum); the residual add costs u|y|: the FFN input errs by
+        # e_y <= gamma_{2d+n+1} (|x_0| + |x_t||W_V||W_O|). ReLU is 1-Lipschitz, so this reaches
+        # the output as |W_out|^T |W_in|^T e_y, plus the FFN's own rounding at its computed
+        # input (ffn_output_error, gamma_{H+d+3}). Each row is within that of the exact value:
+        # |out_0 - out_1| <= 2 max over the two rows.
+        path = (X.abs() @ layer.W_V[0].abs() @ layer.W_O[0].abs()).amax(1)  # (2, d), covers t
+        e_y = gamma(2 * d + m + 1) * (X[:, 0].abs() + path)
+        propagated = e_y @ ffn.W_in.abs() @ ffn.W_out.abs()
+        own = ffn_output_error(ffn, X[:, 0] + layer(X)[:, 0])
+        tol = 2 * (propagated + own).amax(0)
+        err = (out[0, 0] - out[1, 0]).abs()
+        assert bool((err <= tol).all()), (
+            f"the {kind} layer separates the witness: {err.max():.3g} (tol {tol.max():.3g})")
         mixed = X + softmax(X)
         gap = float((mixed[0, 0] - mixed[1, 0]).norm())
         tol = 2 * float(attention_error_bound(softmax, X).max()) * math.sqrt(d)
@@ -237,7 +252,9 @@ def memorization_check(build=memorizing_transformer):
         out = model(inputs)
         tol = ffn_output_error(model.ffn, model.mixed(inputs))[..., 0]
         err = (out - labels).abs()
-        exact = tol == 0  # a constant FFN (one label): its output must be exact
+        # tol == 0 only when every weight and bias the output depends on is 0: then the output
+        # is sums of exact zeros, so bit-exact equality with the (zero) label is guaranteed
+        exact = tol == 0
         evidence.margin(float(((tol - err) / tol)[~exact].min()) if bool((~exact).any()) else 1.0)
         assert bool((err[exact] == 0).all()), "a constant output differs from its label"
         evidence.metric("hidden units / (nN)", model.hidden / labels.numel())

@@ -555,6 +555,29 @@ def swap_cases(draw):
             torch.tensor(positions), length, draw(st.integers(0, 3)))
 
 
+def gated_output_error(mlp, k: torch.Tensor) -> torch.Tensor:
+    r"""Rounding bound ``(B, d_v)`` of one evaluation of
+    :math:`g(k) = P^\top D(\sigma(Gk)\odot Ak)` at the given (exact) input ``k``.
+
+    Composed per layer (standard model, first order folded into the gammas):
+    :math:`s = Gk` and :math:`a = Ak` err by :math:`\gamma_d |G||k|`, :math:`\gamma_d|A||k|`;
+    the logistic is :math:`\tfrac14`-Lipschitz and evaluated as :math:`1/(1+e^{-s})` with a
+    faithfully rounded exp (relative :math:`2u`), i.e. to relative :math:`\gamma_4`;
+    :math:`0<\sigma\le 1`, so the product :math:`h=\sigma\odot a` errs by
+    :math:`E_h = \gamma_d|A||k| + |a|(\tfrac14\gamma_d|G||k| + \gamma_5)` (one more u for
+    the product); :math:`z = Dh` errs by :math:`\gamma_h|D|(|a|+E_h) + |D|E_h`, and
+    :math:`g = P^\top z` by :math:`\gamma_m|P|^\top(|z|+E_z) + |P|^\top E_z`, where
+    :math:`|a| \le |A||k|` and :math:`|z| \le |D||A||k|` (as :math:`\sigma \le 1`)."""
+    k = k.to(mlp.gate.dtype).abs()
+    d, h, m = k.shape[-1], mlp.gate.shape[0], mlp.down.shape[0]
+    a = k @ mlp.up.abs().T
+    s = k @ mlp.gate.abs().T
+    e_h = gamma(d) * a + a * (gamma(d) * s / 4 + gamma(5))
+    z = a @ mlp.down.abs().T
+    e_z = gamma(h) * (a + e_h) @ mlp.down.abs().T + e_h @ mlp.down.abs().T
+    return gamma(m) * (z + e_z) @ mlp.decoder.abs() + e_z @ mlp.decoder.abs()
+
+
 def swap_check(build=fact_transformer):
     @given(case=swap_cases())
     @example(case=(torch.eye(3, dtype=torch.float64), torch.eye(3, dtype=torch.float64),
@@ -572,17 +595,48 @@ def swap_check(build=fact_transformer):
                                      model(prompts))
         assert torch.equal(logits.argmax(-1), facts_a), "model does not answer fact set A"
         model.swap_mlp(mlp_b)
+        # bit-identical: the same attention ops on the same inputs in the same order, and the
+        # MLP is not among them
         assert torch.equal(model.attention_pattern(prompts), pattern), "attention changed"
         assert torch.equal(model.residual(prompts), residual), "pre-MLP stream changed"
         swapped = model(prompts)
         assert torch.equal(swapped.argmax(-1), facts_b), "model does not answer fact set B"
-        expected = (mlp_b(keys) - mlp_a(keys)) @ values.T
-        # each logit is one d_v-term dot product; both sides round it once more
-        tol = 2 * gamma(values.shape[1] + 2) * float(
-            ((mlp_a(keys).abs() + mlp_b(keys).abs()) @ values.abs().T).max())
-        err = float((swapped - logits - expected).abs().max())
-        evidence.margin(1 - err / tol)
-        assert err <= tol, f"logits changed by more than the MLP difference ({err:.3g})"
+        # what the MLP reads is the subject's key, moved by the hardmax head: with an exact
+        # 0/1 pattern (one subject, causal) it is sum_j p_ij (x_j W_V) W_O, whose rounding is
+        # gamma_{width+n+1} |x_s||W_V||W_O| (the pattern's zeros add exactly)
+        u = model.mlp_input(prompts)
+        x = model.embeddings[prompts].abs()
+        head = model.attention
+        moved = torch.einsum("bnd,dv,vo->bno", x, head.W_V[0].abs(), head.W_O[0].abs())
+        d = model.d
+        moved = moved.amax(1)[:, d + 2:2 * d + 2]
+        width = x.shape[-1]
+        key_tol = gamma(width + length + 1) * moved
+        key_err = (u - keys[subjects].to(u.dtype)).abs()
+        assert bool((key_err <= key_tol).all()), (
+            f"the MLP does not read the subject's key ({key_err.max():.3g})")
+        # logits - (their formula): swapped = fl(fl(g_B(u)) V^T), logits = fl(fl(g_A(u)) V^T),
+        # expected = fl(fl(g_B'(u) - g_A'(u)) V^T), where g and g' are two evaluations of the
+        # same MLP at u (batch shapes may differ: each is within E_g = gated_output_error of
+        # g(u)); the MLP-out block of the residual is exactly 0 (0 + g is exact). So
+        # |swapped - logits - expected| <= 2|V|(E_A + E_B)
+        #   + gamma_{d_v+1} |V|(|g_A| + |g_B| + |g_B' - g_A'|)   (three d_v-term dot products,
+        #                                                         one subtraction inside)
+        #   + gamma_2 (|swapped| + |logits| + |expected|)         (the two outer subtractions)
+        ga, gb = mlp_a(u), mlp_b(u)
+        expected = (gb - ga) @ values.T
+        V = values.abs().T.to(u.dtype)
+        dv = values.shape[1]
+        bound = (2 * (gated_output_error(mlp_a, u) + gated_output_error(mlp_b, u)) @ V
+                 + gamma(dv + 1) * (ga.abs() + gb.abs() + (gb - ga).abs()) @ V
+                 + gamma(2) * (swapped.abs() + logits.abs() + expected.abs()))
+        # bound + its own first-order slack: the magnitudes above are computed ones
+        tol = (1 + gamma(dv + 8)) * bound
+        err = (swapped - logits - expected).abs()
+        evidence.margin(float((1 - err / tol).min()))
+        assert bool((err <= tol).all()), (
+            f"logits changed by more than the MLP difference ({err.max():.3g}, "
+            f"tol {tol.max():.3g})")
         evidence.cases(len(keys))
     return run
 

@@ -1,0 +1,144 @@
+"""The soundness harness: equivalent mutants, the dual of the mutants in the other test files.
+
+A mutant breaks a construction and requires its check to fail; an *equivalent* mutant changes
+the construction only by what floating point cannot tell apart, and requires every check to
+*pass*. A check that an equivalent mutant kills is a false alarm (issue 14, item 3):
+
+- ``rerounded``: the construction from the real builder, with every floating parameter and
+  buffer multiplied elementwise by :math:`1 \\pm u` (u the unit roundoff of its dtype, signs
+  from a seeded generator). Its exact output differs from the unperturbed one by a relative
+  :math:`O(u)`, which any sound tolerance already allows for a rounding of the weights.
+- ``two-threads``: the real builder, evaluated with ``torch.set_num_threads(2)`` instead of the
+  suite's 1, so that reductions may be split and summed in another (equally valid) order.
+
+Every check factory under ``theorems/areas`` that takes ``build=`` is discovered by signature;
+each runs on a small Hypothesis budget (its explicit ``@example`` s and a few drawn ones). The
+session summary prints the counts (tried, survived) and the ids killed.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+import torch
+from hypothesis import settings
+
+import theorems.areas
+from theorems.evidence import recording
+from theorems.profiles import without_shrinking
+
+#: Factories that are refutations (they expect the as-stated check to fail) or that train a
+#: model (no explicit weights to re-round): not equivalent-mutant material.
+SKIP = {"divergence_refutation", "leak_refutation", "majority_learnable_check"}
+#: Factories whose explicit examples alone exceed a few CPU-seconds: slow tier only.
+HEAVY = {"efficiency_check", "cot_error_table_check", "rate_gap_check", "limit_sweep_check",
+         "bounds_figure_check", "exhaustive_check", "approximation_check",
+         "convergence_check", "certificate_check", "population_check",
+         "gaussian_numeric_check", "iteration_bounds_check", "separation_check",
+         "monotone_error_check", "unshifted_limit_check", "gradient_slope_check",
+         "cot_products_check"}
+
+
+def _factories() -> list[tuple[str, object]]:
+    found = {}
+    for info in pkgutil.walk_packages(theorems.areas.__path__, "theorems.areas."):
+        module = importlib.import_module(info.name)
+        for name, fn in vars(module).items():
+            if not inspect.isfunction(fn) or fn.__module__ != module.__name__ or name in SKIP:
+                continue
+            parameters = inspect.signature(fn).parameters
+            parameter = parameters.get("build")
+            callable_alone = all(p.default is not p.empty for p in parameters.values())
+            if parameter is not None and callable(parameter.default) and callable_alone:
+                found[f"{info.name.removeprefix('theorems.areas.')}.{name}"] = fn
+    return sorted(found.items())
+
+
+FACTORIES = _factories()
+
+
+def rerounded(module: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """Multiply every floating parameter and buffer of ``module`` by ``1 ± u`` in place (on
+    fresh copies, so tensors the builder shares with its caller stay untouched)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for sub in module.modules():
+            for store in (sub._parameters, sub._buffers):
+                for name, tensor in list(store.items()):
+                    if tensor is None or not tensor.is_floating_point():
+                        continue
+                    u = torch.finfo(tensor.dtype).eps / 2
+                    sign = torch.randint(0, 2, tensor.shape, generator=generator) * 2 - 1
+                    new = tensor.detach().clone() * (1 + u * sign.to(tensor.dtype))
+                    if isinstance(tensor, torch.nn.Parameter):
+                        store[name] = torch.nn.Parameter(new, requires_grad=tensor.requires_grad)
+                    else:
+                        store[name] = new
+    return module
+
+
+def rerounding(builder):
+    """A builder that calls the real one, then re-rounds what it built (a module, or the
+    modules in a tuple it returns)."""
+    @functools.wraps(builder)
+    def build(*args, **kwargs):
+        built = builder(*args, **kwargs)
+        for item in built if isinstance(built, tuple) else (built,):
+            if isinstance(item, torch.nn.Module):
+                rerounded(item)
+        return built
+    return build
+
+
+def _run(test) -> None:
+    """Run a Hypothesis check on a small budget: its explicit examples and 3 drawn ones. A
+    factory may have set its own settings (``budget``); they are overridden in place, as a
+    second ``@settings`` would be refused."""
+    small = settings(getattr(test, "_hypothesis_internal_use_settings", None) or settings(),
+                     max_examples=3, deadline=None, phases=without_shrinking().phases)
+    if hasattr(test, "_hypothesis_internal_use_settings"):
+        test._hypothesis_internal_use_settings = small
+    else:
+        test = small(test)
+    with recording(None):
+        test()
+
+
+def _params(kind: str):
+    for name, factory in FACTORIES:
+        short = name.rsplit(".", 1)[1]
+        marks = [pytest.mark.slow] if short in HEAVY else []
+        yield pytest.param(factory, id=f"{kind}-{name}", marks=marks)
+
+
+@pytest.mark.parametrize("factory", list(_params("rerounded")))
+def test_rerounded_weights_pass(factory, soundness_tally, request):
+    default = inspect.signature(factory).parameters["build"].default
+    tally = soundness_tally.setdefault("rerounded", [0, 0])
+    tally[0] += 1
+    try:
+        _run(factory(build=rerounding(default)))
+    except AssertionError:
+        soundness_tally["killed"].append(request.node.callspec.id)
+        raise
+    tally[1] += 1
+
+
+@pytest.mark.parametrize("factory", list(_params("two-threads")))
+def test_two_threads_pass(factory, soundness_tally, request):
+    tally = soundness_tally.setdefault("two-threads", [0, 0])
+    tally[0] += 1
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        _run(factory())
+    except AssertionError:
+        soundness_tally["killed"].append(request.node.callspec.id)
+        raise
+    finally:
+        torch.set_num_threads(threads)
+    tally[1] += 1

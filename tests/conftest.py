@@ -1,25 +1,46 @@
-"""Session summaries for the tests in this folder: the soundness harness's counts."""
+"""Session summaries for the tests in this folder: the soundness harness's counts.
+
+The counts are taken from the test reports, which reach the controller under pytest-xdist too,
+so ``pytest -n auto`` prints them as a serial run does.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-_TALLY_KEY = pytest.StashKey[dict]()
+_KINDS = {"test_rerounded_weights_pass": "rerounded", "test_two_threads_pass": "two-threads"}
 
 
-@pytest.fixture(scope="session")
-def soundness_tally(request) -> dict:
-    """Per kind of equivalent mutant: ``[tried, survived]``, plus the ids that were killed."""
-    return request.config.stash.setdefault(_TALLY_KEY, {"killed": []})
+class SoundnessTally:
+    """Per kind of equivalent mutant: [tried, survived]; and the ids that were killed."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, list[int]] = {}
+        self.killed: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" or "test_soundness.py::" not in report.nodeid:
+            return
+        kind = _KINDS.get(report.nodeid.split("::")[1].split("[")[0])
+        if kind is None:
+            return
+        counts = self.counts.setdefault(kind, [0, 0])
+        counts[0] += 1
+        if report.passed:
+            counts[1] += 1
+        else:
+            self.killed.append(report.nodeid.split("[", 1)[-1].rstrip("]"))
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.counts:
+            return
+        terminalreporter.section("soundness harness: equivalent mutants")
+        for kind, (tried, survived) in sorted(self.counts.items()):
+            terminalreporter.write_line(f"{kind}: tried {tried}, survived {survived}")
+        for name in self.killed:
+            terminalreporter.write_line(f"killed (a false alarm): {name}")
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    tally = config.stash.get(_TALLY_KEY, None)
-    if not tally:
-        return
-    terminalreporter.section("soundness harness: equivalent mutants")
-    for kind, counts in sorted(tally.items()):
-        if kind != "killed":
-            terminalreporter.write_line(f"{kind}: tried {counts[0]}, survived {counts[1]}")
-    for name in tally["killed"]:
-        terminalreporter.write_line(f"killed (a false alarm): {name}")
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller, or a run without xdist
+        config.pluginmanager.register(SoundnessTally(), "soundness-tally")

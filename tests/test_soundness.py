@@ -115,30 +115,19 @@ def _params(kind: str):
         yield pytest.param(factory, id=f"{kind}-{name}", marks=marks)
 
 
+# The session summary (tests/conftest.py) counts these tests' outcomes: tried and survived.
+
 @pytest.mark.parametrize("factory", list(_params("rerounded")))
-def test_rerounded_weights_pass(factory, soundness_tally, request):
+def test_rerounded_weights_pass(factory):
     default = inspect.signature(factory).parameters["build"].default
-    tally = soundness_tally.setdefault("rerounded", [0, 0])
-    tally[0] += 1
-    try:
-        _run(factory(build=rerounding(default)))
-    except AssertionError:
-        soundness_tally["killed"].append(request.node.callspec.id)
-        raise
-    tally[1] += 1
+    _run(factory(build=rerounding(default)))
 
 
 @pytest.mark.parametrize("factory", list(_params("two-threads")))
-def test_two_threads_pass(factory, soundness_tally, request):
-    tally = soundness_tally.setdefault("two-threads", [0, 0])
-    tally[0] += 1
+def test_two_threads_pass(factory):
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
         _run(factory())
-    except AssertionError:
-        soundness_tally["killed"].append(request.node.callspec.id)
-        raise
     finally:
         torch.set_num_threads(threads)
-    tally[1] += 1

@@ -351,8 +351,7 @@ test_one_hot_starts_are_predicted_exactly_at_one_over_s_squared = check(AR_ONE_H
     one_hot_check())
 
 
-@check(AR_ONE_HOT, "symbolic")
-def test_one_hot_optimum_is_one_over_s_squared_symbolically():
+def one_hot_optimum_is_one_over_s_squared_symbolically():
     import sympy as sp
 
     s, c = sp.symbols("s c", positive=True)
@@ -362,6 +361,10 @@ def test_one_hot_optimum_is_one_over_s_squared_symbolically():
         loss = sum(population_error(one_hot, t, c) for t in range(2, T))
         assert sp.expand(loss - (T - 2) * s**2 * (1 - c * s**2) ** 2) == 0
         evidence.cases(1)
+
+
+test_one_hot_optimum_is_one_over_s_squared_symbolically = check(AR_ONE_HOT, "symbolic")(
+    one_hot_optimum_is_one_over_s_squared_symbolically)
 
 
 # --- IR.7 (d): Gaussian starts ----------------------------------------------------------------

@@ -10,7 +10,14 @@ import torch
 
 from constructions.equivariance import lift_positions
 from constructions.universality import copy_first_token, random_single_layer
+from constructions.virtual_node import (
+    VirtualNodeRound,
+    apply_feature_map,
+    matching_linear_attention,
+    virtual_node_round,
+)
 from theorems.areas.approximation import universality as ua
+from theorems.areas.approximation import virtual_node as vn
 from theorems.evidence import expect_failure
 
 # --- universality --------------------------------------------------------------------------
@@ -71,3 +78,53 @@ def test_single_layer_builders_reject_bad_input():
         model(torch.zeros(1, 4, 2))
     with pytest.raises(ValueError, match="x must have 3 dims"):
         model(torch.zeros(3, 2))
+
+
+# --- virtual node --------------------------------------------------------------------------
+
+
+class MeanNormalisedRound(VirtualNodeRound):
+    """The virtual node divides by the node count n instead of phi(q)^T z."""
+
+    def aggregate(self, phi_q, phi_k, v):
+        return phi_q @ (phi_k.transpose(-1, -2) @ v) / phi_k.shape[-2]
+
+
+def mean_normalised_round(d, d_v, r, *, feature_map="exp", seed=0):
+    base = virtual_node_round(d, d_v, r, feature_map=feature_map, seed=seed)
+    return MeanNormalisedRound(base.W_Q, base.W_K, base.W_V, base.W_phi, feature_map)
+
+
+@pytest.mark.mutant("approximation.virtual-node-linear-attention")
+def test_a_wrong_normaliser_breaks_the_identity():
+    expect_failure(vn.edge_free_check(build=mean_normalised_round))
+
+
+@pytest.mark.mutant("approximation.virtual-node-linear-attention")
+def test_local_messages_break_edge_invariance():
+    expect_failure(vn.edge_free_check(local_weight=0.5))
+
+
+@pytest.mark.mutant("approximation.virtual-node-linear-attention")
+def test_a_feature_map_that_can_be_negative_lets_the_denominator_vanish():
+    report = expect_failure(vn.edge_free_check(feature_maps=("identity",)))
+    assert "'seed': -1" in report  # the pinned X = (1, -1), where phi(q)^T z = 0
+
+
+def test_virtual_node_builders_reject_bad_input():
+    with pytest.raises(ValueError, match="feature_map must be one of"):
+        virtual_node_round(2, 2, 3, feature_map="relu")
+    with pytest.raises(ValueError, match="r must be >= 1"):
+        matching_linear_attention(2, 2, 0)
+    with pytest.raises(TypeError, match="local_weight must be a real number"):
+        virtual_node_round(2, 2, 3, local_weight="0")
+    with pytest.raises(ValueError, match="feature_map must be one of"):
+        apply_feature_map("tanh", torch.zeros(2), torch.zeros(2, 2))
+    model = virtual_node_round(2, 2, 3)
+    with pytest.raises(ValueError, match="x must have width 2"):
+        model(torch.zeros(1, 4, 3), torch.zeros(1, 4, 4))
+    with pytest.raises(ValueError, match="adjacency must have shape"):
+        model(torch.zeros(1, 4, 2), torch.zeros(1, 4, 3))
+    with pytest.raises(ValueError, match="W_K must have shape"):
+        VirtualNodeRound(torch.zeros(2, 2), torch.zeros(3, 2), torch.zeros(2, 2),
+                         torch.zeros(2, 3), "exp")

@@ -9,6 +9,14 @@ import pytest
 import torch
 
 from constructions.equivariance import lift_positions
+from constructions.prefix_attention import (
+    NTKAttention,
+    kernel_attention,
+    ntk_attention,
+    prefix_decomposition,
+    prefix_summary,
+    softmax_attention,
+)
 from constructions.universality import copy_first_token, random_single_layer
 from constructions.virtual_node import (
     VirtualNodeRound,
@@ -16,6 +24,7 @@ from constructions.virtual_node import (
     matching_linear_attention,
     virtual_node_round,
 )
+from theorems.areas.approximation import prefix as px
 from theorems.areas.approximation import universality as ua
 from theorems.areas.approximation import virtual_node as vn
 from theorems.evidence import expect_failure
@@ -128,3 +137,68 @@ def test_virtual_node_builders_reject_bad_input():
     with pytest.raises(ValueError, match="W_K must have shape"):
         VirtualNodeRound(torch.zeros(2, 2), torch.zeros(3, 2), torch.zeros(2, 2),
                          torch.zeros(2, 3), "exp")
+
+
+# --- NTK-attention prefix --------------------------------------------------------------------
+
+
+def count_mixture(q, K_P, V_P, K_X, V_X, scale, multiplicity=1.0):
+    """Mixes prefix and input attention by token counts, m/(m+n), instead of Z_P/(Z_P+Z_X)."""
+    parts = prefix_decomposition(q, K_P, V_P, K_X, V_X, scale, multiplicity=multiplicity)
+    m, n = multiplicity * K_P.shape[1], K_X.shape[1]
+    lam = torch.full_like(parts["lam"], m / (m + n))
+    return {**parts, "lam": lam, "output": lam * parts["prefix"] + (1 - lam) * parts["input"]}
+
+
+@pytest.mark.mutant("approximation.prefix-decomposition")
+def test_mixing_by_token_counts_breaks_the_decomposition():
+    expect_failure(px.decomposition_check(decompose=count_mixture))
+
+
+@pytest.mark.mutant("approximation.prefix-decomposition")
+def test_a_swapped_lambda_breaks_the_symbolic_identity():
+    expect_failure(px.symbolic_decomposition(lam=lambda zp, zx: zx / (zp + zx)))
+
+
+def summary_without_kappa(K_P, V_P, *, scale, c):
+    """The prefix summary missing its d-term: Z only, no partition vector kappa."""
+    Z, kappa = prefix_summary(K_P, V_P, scale=scale, c=c)
+    return NTKAttention(Z, torch.zeros_like(kappa), scale=scale, c=c)
+
+
+@pytest.mark.mutant("approximation.prefix-finite-summary")
+def test_a_summary_without_its_partition_term_breaks_exactness():
+    expect_failure(px.finite_summary_check(build=summary_without_kappa))
+
+
+def one_copy_decomposition(q, K_P, V_P, K_X, V_X, scale, multiplicity=1.0):
+    """Ignores the multiplicity: treats t copies of the block as one."""
+    return prefix_decomposition(q, K_P, V_P, K_X, V_X, scale)
+
+
+@pytest.mark.mutant("approximation.prefix-limit")
+def test_ignoring_the_prefix_multiplicity_breaks_the_limit():
+    expect_failure(px.limit_check(decompose=one_copy_decomposition))
+
+
+def test_prefix_functions_reject_bad_input():
+    q, K, V = torch.zeros(1, 2, 3), torch.zeros(1, 4, 3), torch.zeros(1, 4, 2)
+    with pytest.raises(ValueError, match="K must have shape"):
+        softmax_attention(q, torch.zeros(1, 4, 2), V, 1.0)
+    with pytest.raises(ValueError, match="V must have shape"):
+        softmax_attention(q, K, torch.zeros(1, 5, 2), 1.0)
+    with pytest.raises(ValueError, match="K must hold at least one key"):
+        softmax_attention(q, torch.zeros(1, 0, 3), torch.zeros(1, 0, 2), 1.0)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        kernel_attention(q, K, V, kernel="cos")
+    with pytest.raises(ValueError, match="multiplicity must be finite and > 0"):
+        prefix_decomposition(q, K, V, K, V, 1.0, multiplicity=0)
+    with pytest.raises(ValueError, match="c must be finite and > 0"):
+        ntk_attention(torch.zeros(4, 3), torch.zeros(4, 2), c=0.0)
+    with pytest.raises(ValueError, match="kappa must have shape"):
+        NTKAttention(torch.zeros(13, 2), torch.zeros(3))
+    model = ntk_attention(torch.zeros(4, 3), torch.zeros(4, 2))
+    with pytest.raises(ValueError, match="Z must have 7 rows"):
+        model(torch.zeros(1, 2, 2), torch.zeros(1, 4, 2), V)
+    with pytest.raises(ValueError, match="V must have width 2"):
+        model(q, K, torch.zeros(1, 4, 5))

@@ -85,3 +85,17 @@ def layer_rounding_bound(model: SingleLayerTransformer, x: torch.Tensor) -> torc
                                                      + ffn.b_out.abs())
     total = e_y + e_f + U * (y.abs() + f.abs())
     return total[..., :model.d]
+
+
+def softmax_attention_bound(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, scale: float
+                            ) -> torch.Tensor:
+    r"""Per-coordinate bound ``(B, n_q, d_v)`` on the rounding error of
+    ``softmax(scale q K^T) V`` over :math:`m` keys: :math:`(\eta + \gamma_{m+1})M` with
+    :math:`S = |\tau|\max_j|q|\cdot|k_j|`, :math:`\Delta = \gamma_{d+1}S` (a :math:`d`-term
+    dot product and the scale), :math:`\eta` from :func:`softmax_weight_error`, the
+    :math:`m`-term product with the values adding :math:`\gamma_{m+1}`, and
+    :math:`M = \max_j|v_j|` per coordinate."""
+    m, d = K.shape[-2], K.shape[-1]
+    score_max = abs(scale) * (q.abs() @ K.abs().transpose(-1, -2)).amax(dim=-1, keepdim=True)
+    eta = softmax_weight_error(gamma(d + 1) * score_max, score_max, m)   # (B, n_q, 1)
+    return (eta + gamma(m + 1)) * V.abs().amax(dim=-2, keepdim=True)

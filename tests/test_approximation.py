@@ -3,11 +3,13 @@ NTK-attention prefix, DeepNorm)."""
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import pytest
 import torch
 
+from constructions.deepnorm import deepnorm_constants, deepnorm_formulas, update_budget
 from constructions.equivariance import lift_positions
 from constructions.prefix_attention import (
     NTKAttention,
@@ -24,6 +26,8 @@ from constructions.virtual_node import (
     matching_linear_attention,
     virtual_node_round,
 )
+from empirics.deepnorm import deepnorm_stack
+from theorems.areas.approximation import deepnorm as dn
 from theorems.areas.approximation import prefix as px
 from theorems.areas.approximation import universality as ua
 from theorems.areas.approximation import virtual_node as vn
@@ -202,3 +206,59 @@ def test_prefix_functions_reject_bad_input():
         model(torch.zeros(1, 2, 2), torch.zeros(1, 4, 2), V)
     with pytest.raises(ValueError, match="V must have width 2"):
         model(q, K, torch.zeros(1, 4, 5))
+
+
+# --- DeepNorm --------------------------------------------------------------------------------
+
+
+def beta_off_by_sqrt2(kind, n_layers, m_layers=None, *, root=None, number=float):
+    """DeepNorm's formulas with beta multiplied by sqrt(2): the budget becomes 2."""
+    kwargs = {} if root is None else {"root": root}
+    alpha, beta = deepnorm_formulas(kind, n_layers, m_layers, number=number, **kwargs)
+    return alpha, beta * (math.sqrt(2) if root is None else root(2, 2))
+
+
+@pytest.mark.mutant("approximation.deepnorm-budget")
+def test_beta_off_by_sqrt2_breaks_the_symbolic_budget():
+    expect_failure(dn.budget_symbolic_check(formulas=beta_off_by_sqrt2))
+
+
+@pytest.mark.mutant("approximation.deepnorm-budget")
+def test_beta_off_by_sqrt2_breaks_the_float_budget():
+    expect_failure(dn.budget_float_check(formulas=beta_off_by_sqrt2, depths=range(1, 4)))
+
+
+@pytest.mark.mutant("approximation.deepnorm-update-flat")
+def test_a_depth_independent_beta_lets_the_update_grow():
+    # alpha = (2N)^{1/4} with beta fixed at 0.5: the budget grows as sqrt(2N)
+    expect_failure(dn.update_check(beta=0.5))
+
+
+def test_deepnorm_constants_reject_bad_input():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        deepnorm_constants("transformer", 4)
+    with pytest.raises(ValueError, match="n_layers must be >= 1"):
+        deepnorm_constants("decoder", 0)
+    with pytest.raises(TypeError, match="n_layers must be an int"):
+        deepnorm_constants("decoder", 4.0)
+    with pytest.raises(ValueError, match="m_layers must be given"):
+        deepnorm_constants("encoder-decoder/decoder", 6)
+    with pytest.raises(ValueError, match=r"kind must be one of .* for a budget"):
+        update_budget("encoder-decoder/encoder", 6, 6)
+    with pytest.raises(ValueError, match="arch must be one of"):
+        deepnorm_stack("sandwich", 2, 8)
+    with pytest.raises(ValueError, match="d must be >= 2"):
+        deepnorm_stack("post", 2, 1)
+    with pytest.raises(ValueError, match="beta must be finite and > 0"):
+        deepnorm_stack("deepnorm", 2, 8, beta=-1.0)
+
+
+def test_deepnorm_constants_match_the_code():
+    # torchscale: decoder-only alpha = (2N)^0.25, init_scale = (8N)^0.25; encoder-decoder
+    # decoder (3M)^0.25, (12M)^0.25; its encoder 0.81 (N^4 M)^0.0625, (N^4 M)^0.0625 / 1.15
+    assert deepnorm_constants("decoder", 6) == (math.pow(12, 0.25), 1 / math.pow(48, 0.25))
+    alpha, beta = deepnorm_constants("encoder-decoder/decoder", 12, 6)
+    assert math.isclose(alpha, math.pow(18, 0.25)) and math.isclose(beta, math.pow(72, -0.25))
+    alpha, beta = deepnorm_constants("encoder-decoder/encoder", 12, 6)
+    scale = math.pow(12**4 * 6, 0.0625)
+    assert math.isclose(alpha, 0.81 * scale) and math.isclose(beta, 1.15 / scale)

@@ -40,7 +40,6 @@ from constructions.prefix_attention import (
     prefix_decomposition,
     softmax_attention,
 )
-from empirics.plots import pyplot
 from theorems.areas.approximation._bounds import U, softmax_attention_bound
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
@@ -275,6 +274,8 @@ def test_a_growing_prefix_converges_at_the_derived_rate():
     rows = run.rows
     evidence.table("last example: max |Attn(q;[B^t;X]) - Attn(q;B)| and its bound",
                    ["copies t", "distance", "Z_X/(t Z_B) |A_X - A_B|"], rows)
+    from empirics.plots import pyplot  # lazily: `python -m theorems list` stays light
+
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(4.8, 3.2))
     ts = [r[0] for r in rows]

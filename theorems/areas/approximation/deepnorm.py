@@ -18,8 +18,6 @@ the integer :math:`2L` one more rounding: :math:`|\hat b - 1| \le \gamma_{16}`.
 
 from __future__ import annotations
 
-import math
-
 from constructions.deepnorm import (
     BALANCED_KINDS,
     deepnorm_constants,
@@ -119,7 +117,8 @@ def budget_float_check(formulas=deepnorm_formulas, depths=range(1, 1001)):
         alpha, beta = deepnorm_constants("decoder", 1000)
         evidence.metric("alpha (decoder-only, N=1000)", alpha)
         evidence.metric("beta (decoder-only, N=1000)", beta)
-        assert math.isclose(alpha, 2000**0.25) and math.isclose(beta, 8000**-0.25)
+        # the same float operations as the formulas (x ** (1/4), 1/...), so bit-identical
+        assert alpha == 2000 ** (1 / 4) and beta == 1 / 8000 ** (1 / 4), (alpha, beta)
     return run
 
 

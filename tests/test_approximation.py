@@ -27,6 +27,7 @@ from constructions.virtual_node import (
     virtual_node_round,
 )
 from empirics.deepnorm import deepnorm_stack
+from empirics.universality import target as probe_target
 from theorems.areas.approximation import deepnorm as dn
 from theorems.areas.approximation import prefix as px
 from theorems.areas.approximation import universality as ua
@@ -60,6 +61,16 @@ def test_the_refutation_fails_once_the_layer_sees_positions():
 @pytest.mark.mutant("approximation.positional-copy")
 def test_reading_the_wrong_position_breaks_the_copy():
     expect_failure(ua.copy_check(build=partial(copy_first_token, source=1)))
+
+
+@pytest.mark.mutant("approximation.trained-positional-probe")
+def test_the_probe_without_positions_cannot_beat_the_bound():
+    expect_failure(ua.probe_check(positions=[False]))
+
+
+def test_probe_target_rejects_bad_input():
+    with pytest.raises(ValueError, match="target must be one of"):
+        probe_target("shift", torch.zeros(1, 2, 1))
 
 
 def test_lift_positions_rejects_bad_input():

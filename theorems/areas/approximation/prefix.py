@@ -241,6 +241,7 @@ def limit_check(decompose=prefix_decomposition, copies=COPIES):
         q, K_B, V_B, K_X, V_X = _draw(case, queries=2)
         scale = case["scale"]
         rows.clear()
+        run.examples += 1
         for t in copies:
             explicit = softmax_attention(q, torch.cat([K_B.repeat(1, t, 1), K_X], 1),
                                          torch.cat([V_B.repeat(1, t, 1), V_X], 1), scale)
@@ -263,7 +264,7 @@ def limit_check(decompose=prefix_decomposition, copies=COPIES):
             rows.append([t, float(distance.max()), float((rate * gap).max())])
         evidence.ratio(max(r[1] / r[2] for r in rows if r[2] > 0))
     rows: list[list[float]] = []
-    run.rows = rows
+    run.rows, run.examples = rows, 0
     return run
 
 
@@ -271,6 +272,7 @@ def limit_check(decompose=prefix_decomposition, copies=COPIES):
 def test_a_growing_prefix_converges_at_the_derived_rate():
     run = limit_check()
     run()
+    evidence.cases(run.examples)
     rows = run.rows
     evidence.table("last example: max |Attn(q;[B^t;X]) - Attn(q;B)| and its bound",
                    ["copies t", "distance", "Z_X/(t Z_B) |A_X - A_B|"], rows)

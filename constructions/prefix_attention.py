@@ -136,7 +136,10 @@ class NTKAttention(nn.Module):
             raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
         Z = _validate.real_tensor("Z", Z, ndim=2)
         kappa = _validate.real_tensor("kappa", kappa, shape=(Z.shape[0],))
-        self.kernel, self.scale = kernel, _validate.finite_float("scale", scale)
+        # the polynomial features take sqrt(2 c scale), so there the scale must be positive
+        self.kernel = kernel
+        self.scale = (_validate.positive_float("scale", scale) if kernel == "poly2"
+                      else _validate.finite_float("scale", scale))
         self.c = _validate.positive_float("c", c)
         self.Z, self.kappa = fixed(Z), fixed(kappa)
 

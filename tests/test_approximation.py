@@ -210,6 +210,8 @@ def test_prefix_functions_reject_bad_input():
         prefix_decomposition(q, K, V, K, V, 1.0, multiplicity=0)
     with pytest.raises(ValueError, match="c must be finite and > 0"):
         ntk_attention(torch.zeros(4, 3), torch.zeros(4, 2), c=0.0)
+    with pytest.raises(ValueError, match="scale must be finite and > 0"):
+        NTKAttention(torch.zeros(13, 2), torch.zeros(13), scale=-1.0)
     with pytest.raises(ValueError, match="kappa must have shape"):
         NTKAttention(torch.zeros(13, 2), torch.zeros(3))
     model = ntk_attention(torch.zeros(4, 3), torch.zeros(4, 2))

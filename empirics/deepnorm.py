@@ -217,6 +217,8 @@ def update_figure(rows: list[dict], optimizer: str, config: dict):
     ax.set(xscale="log", yscale="log", xlabel="layers N",
            ylabel=r"RMS $\|F(\theta_k) - F(\theta_{k-1})\|$ (mean ± 2 SE)",
            title=f"model update per {optimizer.upper()} step (lr {lr}), d={config['d']}")
+    ax.set_xticks(config["depths"], [str(n) for n in config["depths"]])
+    ax.set_xticks([], minor=True)
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

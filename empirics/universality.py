@@ -124,6 +124,8 @@ def probe_figure(rows: list[list[Any]], bound: float, config: dict):
     ax.axhline(bound, color="k", lw=1, ls=":", label="no-position bound (copy)")
     ax.set(xscale="log", yscale="log", xlabel="FFN width", ylabel="sup error on the grid",
            title=f"one layer, {config['steps']} Adam steps (a probe, not a proof)")
+    ax.set_xticks(config["widths"], [str(w) for w in config["widths"]])
+    ax.set_xticks([], minor=True)
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

@@ -1,0 +1,279 @@
+"""Mutants and bad input for the approximation area (single-layer universality, virtual node,
+NTK-attention prefix, DeepNorm)."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import pytest
+import torch
+
+from constructions.deepnorm import deepnorm_constants, deepnorm_formulas, update_budget
+from constructions.equivariance import lift_positions
+from constructions.prefix_attention import (
+    NTKAttention,
+    kernel_attention,
+    ntk_attention,
+    prefix_decomposition,
+    prefix_summary,
+    softmax_attention,
+)
+from constructions.universality import copy_first_token, random_single_layer
+from constructions.virtual_node import (
+    VirtualNodeRound,
+    apply_feature_map,
+    matching_linear_attention,
+    virtual_node_round,
+)
+from empirics.deepnorm import deepnorm_stack
+from empirics.universality import target as probe_target
+from theorems.areas.approximation import deepnorm as dn
+from theorems.areas.approximation import prefix as px
+from theorems.areas.approximation import universality as ua
+from theorems.areas.approximation import virtual_node as vn
+from theorems.evidence import expect_failure
+
+# --- universality --------------------------------------------------------------------------
+
+
+def positioned_layer(d, **kwargs):
+    """A random layer that sees positions (the lift): no longer permutation-equivariant."""
+    return random_single_layer(d, positions=2.0, **kwargs)
+
+
+@pytest.mark.mutant("approximation.equivariance-lower-bound")
+def test_a_positional_encoding_breaks_equivariance():
+    expect_failure(ua.lower_bound_check(build=positioned_layer))
+
+
+def copy_with_positions(d, *, max_len, **_):
+    """The copy construction (with positions) in place of a position-free layer."""
+    return copy_first_token(d, max_len)
+
+
+@pytest.mark.mutant("approximation.single-layer-universal")
+def test_the_refutation_fails_once_the_layer_sees_positions():
+    # with positions the as-stated check passes on the pinned pair, so the refutation must fail
+    expect_failure(ua.refutation(build=copy_with_positions))
+
+
+@pytest.mark.mutant("approximation.positional-copy")
+def test_reading_the_wrong_position_breaks_the_copy():
+    expect_failure(ua.copy_check(build=partial(copy_first_token, source=1)))
+
+
+@pytest.mark.mutant("approximation.trained-positional-probe")
+def test_the_probe_without_positions_cannot_beat_the_bound():
+    expect_failure(ua.probe_check(positions=[False]))
+
+
+def test_probe_target_rejects_bad_input():
+    with pytest.raises(ValueError, match="target must be one of"):
+        probe_target("shift", torch.zeros(1, 2, 1))
+
+
+def test_lift_positions_rejects_bad_input():
+    with pytest.raises(TypeError, match="x must be a torch"):
+        lift_positions([1.0, 2.0])
+    with pytest.raises(ValueError, match="x must have shape"):
+        lift_positions(torch.ones(3))
+    with pytest.raises(ValueError, match="scale must be finite"):
+        lift_positions(torch.ones(2, 3), float("nan"))
+
+
+def test_single_layer_builders_reject_bad_input():
+    with pytest.raises(TypeError, match="d must be an int"):
+        random_single_layer(1.5)
+    with pytest.raises(ValueError, match="max_len must be given"):
+        random_single_layer(2, positions=1.0)
+    with pytest.raises(ValueError, match="positions must be finite and > 0"):
+        random_single_layer(2, positions=-1.0, max_len=3)
+    with pytest.raises(ValueError, match="source must be < max_len"):
+        copy_first_token(2, 3, source=3)
+    with pytest.raises(ValueError, match="max_len must be >= 2"):
+        copy_first_token(2, 1)
+    with pytest.raises(ValueError, match="beta must be finite and > 0"):
+        copy_first_token(2, 3, beta=0.0)
+    model = copy_first_token(2, 3)
+    with pytest.raises(ValueError, match="x must have width 2"):
+        model(torch.zeros(1, 3, 5))
+    with pytest.raises(ValueError, match="x must have 3 tokens"):
+        model(torch.zeros(1, 4, 2))
+    with pytest.raises(ValueError, match="x must have 3 dims"):
+        model(torch.zeros(3, 2))
+
+
+# --- virtual node --------------------------------------------------------------------------
+
+
+class MeanNormalisedRound(VirtualNodeRound):
+    """The virtual node divides by the node count n instead of phi(q)^T z."""
+
+    def aggregate(self, phi_q, phi_k, v):
+        return phi_q @ (phi_k.transpose(-1, -2) @ v) / phi_k.shape[-2]
+
+
+def mean_normalised_round(d, d_v, r, *, feature_map="exp", seed=0):
+    base = virtual_node_round(d, d_v, r, feature_map=feature_map, seed=seed)
+    return MeanNormalisedRound(base.W_Q, base.W_K, base.W_V, base.W_phi, feature_map)
+
+
+@pytest.mark.mutant("approximation.virtual-node-linear-attention")
+def test_a_wrong_normaliser_breaks_the_identity():
+    expect_failure(vn.edge_free_check(build=mean_normalised_round))
+
+
+@pytest.mark.mutant("approximation.virtual-node-linear-attention")
+def test_local_messages_break_edge_invariance():
+    expect_failure(vn.edge_free_check(local_weight=0.5))
+
+
+@pytest.mark.mutant("approximation.virtual-node-linear-attention")
+def test_a_feature_map_that_can_be_negative_lets_the_denominator_vanish():
+    report = expect_failure(vn.edge_free_check(feature_maps=("identity",)))
+    assert "'seed': -1" in report  # the pinned X = (1, -1), where phi(q)^T z = 0
+
+
+def test_virtual_node_builders_reject_bad_input():
+    with pytest.raises(ValueError, match="feature_map must be one of"):
+        virtual_node_round(2, 2, 3, feature_map="relu")
+    with pytest.raises(ValueError, match="r must be >= 1"):
+        matching_linear_attention(2, 2, 0)
+    with pytest.raises(TypeError, match="local_weight must be a real number"):
+        virtual_node_round(2, 2, 3, local_weight="0")
+    with pytest.raises(ValueError, match="feature_map must be one of"):
+        apply_feature_map("tanh", torch.zeros(2), torch.zeros(2, 2))
+    model = virtual_node_round(2, 2, 3)
+    with pytest.raises(ValueError, match="x must have width 2"):
+        model(torch.zeros(1, 4, 3), torch.zeros(1, 4, 4))
+    with pytest.raises(ValueError, match="adjacency must have shape"):
+        model(torch.zeros(1, 4, 2), torch.zeros(1, 4, 3))
+    with pytest.raises(ValueError, match="W_K must have shape"):
+        VirtualNodeRound(torch.zeros(2, 2), torch.zeros(3, 2), torch.zeros(2, 2),
+                         torch.zeros(2, 3), "exp")
+
+
+# --- NTK-attention prefix --------------------------------------------------------------------
+
+
+def count_mixture(q, K_P, V_P, K_X, V_X, scale, multiplicity=1.0):
+    """Mixes prefix and input attention by token counts, m/(m+n), instead of Z_P/(Z_P+Z_X)."""
+    parts = prefix_decomposition(q, K_P, V_P, K_X, V_X, scale, multiplicity=multiplicity)
+    m, n = multiplicity * K_P.shape[1], K_X.shape[1]
+    lam = torch.full_like(parts["lam"], m / (m + n))
+    return {**parts, "lam": lam, "output": lam * parts["prefix"] + (1 - lam) * parts["input"]}
+
+
+@pytest.mark.mutant("approximation.prefix-decomposition")
+def test_mixing_by_token_counts_breaks_the_decomposition():
+    expect_failure(px.decomposition_check(decompose=count_mixture))
+
+
+@pytest.mark.mutant("approximation.prefix-decomposition")
+def test_a_swapped_lambda_breaks_the_symbolic_identity():
+    expect_failure(px.symbolic_decomposition(lam=lambda zp, zx: zx / (zp + zx)))
+
+
+def summary_without_kappa(K_P, V_P, *, scale, c):
+    """The prefix summary missing its d-term: Z only, no partition vector kappa."""
+    Z, kappa = prefix_summary(K_P, V_P, scale=scale, c=c)
+    return NTKAttention(Z, torch.zeros_like(kappa), scale=scale, c=c)
+
+
+@pytest.mark.mutant("approximation.prefix-finite-summary")
+def test_a_summary_without_its_partition_term_breaks_exactness():
+    expect_failure(px.finite_summary_check(build=summary_without_kappa))
+
+
+def one_copy_decomposition(q, K_P, V_P, K_X, V_X, scale, multiplicity=1.0):
+    """Ignores the multiplicity: treats t copies of the block as one."""
+    return prefix_decomposition(q, K_P, V_P, K_X, V_X, scale)
+
+
+@pytest.mark.mutant("approximation.prefix-limit")
+def test_ignoring_the_prefix_multiplicity_breaks_the_limit():
+    expect_failure(px.limit_check(decompose=one_copy_decomposition))
+
+
+def test_prefix_functions_reject_bad_input():
+    q, K, V = torch.zeros(1, 2, 3), torch.zeros(1, 4, 3), torch.zeros(1, 4, 2)
+    with pytest.raises(ValueError, match="K must have shape"):
+        softmax_attention(q, torch.zeros(1, 4, 2), V, 1.0)
+    with pytest.raises(ValueError, match="V must have shape"):
+        softmax_attention(q, K, torch.zeros(1, 5, 2), 1.0)
+    with pytest.raises(ValueError, match="K must hold at least one key"):
+        softmax_attention(q, torch.zeros(1, 0, 3), torch.zeros(1, 0, 2), 1.0)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        kernel_attention(q, K, V, kernel="cos")
+    with pytest.raises(ValueError, match="multiplicity must be finite and > 0"):
+        prefix_decomposition(q, K, V, K, V, 1.0, multiplicity=0)
+    with pytest.raises(ValueError, match="c must be finite and > 0"):
+        ntk_attention(torch.zeros(4, 3), torch.zeros(4, 2), c=0.0)
+    with pytest.raises(ValueError, match="scale must be finite and > 0"):
+        NTKAttention(torch.zeros(13, 2), torch.zeros(13), scale=-1.0)
+    with pytest.raises(ValueError, match="kappa must have shape"):
+        NTKAttention(torch.zeros(13, 2), torch.zeros(3))
+    model = ntk_attention(torch.zeros(4, 3), torch.zeros(4, 2))
+    with pytest.raises(ValueError, match="Z must have 7 rows"):
+        model(torch.zeros(1, 2, 2), torch.zeros(1, 4, 2), V)
+    with pytest.raises(ValueError, match="V must have width 2"):
+        model(q, K, torch.zeros(1, 4, 5))
+
+
+# --- DeepNorm --------------------------------------------------------------------------------
+
+
+def beta_off_by_sqrt2(kind, n_layers, m_layers=None, *, root=None, number=float):
+    """DeepNorm's formulas with beta multiplied by sqrt(2): the budget becomes 2."""
+    kwargs = {} if root is None else {"root": root}
+    alpha, beta = deepnorm_formulas(kind, n_layers, m_layers, number=number, **kwargs)
+    return alpha, beta * (math.sqrt(2) if root is None else root(2, 2))
+
+
+@pytest.mark.mutant("approximation.deepnorm-budget")
+def test_beta_off_by_sqrt2_breaks_the_symbolic_budget():
+    expect_failure(dn.budget_symbolic_check(formulas=beta_off_by_sqrt2))
+
+
+@pytest.mark.mutant("approximation.deepnorm-budget")
+def test_beta_off_by_sqrt2_breaks_the_float_budget():
+    expect_failure(dn.budget_float_check(formulas=beta_off_by_sqrt2, depths=range(1, 4)))
+
+
+@pytest.mark.mutant("approximation.deepnorm-update-flat")
+def test_a_depth_independent_beta_lets_the_update_grow():
+    # alpha = (2N)^{1/4} with beta fixed at 0.5: the budget grows as sqrt(2N)
+    expect_failure(dn.update_check(beta=0.5))
+
+
+def test_deepnorm_constants_reject_bad_input():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        deepnorm_constants("transformer", 4)
+    with pytest.raises(ValueError, match="n_layers must be >= 1"):
+        deepnorm_constants("decoder", 0)
+    with pytest.raises(TypeError, match="n_layers must be an int"):
+        deepnorm_constants("decoder", 4.0)
+    with pytest.raises(ValueError, match="m_layers must be given"):
+        deepnorm_constants("encoder-decoder/decoder", 6)
+    with pytest.raises(ValueError, match=r"kind must be one of .* for a budget"):
+        update_budget("encoder-decoder/encoder", 6, 6)
+    with pytest.raises(ValueError, match="arch must be one of"):
+        deepnorm_stack("sandwich", 2, 8)
+    with pytest.raises(ValueError, match="d must be >= 2"):
+        deepnorm_stack("post", 2, 1)
+    with pytest.raises(ValueError, match="beta must be finite and > 0"):
+        deepnorm_stack("deepnorm", 2, 8, beta=-1.0)
+
+
+def test_deepnorm_constants_match_the_code():
+    # torchscale: decoder-only alpha = (2N)^0.25, init_scale = (8N)^0.25; encoder-decoder
+    # decoder (3M)^0.25, (12M)^0.25; its encoder 0.81 (N^4 M)^0.0625, (N^4 M)^0.0625 / 1.15.
+    # The code's operations (math.pow, then 1/init_scale) on the same floats as ours (x ** k
+    # calls the same C pow), so the results are bit-identical.
+    assert deepnorm_constants("decoder", 6) == (math.pow(12, 0.25), 1 / math.pow(48, 0.25))
+    assert deepnorm_constants("encoder-decoder/decoder", 12, 6) == (
+        math.pow(18, 0.25), 1 / math.pow(72, 0.25))
+    scale = math.pow(12**4 * 6, 0.0625)
+    assert deepnorm_constants("encoder-decoder/encoder", 12, 6) == (0.81 * scale,
+                                                                    1 / (scale / 1.15))

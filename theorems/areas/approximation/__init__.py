@@ -1,0 +1,14 @@
+r"""Approximation and exact identities: what one layer or one block can express
+
+Four seed papers claim what a single layer or block expresses, or what its constants balance:
+a single-layer Transformer as a universal approximator (Gumaan 2025; refuted as stated, since
+without positional information every such layer is permutation-equivariant), one
+virtual-node message-passing round as a linear-attention layer (Cai et al. 2023, exact), an
+infinitely long prefix folded into a finite summary (NTK-Attention, 2024, exact for a finite
+feature map), and DeepNorm's residual and initialisation constants (Wang et al. 2022, which
+balance an update budget exactly and keep one SGD step's output change flat in depth).
+
+The topic modules: :mod:`.universality`, :mod:`.virtual_node`, :mod:`.prefix` and
+:mod:`.deepnorm`. Tolerances are first-order rounding bounds (``theorems.numerics.gamma``) on
+the whole computation compared, derived beside each check.
+"""

@@ -1,0 +1,281 @@
+r"""Single-layer universality (Gumaan 2025, arXiv:2507.10581): refuted as stated, corrected.
+
+The listing abstract states, unqualified, that one self-attention layer followed by a
+position-wise ReLU FFN approximates any continuous sequence-to-sequence map on a compact
+domain; the HTML v1 abstract adds "under suitable conditions". Both were read [V]; the proof
+was not, so whether the paper's hypotheses include positional encodings is unverified.
+Without positional information the layer is permutation-equivariant, and no equivariant map
+approximates the target that copies token 1 to every position
+(``approximation.equivariance-lower-bound``). The claim is registered as the abstract states
+it, refuted with the pinned pair :math:`X = (1, -1)`, :math:`X' = (-1, 1)`, and corrected: with
+a positional lift one explicit layer copies token 1 to any precision
+(``approximation.positional-copy``). The rigorous equivariant version with an FFN before the
+attention and :math:`L^p` error is ``boltzmann.universal-approximation``.
+"""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from constructions.universality import (
+    copy_first_target,
+    copy_first_token,
+    copy_leak_bound,
+    random_single_layer,
+)
+from theorems.areas.approximation._bounds import U, layer_rounding_bound
+from theorems.claims import Claim, Source
+from theorems.evidence import check, evidence, expect_failure
+from theorems.profiles import budget
+from theorems.strategies import seeds
+
+GUMAAN = {"arxiv": "2507.10581", "ref": "Gumaan (2025)"}
+LAYER = (r"A single-layer Transformer is $T(X) = Y + \mathrm{FFN}(Y)$, $Y = X + "
+         r"\mathrm{Attn}(X)$, for $X = (x_1, \dots, x_n) \in \mathbb R^{n\times d}$ (rows are "
+         r"tokens), with $\mathrm{Attn}$ multi-head softmax self-attention and "
+         r"$\mathrm{FFN}(y) = \mathrm{ReLU}(yW_1 + b_1)W_2 + b_2$ applied to each token (any "
+         r"widths; tokens may be embedded by zero-padding and read out by a coordinate "
+         r"projection). The target $f(X)_i = x_1$ for all $i$ copies token 1. ")
+
+UA_STATED = Claim(
+    id="approximation.single-layer-universal",
+    title="One attention layer plus a ReLU FFN approximates every continuous "
+          "sequence-to-sequence map (false as stated)",
+    statement=LAYER + (
+        r"For every compact $K \subset \mathbb R^{n\times d}$, every continuous "
+        r"$g: K \to \mathbb R^{n\times d}$ and every $\varepsilon > 0$ there is a single-layer "
+        r"Transformer $T$, acting on the tokens as given, with "
+        r"$\sup_{X\in K}\lVert T(X) - g(X)\rVert_\infty < \varepsilon$."),
+    source=Source(where="Abstract (arXiv listing; the HTML v1 abstract adds 'under suitable "
+                        "conditions')", tag="V", **GUMAAN),
+    kind="construction", construction="constructions.universality:random_single_layer",
+    depends_on=("approximation.equivariance-lower-bound",),
+    correction=(
+        r"False for $g = f$ (copy token 1) on $K = [-1, 1]^{2\times 1}$, $\varepsilon = 1/4$: "
+        r"every such $T$ errs by $\ge 1$ on $X = (1, -1)$ or $X' = (-1, 1)$ "
+        r"(approximation.equivariance-lower-bound). It holds (i) with positional encodings "
+        r"added to the input, e.g. $x_k \mapsto x_k \oplus s\,e_k$, for this target "
+        r"(approximation.positional-copy), or (ii) for permutation-equivariant targets with an "
+        r"FFN before the attention and $L^p$ error (boltzmann.universal-approximation)."),
+    notes="Refuted as stated in the abstract; whether the paper's hypotheses include "
+          "positional encodings is unverified (the proof was not reachable).")
+
+UA_LOWER = Claim(
+    id="approximation.equivariance-lower-bound",
+    title="Without positions a single layer is permutation-equivariant, so it errs by "
+          "‖x₁ − x₂‖∞/2 on copy-token-1",
+    statement=LAYER + (
+        r"With no positional encoding: (a) $T(P_\sigma X) = P_\sigma T(X)$ for every "
+        r"permutation matrix $P_\sigma$; (b) with $X'$ the input with tokens 1 and 2 swapped, "
+        r"$\max(\lVert T(X) - f(X)\rVert_\infty, \lVert T(X') - f(X')\rVert_\infty) \ge "
+        r"\lVert x_1 - x_2\rVert_\infty / 2$, because $T(X')_2 = T(X)_1$ while $f(X)_1 = x_1$, "
+        r"$f(X')_2 = x_2$ (triangle inequality)."),
+    source=Source(where="permutation-equivariance argument, derived here", tag="D", **GUMAAN),
+    kind="lower-bound", construction="constructions.universality:random_single_layer")
+
+UA_COPY = Claim(
+    id="approximation.positional-copy",
+    title="With a positional lift one explicit layer copies token 1 to any precision",
+    statement=LAYER + (
+        r"Embed $x_k \mapsto x_k \oplus s\,e_k \oplus 0_d$ (width $2d + n$). The layer of "
+        r"constructions.universality.copy_first_token (query $= $ sum of the position "
+        r"coordinates, key $=$ the first, score scale $\beta$, value copying the token into "
+        r"the scratch block, FFN $z \mapsto \mathrm{ReLU}(z) - \mathrm{ReLU}(-z)$ moving it "
+        r"into the token block) satisfies, for every $X$ and $i$, "
+        r"$\lVert T(X)_i - x_1\rVert_\infty \le \lambda\max_j\lVert x_j - x_1\rVert_\infty$ "
+        r"with $\lambda = (n-1)e^{-\beta s^2}/(1 + (n-1)e^{-\beta s^2})$: below any "
+        r"$\varepsilon$ on a bounded domain for $\beta$ large."),
+    source=Source(where="corrected statement (i): positional encodings; construction ours",
+                  tag="D", **GUMAAN),
+    kind="construction", construction="constructions.universality:copy_first_token",
+    depends_on=("approximation.equivariance-lower-bound",))
+
+
+# --- strategies --------------------------------------------------------------------------
+
+@st.composite
+def random_cases(draw) -> dict:
+    """A random layer (heads, widths, weight scale) and a seeded batch of 8 inputs."""
+    return {"n": draw(st.integers(2, 6)), "d": draw(st.integers(1, 4)),
+            "n_heads": draw(st.integers(1, 2)), "d_ff": draw(st.sampled_from([4, 16])),
+            "scratch": draw(st.integers(0, 2)), "weight_std": draw(st.sampled_from([0.5, 1, 4])),
+            "seed": draw(seeds()), "data_seed": draw(seeds())}
+
+
+def _inputs(case: dict, bound: float = 2.0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(case["data_seed"])
+    return bound * (2 * torch.rand(8, case["n"], case["d"], generator=generator,
+                                   dtype=torch.float64) - 1)
+
+
+def _layer(build, case: dict):
+    return build(case["d"], n_heads=case["n_heads"], d_ff=case["d_ff"],
+                 scratch=case["scratch"], weight_std=case["weight_std"], seed=case["seed"],
+                 max_len=case["n"])
+
+
+def _swap12(x: torch.Tensor) -> torch.Tensor:
+    order = list(range(x.shape[1]))
+    order[0], order[1] = 1, 0
+    return x[:, order]
+
+
+# --- UA.2: equivariance and the lower bound --------------------------------------------------
+
+def lower_bound_check(build=random_single_layer):
+    """(a) equivariance under a random permutation, to the layer's rounding bound on both sides;
+    (b) the lower bound for copy-token-1 on (X, X'), less the same rounding bounds."""
+    @budget(0.5)
+    @given(case=random_cases(), perm_seed=seeds())
+    @example(case={"n": 2, "d": 1, "n_heads": 1, "d_ff": 4, "scratch": 0, "weight_std": 1,
+                   "seed": 0, "data_seed": 0}, perm_seed=0)
+    def run(case, perm_seed):
+        model = _layer(build, case)
+        x = _inputs(case)
+        perm = torch.randperm(case["n"], generator=torch.Generator().manual_seed(perm_seed))
+        out, out_perm = model(x), model(x[:, perm])
+        bound = layer_rounding_bound(model, x)
+        tol = bound[:, perm] + layer_rounding_bound(model, x[:, perm])
+        defect = (out_perm - out[:, perm]).abs()
+        evidence.ratio(float((defect / tol).max()))
+        assert bool((defect <= tol).all()), (
+            f"T(PX) != P T(X): defect {float(defect.max()):.3g} above the rounding bound "
+            f"{float(tol[defect > tol].min()):.3g}")
+        # (b): errors of the computed layer on X and on X' (tokens 1, 2 swapped)
+        swapped = _swap12(x)
+        err = (model(x) - copy_first_target(x)).abs().amax(dim=(1, 2))
+        err_swapped = (model(swapped) - copy_first_target(swapped)).abs().amax(dim=(1, 2))
+        slack = layer_rounding_bound(model, x)[:, 0] + layer_rounding_bound(model, swapped)[:, 1]
+        gap = ((x[:, 0] - x[:, 1]).abs() - slack).amax(dim=-1)           # (B,)
+        lower = (1 - 2 * U) * gap / 2
+        worst = torch.maximum(err, err_swapped)
+        evidence.margin(float((worst - lower).min()))
+        assert bool((worst >= lower).all()), (
+            f"max error {float(worst.min()):.4g} below the lower bound {float(lower.max()):.4g}")
+    return run
+
+
+test_equivariance_forces_the_lower_bound = check(UA_LOWER, "property")(lower_bound_check())
+
+
+# --- UA.1: the statement as the abstract gives it, and its refutation ------------------------
+
+PINNED = torch.tensor([[[1.0], [-1.0]]], dtype=torch.float64)   # X = (1, -1); X' = (-1, 1)
+EPSILON = 0.25
+
+
+def as_stated_check(build=random_single_layer):
+    r"""The abstract's claim at the pinned instance: a layer from ``build`` meets
+    :math:`\varepsilon = 1/4` for copy-token-1 on :math:`\{X, X'\} \subset [-1, 1]^{2\times 1}`.
+    Hypothesis draws layers; ``@example`` pins the smallest one."""
+    @budget(0.3)
+    @given(seed=seeds(), d_ff=st.sampled_from([4, 64]), weight_std=st.sampled_from([1, 8]))
+    @example(seed=0, d_ff=4, weight_std=1)
+    def run(seed, d_ff, weight_std):
+        model = build(1, d_ff=d_ff, seed=seed, weight_std=weight_std, max_len=2)
+        pair = torch.cat([PINNED, _swap12(PINNED)])
+        err = float((model(pair) - copy_first_target(pair)).abs().max())
+        assert err < EPSILON, (
+            f"sup error {err:.4g} on X=(1,-1), X'=(-1,1) is not below eps={EPSILON}")
+    return run
+
+
+def refutation(build=random_single_layer):
+    def run() -> str:
+        return expect_failure(as_stated_check(build))
+    return run
+
+
+@check(UA_STATED, "refutation")
+def test_no_single_layer_without_positions_copies_token_one():
+    report = refutation()()
+    evidence.counterexample(
+        "g(X)_i = x_1 (copy token 1) on K = [-1,1]^{2x1}, eps = 1/4: X = (1, -1), X' = (-1, 1). "
+        "Every single layer without positions has T(X')_2 = T(X)_1, so it errs by >= 1 on one "
+        f"of them (approximation.equivariance-lower-bound). As-stated check: {report}")
+
+
+# --- the corrected statement (i): positions ------------------------------------------------
+
+@st.composite
+def copy_cases(draw) -> dict:
+    return {"n": draw(st.integers(2, 6)), "d": draw(st.integers(1, 4)),
+            "beta": draw(st.sampled_from([0.25, 1.0, 4.0, 20.0])),
+            "scale": draw(st.sampled_from([0.5, 1.0, 2.0])), "bound": draw(st.sampled_from(
+                [1.0, 10.0])), "data_seed": draw(seeds())}
+
+
+def copy_check(build=copy_first_token):
+    r"""The leak bound :math:`\lambda\max_j\lVert x_j - x_1\rVert_\infty`, plus the layer's
+    rounding bound and the subtraction's :math:`u`, on 8 seeded inputs per example. The
+    computed :math:`\lambda` (an exp, a product, a sum, a division) and the spread's
+    subtraction carry relative error :math:`\le 6u`, covered by the factor :math:`1 + 8u`."""
+    @budget(0.5)
+    @given(case=copy_cases())
+    @example(case={"n": 2, "d": 1, "beta": 20.0, "scale": 2.0, "bound": 1.0, "data_seed": 0})
+    @example(case={"n": 6, "d": 2, "beta": 0.25, "scale": 0.5, "bound": 10.0, "data_seed": 1})
+    def run(case):
+        model = build(case["d"], case["n"], beta=case["beta"], scale=case["scale"])
+        x = _inputs(case, case["bound"])
+        leak = copy_leak_bound(case["n"], case["beta"], case["scale"])
+        spread = (x - x[:, :1]).abs().amax(dim=(1, 2))[:, None, None]     # (B, 1, 1)
+        err = (model(x) - copy_first_target(x)).abs()
+        tol = (1 + 8 * U) * leak * spread + layer_rounding_bound(model, x) + U * err
+        evidence.ratio(float((err / tol).max()))
+        assert bool((err <= tol).all()), (
+            f"error {float(err.max()):.4g} above the leak bound {leak * float(spread.max()):.4g}")
+    return run
+
+
+test_positions_let_one_layer_copy_token_one = check(UA_COPY, "property")(copy_check())
+
+
+# --- UA.3: a trained probe -----------------------------------------------------------------
+
+UA_PROBE = Claim(
+    id="approximation.trained-positional-probe",
+    title="Trained with learned positions, one layer beats the position-free bound on "
+          "copy-token-1 (a probe)",
+    statement=(
+        r"A single layer with a linear token embedding, learned positional vectors $p_k \in "
+        r"\mathbb R^{16}$, one softmax head with residual, a ReLU FFN of width 32 with "
+        r"residual and a linear readout, trained by Adam (200 steps, cosine schedule from "
+        r"$10^{-2}$, batches of 128 uniform $X \in [-1,1]^{2\times 1}$, float64, seed 0) on "
+        r"the squared error to $f(X)_i = x_1$, has sup error below $1/2$ on the 21-point grid "
+        r"of $[-1, 1]^{2\times 1}$, where every position-free layer errs by at least 1 "
+        r"(approximation.equivariance-lower-bound)."),
+    source=Source(where="weak empirical probe of corrected statement (i); design ours",
+                  tag="D", **GUMAAN),
+    kind="dynamics", construction="empirics.universality:ProbeLayer",
+    depends_on=("approximation.equivariance-lower-bound",),
+    notes="The probe measures one training run; it proves nothing about approximation "
+          "rates. The full config sweeps FFN widths 16 to 1024, both with and without "
+          "positions, and adds the equivariant target x_k mean(x).")
+
+PROBE_CEILING = 0.5
+
+
+def probe_check(**overrides):
+    """Run the ``single-layer-probe`` smoke config (``overrides`` for mutants)."""
+    def run():
+        from empirics.universality import EXPERIMENT
+
+        result = EXPERIMENT("smoke", device="cpu", **overrides)
+        for name, table in result.tables.items():
+            evidence.table(name, table["header"], table["rows"])
+        for name, fig in result.figures.items():
+            evidence.figure(fig, name)
+        evidence.cases(1)
+        errors = {k: v for k, v in result.metrics.items() if k.endswith("sup_error")}
+        for key, err in errors.items():
+            evidence.metric(key, err)
+            evidence.margin(PROBE_CEILING - err)
+            assert err < PROBE_CEILING, (
+                f"{key}: sup error {err:.3g} on the grid is not below {PROBE_CEILING}")
+    return run
+
+
+test_learned_positions_beat_the_equivariance_bound = check(UA_PROBE, "empirical")(
+    probe_check())

@@ -26,11 +26,12 @@ import numpy as np
 
 from constructions import _validate
 
+# Column sums of two digits lie in [0, 18].
+SUM_RANGE = {"low": 0, "high": 18, "min_ndim": 1}
+
 
 def _digits(name: str, value, n_digits: int) -> np.ndarray:
-    value = np.asarray(value)
-    if not np.issubdtype(value.dtype, np.integer):
-        raise TypeError(f"{name} must hold integers, got dtype {value.dtype}")
+    value = _validate.int_array(name, value)
     if (value < 0).any() or (value >= 10**n_digits).any():
         raise ValueError(f"{name} must lie in [0, 10**{n_digits})")
     return (value[..., None] // 10 ** np.arange(n_digits)) % 10
@@ -39,12 +40,18 @@ def _digits(name: str, value, n_digits: int) -> np.ndarray:
 def column_sums(a, b, n_digits: int) -> np.ndarray:
     """Column sums ``s[..., p] = D_p + D'_p``, least significant column first."""
     n_digits = _validate.positive_int("n_digits", n_digits)
-    return _digits("a", a, n_digits) + _digits("b", b, n_digits)
+    a, b = _digits("a", a, n_digits), _digits("b", b, n_digits)
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"b of shape {b.shape[:-1]} does not broadcast against a of shape "
+                         f"{a.shape[:-1]}") from None
+    return a + b
 
 
 def algorithm_digits(sums: np.ndarray) -> np.ndarray:
     """The algorithm's ``n_d + 1`` answer digits from column sums ``(..., n_d)``."""
-    sums = np.asarray(sums)
+    sums = _validate.int_array("sums", sums, **SUM_RANGE)
     padded = np.concatenate([sums, np.zeros((*sums.shape[:-1], 1), dtype=sums.dtype)], -1)
     carry1, sum9 = padded >= 10, padded == 9
     none = np.zeros(sums.shape[:-1], dtype=bool)
@@ -60,7 +67,7 @@ def algorithm_digits(sums: np.ndarray) -> np.ndarray:
 
 def true_digits(sums: np.ndarray) -> np.ndarray:
     """The ``n_d + 1`` digits of the true sum, by full carry propagation."""
-    sums = np.asarray(sums)
+    sums = _validate.int_array("sums", sums, **SUM_RANGE)
     digits = np.empty((*sums.shape[:-1], sums.shape[-1] + 1), dtype=np.int64)
     carry = np.zeros(sums.shape[:-1], dtype=np.int64)
     for p in range(sums.shape[-1]):
@@ -70,18 +77,18 @@ def true_digits(sums: np.ndarray) -> np.ndarray:
     return digits
 
 
-def digits_to_int(digits: np.ndarray) -> np.ndarray:
+def _digits_to_int(digits: np.ndarray) -> np.ndarray:
     return (np.asarray(digits) * 10 ** np.arange(digits.shape[-1])).sum(-1)
 
 
 def per_digit_addition(a, b, n_digits: int) -> np.ndarray:
     """What the per-digit algorithm answers for ``a + b`` (vectorised over arrays)."""
-    return digits_to_int(algorithm_digits(column_sums(a, b, n_digits)))
+    return _digits_to_int(algorithm_digits(column_sums(a, b, n_digits)))
 
 
 def has_cascade(sums: np.ndarray) -> np.ndarray:
     """True where a column summing to >= 10 is followed by two more columns summing to 9."""
-    sums = np.asarray(sums)
+    sums = _validate.int_array("sums", sums, **SUM_RANGE)
     found = np.zeros(sums.shape[:-1], dtype=bool)
     for p in range(sums.shape[-1] - 2):
         found |= (sums[..., p] >= 10) & (sums[..., p + 1] == 9) & (sums[..., p + 2] == 9)
@@ -90,7 +97,7 @@ def has_cascade(sums: np.ndarray) -> np.ndarray:
 
 def class_weights(sums: np.ndarray) -> np.ndarray:
     """How many digit pairs ``(a, b)`` have these column sums: ``prod_p min(s_p + 1, 19 - s_p)``."""
-    sums = np.asarray(sums)
+    sums = _validate.int_array("sums", sums, **SUM_RANGE)
     return np.minimum(sums + 1, 19 - sums).prod(axis=-1)
 
 

@@ -53,7 +53,7 @@ The optimal step (derived here)
 -------------------------------
 With :math:`c = ab` and the phases independent and uniform, the powers
 :math:`(\lambda_k/\lambda_j)^m`, :math:`k \ne j`, :math:`1 \le m < t`, are orthonormal, and
-the prediction error at step :math:`t` is (:func:`population_coefficients`)
+the prediction error at step :math:`t` is (:func:`population_error`)
 
 .. math::
 
@@ -124,8 +124,9 @@ def ar_sequences(x1: torch.Tensor, T: int, *, theta: torch.Tensor | None = None,
     ``x1`` is ``(B, d)`` (complex or real); ``theta`` ``(B, d)`` are the phases of
     :math:`W = \mathrm{diag}(e^{i\theta})`, drawn uniform on :math:`[0, 2\pi)` when omitted.
     """
-    x1 = _complex_tensor("x1", x1, ndim=2)
+    x1 = _validate.nonempty("x1", _complex_tensor("x1", x1, ndim=2))
     T = _validate.positive_int("T", T)
+    generator = _validate.generator("generator", generator)
     real = x1.real.dtype
     if theta is None:
         theta = 2 * math.pi * torch.rand(x1.shape, generator=generator, dtype=real)
@@ -139,6 +140,7 @@ def ar_sequences(x1: torch.Tensor, T: int, *, theta: torch.Tensor | None = None,
 
 def tokens(x: torch.Tensor) -> torch.Tensor:
     r"""The tokens :math:`e_t = (x_t; x_{t-1})` with :math:`x_0 = 0`: ``(..., T, 2d)``."""
+    x = _validate.numeric_tensor("x", x, min_ndim=2)
     previous = torch.cat([torch.zeros_like(x[..., :1, :]), x[..., :-1, :]], dim=-2)
     return torch.cat([x, previous], dim=-1)
 
@@ -147,12 +149,12 @@ def context_gram(x: torch.Tensor) -> torch.Tensor:
     r""":math:`G_t = \rho_t^{-1}\sum_{i\le t} e_i e_i^{\mathsf H}` for ``x`` of shape
     ``(..., T, d)``: ``(..., T, 2d, 2d)``. It depends on the data only."""
     e = tokens(x)
-    rho = step_normalizers(x.shape[-2], x.real.dtype, x.device)
+    rho = _step_normalizers(x.shape[-2], x.real.dtype, x.device)
     outer = e.unsqueeze(-1) * e.conj().unsqueeze(-2)
     return outer.cumsum(dim=-3) / rho[:, None, None]
 
 
-def step_normalizers(T: int, dtype: torch.dtype = torch.float64,
+def _step_normalizers(T: int, dtype: torch.dtype = torch.float64,
                      device: torch.device | None = None) -> torch.Tensor:
     r""":math:`\rho_t = \max(t - 1, 1)` for :math:`t = 1..T`."""
     return torch.arange(T, dtype=dtype, device=device).clamp_min(1)
@@ -167,7 +169,7 @@ def one_step_gd_predictions(x: torch.Tensor, lr: float) -> torch.Tensor:
     :math:`\partial_{\mathrm{Re}\,W} + i\,\partial_{\mathrm{Im}\,W}`, the steepest-descent
     direction), one independent :math:`W_t` per step, so this shares no code with the layer.
     """
-    x = _complex_tensor("x", x, ndim=(2, 3))
+    x = _validate.nonempty("x", _complex_tensor("x", x, ndim=(2, 3)))
     lr = _validate.finite_float("lr", lr)
     batched = x.ndim == 3
     x = x if batched else x.unsqueeze(0)
@@ -181,7 +183,7 @@ def one_step_gd_predictions(x: torch.Tensor, lr: float) -> torch.Tensor:
         i = torch.arange(2, T + 1)
         t = torch.arange(1, T + 1)
         keep = (i[None, :] <= t[:, None]).to(x.real.dtype)      # pairs with i <= t
-        rho = step_normalizers(T, x.real.dtype)
+        rho = _step_normalizers(T, x.real.dtype)
         squared = (residual.real**2 + residual.imag**2).sum(-1)  # smooth at 0, unlike abs
         loss = (squared * keep).sum(-1) / (2 * rho)
         (gradient,) = torch.autograd.grad(loss.sum(), W)
@@ -227,32 +229,37 @@ def harmonic_weight(T: int) -> Fraction:
     return sum((Fraction(1, k) for k in range(1, T - 1)), Fraction(0)) / (T - 2)
 
 
-def population_coefficients(m: Moments, t: int):
+def _population_coefficients(m: Moments, t: int):
     r""":math:`(\mu_2, \mu_4, \mu_6 + \kappa/(t-1))`: the error is
     :math:`\varepsilon_t(c) = \mu_2 - 2c\mu_4 + c^2(\mu_6 + \kappa/(t-1))`, for :math:`t\ge 2`."""
+    _validate.instance("m", m, Moments)
     t = _validate.positive_int("t", t, minimum=2)
     return m.m2, m.m4, m.m6 + m.cross / (t - 1)
 
 
 def population_error(m: Moments, t: int, ab):
     r""":math:`\varepsilon_t(ab) = \mathbb E\lVert\hat y_t - x_{t+1}\rVert^2` in closed form."""
-    a, b, c = population_coefficients(m, t)
+    a, b, c = _population_coefficients(m, t)
+    ab = _validate.real_number("ab", ab)
     return a - 2 * ab * b + ab**2 * c
 
 
 def optimal_ab(m: Moments, T: int):
     r""":math:`ab^*_T = \mu_4/(\mu_6 + h_T\kappa)`, the minimiser of
     :math:`\sum_{t=2}^{T-1}\varepsilon_t(ab)`."""
+    _validate.instance("m", m, Moments)
     return m.m4 / (m.m6 + harmonic_weight(T) * m.cross)
 
 
 def limiting_ab(m: Moments):
     r""":math:`\lim_{T\to\infty} ab^*_T = \mu_4/\mu_6`."""
+    _validate.instance("m", m, Moments)
     return m.m4 / m.m6
 
 
 def limiting_error(m: Moments):
     r""":math:`\varepsilon_\infty = \lim_t \varepsilon_t(\mu_4/\mu_6) = \mu_2 - \mu_4^2/\mu_6`."""
+    _validate.instance("m", m, Moments)
     return m.m2 - m.m4**2 / m.m6
 
 
@@ -313,7 +320,7 @@ class ARLinearAttention(nn.Module):
         T = x.shape[-2]
         scores = (e @ self.W_KQ.T) @ e.conj().transpose(-1, -2)
         mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-        rho = step_normalizers(T, x.real.dtype, x.device)
+        rho = _step_normalizers(T, x.real.dtype, x.device)
         return scores.masked_fill(~mask, 0) / rho[:, None]
 
     def mesa_weights(self, x: torch.Tensor) -> torch.Tensor:

@@ -51,7 +51,7 @@ def bilinear_layer(d_in: int, d_hidden: int, d_out: int | None = None, *, seed: 
     d_hidden = _validate.positive_int("d_hidden", d_hidden)
     d_out = d_hidden if d_out is None else _validate.positive_int("d_out", d_out)
     _validate.float_dtype("dtype", dtype)
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(_validate.seed("seed", seed))
     W1, W2 = (torch.randn(d_hidden, d_in, generator=g, dtype=torch.float64) / d_in**0.5
               for _ in range(2))
     W_O = torch.randn(d_out, d_hidden, generator=g, dtype=torch.float64) / d_hidden**0.5
@@ -60,10 +60,20 @@ def bilinear_layer(d_in: int, d_hidden: int, d_out: int | None = None, *, seed: 
 
 def symmetrize(B: torch.Tensor) -> torch.Tensor:
     """The symmetric part ``(B[o,j,k] + B[o,k,j]) / 2``."""
-    B = _validate.real_tensor("B", B, ndim=3)
+    B = _validate.nonempty("B", _validate.real_tensor("B", B, ndim=3))
+    if B.shape[1] != B.shape[2]:
+        raise ValueError(f"B must have shape (o, d, d), got {tuple(B.shape)}")
     return (B + B.transpose(1, 2)) / 2
 
 
 def bilinear_form(B: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``B(x, y)[o] = sum_jk B[o,j,k] x_j y_k``, batched over leading dims of ``x`` and ``y``."""
+    B = _validate.nonempty("B", _validate.real_tensor("B", B, ndim=3))
+    x = _validate.matching("x", _validate.real_tensor("x", x), B.shape[1], to="B's dim 1")
+    y = _validate.matching("y", _validate.real_tensor("y", y), B.shape[2], to="B's dim 2")
+    try:
+        torch.broadcast_shapes(x.shape[:-1], y.shape[:-1])
+    except RuntimeError:
+        raise ValueError(f"y's batch shape {tuple(y.shape[:-1])} does not broadcast against "
+                         f"x's {tuple(x.shape[:-1])}") from None
     return torch.einsum("ojk,...j,...k->...o", B, x, y)

@@ -81,6 +81,7 @@ def boltzmann(a, beta=1.0, dim: int = -1) -> torch.Tensor:
     a = _validate.real_tensor("a", a)
     if a.ndim == 0:
         raise ValueError("a must have at least one dimension, got a scalar")
+    dim = _validate.positive_int("dim", dim, minimum=-a.ndim)
     if not -a.ndim <= dim < a.ndim:
         raise ValueError(f"dim must be in [{-a.ndim}, {a.ndim}), got {dim}")
     if a.shape[dim] == 0:
@@ -113,7 +114,7 @@ def rank_one_head(w, rho: float, *, u=None, out_scale: float = 1.0,
     is :math:`\rho s_q p`, and the values are :math:`p`. ``w`` need not be a unit vector; ``u``
     defaults to ``w``.
     """
-    w = _validate.real_tensor("w", w, ndim=1).to(torch.float64)
+    w = _validate.nonempty("w", _validate.real_tensor("w", w, ndim=1)).to(torch.float64)
     u = w if u is None else _validate.real_tensor("u", u, shape=(len(w),)).to(torch.float64)
     rho = _validate.finite_float("rho", rho)
     out_scale = _validate.finite_float("out_scale", out_scale)
@@ -136,6 +137,7 @@ def _distances(points: torch.Tensor) -> torch.Tensor:
 def separation(vocabulary: torch.Tensor) -> tuple[float, float, float]:
     r"""``(r_min, r_max, eps)``: the smallest and largest token norm and the smallest distance
     between two distinct tokens (:math:`\infty` for a single token)."""
+    vocabulary = _points("vocabulary", vocabulary)
     norms = vocabulary.norm(dim=-1)
     if len(vocabulary) < 2:
         return float(norms.min()), float(norms.max()), math.inf
@@ -146,6 +148,8 @@ def separation(vocabulary: torch.Tensor) -> tuple[float, float, float]:
 def projection_constant(points: torch.Tensor, w: torch.Tensor) -> float:
     r""":math:`c_w = \min_{x\ne x'} |w^\top(x - x')|/\lVert x - x'\rVert` over the rows of
     ``points`` and the origin: how well the direction ``w`` keeps them apart."""
+    points = _points("points", points)
+    w = _direction("w", w, points.shape[1], "points").to(points.dtype)
     points = torch.cat([points, points.new_zeros(1, points.shape[1])])
     diffs = points[:, None, :] - points[None, :, :]
     norms = diffs.norm(dim=-1)
@@ -156,11 +160,26 @@ def projection_constant(points: torch.Tensor, w: torch.Tensor) -> float:
 def theorem_projection_constant(vocab_size: int, d: int) -> float:
     r""":math:`\sqrt{8/(\pi d)}/(|\mathcal V| + 1)^2`: the constant the projection lemma
     guarantees for :math:`|\mathcal V| + 1` points in :math:`\mathbb R^d`."""
+    vocab_size = _validate.positive_int("vocab_size", vocab_size)
+    d = _validate.positive_int("d", d)
     return math.sqrt(8.0 / (math.pi * d)) / (vocab_size + 1) ** 2
+
+
+def _points(name: str, points: object) -> torch.Tensor:
+    """A non-empty ``(V, d)`` matrix of finite points."""
+    return _validate.nonempty(name, _validate.real_tensor(name, points, ndim=2))
+
+
+def _direction(name: str, w: object, d: int, to: str) -> torch.Tensor:
+    """A direction ``(d,)`` matching the width of ``to``."""
+    w = _validate.real_tensor(name, w, ndim=1)
+    return _validate.matching(name, w, d, to=to)
 
 
 def _candidates(d: int, trials: int, seed: int) -> torch.Tensor:
     """The coordinate axes and ``trials`` seeded Gaussian directions, as unit rows."""
+    trials = _validate.positive_int("trials", trials)
+    seed = _validate.seed("seed", seed)
     generator = torch.Generator().manual_seed(seed)
     candidates = torch.cat([torch.eye(d, dtype=torch.float64),
                             torch.randn(trials, d, generator=generator, dtype=torch.float64)])
@@ -176,7 +195,7 @@ def best_direction(points: torch.Tensor, *, trials: int = 512, seed: int = 0
     """The unit vector with the largest projection constant among ``trials`` seeded Gaussian
     directions (and the coordinate axes), with that constant. Pairs are taken from the rows of
     ``points`` and the origin, in blocks of candidates, so memory stays bounded."""
-    points = points.to(torch.float64)
+    points = _points("points", points).to(torch.float64)
     d = points.shape[1]
     candidates = _candidates(d, trials, seed)
     augmented = torch.cat([points, points.new_zeros(1, d)])
@@ -196,7 +215,7 @@ def best_spacing_direction(points: torch.Tensor, *, trials: int = 512, seed: int
     r"""The candidate unit vector (as in :func:`best_direction`) whose projections of the rows
     of ``points`` and of the origin are furthest apart, with that smallest spacing. Sorting
     makes this :math:`O(V\log V)` per direction, for vocabularies of any size."""
-    points = points.to(torch.float64)
+    points = _points("points", points).to(torch.float64)
     candidates = _candidates(points.shape[1], trials, seed)
     augmented = torch.cat([points, points.new_zeros(1, points.shape[1])])
     chunk = max(1, _BLOCK // len(augmented))
@@ -365,6 +384,7 @@ def contextual_mapping(vocabulary, seq_len: int, *, w=None, u=None, rho: float |
         raise ValueError(f"seq_len must be <= the vocabulary size {V} (tokens in a sequence are "
                          f"distinct), got {seq_len}")
     trials = _validate.positive_int("trials", trials)
+    seed = _validate.seed("seed", seed)
     if w is None:
         w, c_w = best_direction(vocabulary, trials=trials, seed=seed)
         if c_w < theorem_projection_constant(V, d):
@@ -401,7 +421,11 @@ def context_id_error_bound(x: torch.Tensor, w: torch.Tensor, rho: float,
     value error :math:`\le 2\Delta R`, and the weighted sum adds :math:`\gamma_{n+d+4}R`. The
     residual and the final projection add :math:`\gamma_{d+2}` relative to :math:`|y|^\top|w|`.
     """
+    x = _validate.nonempty("x", _validate.real_tensor("x", x, ndim=3))
     n, d = x.shape[1], x.shape[2]
+    w = _direction("w", w, d, "x").to(x.dtype)
+    _validate.finite_float("rho", rho)
+    _validate.finite_float("out_scale", out_scale)
     unit = torch.finfo(x.dtype).eps / 2
 
     def gamma(k: int) -> float:
@@ -620,6 +644,7 @@ def memorizing_transformer(inputs, labels, *, allow_duplicates: bool = False, tr
     this construction, and a ``ValueError`` says which two positions collide.
     """
     inputs = _validate.real_tensor("inputs", inputs, ndim=3).to(torch.float64)
+    seed = _validate.seed("seed", seed)
     N, n, d = inputs.shape
     if N < 1 or n < 1 or d < 1:
         raise ValueError(f"inputs must be a non-empty (N, n, d) tensor, got {tuple(inputs.shape)}")
@@ -748,7 +773,7 @@ class EquivariantApproximator(nn.Module):
         return self.memorizer(self.quantize(x))
 
 
-def grid_multisets(grid: int, d: int, seq_len: int) -> torch.Tensor:
+def _grid_multisets(grid: int, d: int, seq_len: int) -> torch.Tensor:
     """Every multiset of ``seq_len`` grid-cell centres in ``[0, 1]^d``, one sorted sequence each."""
     centres = (torch.arange(grid, dtype=torch.float64) + 0.5) / grid
     tokens = torch.cartesian_prod(*([centres] * d)).reshape(-1, d)
@@ -781,7 +806,7 @@ def equivariant_approximator(f: Callable[[torch.Tensor], torch.Tensor], seq_len:
                          f"max_sequences={max_sequences}")
     quantize = quantizer(grid, d, ramp=ramp)
     eta = 1.0 / (16 * grid**2) if ramp is None else float(ramp)
-    sequences = grid_multisets(grid, d, seq_len)
+    sequences = _grid_multisets(grid, d, seq_len)
     values = f(sequences)
     if not isinstance(values, torch.Tensor) or tuple(values.shape) != (len(sequences), seq_len):
         raise ValueError(f"f must map a (B, {seq_len}, {d}) tensor to shape (B, {seq_len}), got "
@@ -811,7 +836,7 @@ def labelled_sequences(samples: int, seq_len: int, d: int, vocab_size: int, clas
     d = _validate.positive_int("d", d)
     classes = _validate.positive_int("classes", classes)
     permuted = _validate.positive_float("permuted", permuted, allow_zero=True)
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(_validate.seed("seed", seed))
     vocabulary = torch.randn(vocab_size, d, generator=generator, dtype=torch.float64)
     rows: list[list[int]] = []
     for i in range(samples):
@@ -830,7 +855,9 @@ def labelled_sequences(samples: int, seq_len: int, d: int, vocab_size: int, clas
 def token_only_ceiling(inputs: torch.Tensor, labels: torch.Tensor) -> float:
     r"""The best accuracy of any function of the token alone:
     :math:`\frac1{nN}\sum_t\max_c\#\{(i,k): x^{(i)}_k = t,\ y^{(i)}_k = c\}`."""
-    _, ids = _token_ids(_validate.real_tensor("inputs", inputs, ndim=3).to(torch.float64))
+    inputs = _validate.nonempty("inputs", _validate.real_tensor("inputs", inputs, ndim=3))
+    labels = _validate.real_tensor("labels", labels, shape=tuple(inputs.shape[:2]))
+    _, ids = _token_ids(inputs.to(torch.float64))
     counts: dict[tuple[int, float], int] = {}
     for token, label in zip(ids.reshape(-1).tolist(), labels.reshape(-1).tolist(), strict=True):
         counts[token, label] = counts.get((token, label), 0) + 1

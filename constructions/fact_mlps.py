@@ -15,7 +15,7 @@ R^{d_v}` *stores* the facts iff every key decodes to its value under dot-product
     \mu_i(g) = \langle g(k_i), v_{f(i)}\rangle - \max_{j \ne f(i)} \langle g(k_i), v_j\rangle > 0
     \quad\text{for every } i,
 
-which is what a transformer's unembedding does with the MLP output. :func:`storage_margins`
+which is what a transformer's unembedding does with the MLP output. ``_storage_margins``
 returns the :math:`\mu_i` and :func:`recall` the fraction stored and the smallest margin.
 
 Constructions
@@ -50,7 +50,7 @@ DECODE_FLOOR = math.sqrt(torch.finfo(torch.float64).eps / 2)
 
 # --- the task ---------------------------------------------------------------------------------
 
-def fact_set(keys, values, facts) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _fact_set(keys, values, facts) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Validate a fact set: keys ``(F, d)``, values ``(|V|, d_v)``, facts ``(F,)`` in ``[0, |V|)``.
 
     Returns float64 keys and values and long facts. Raises ``ValueError`` naming the argument
@@ -70,7 +70,7 @@ def fact_set(keys, values, facts) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
     return keys, values, facts.to(keys.device)
 
 
-def conflicting_keys(keys: torch.Tensor, facts: torch.Tensor) -> tuple[int, int] | None:
+def _conflicting_keys(keys: torch.Tensor, facts: torch.Tensor) -> tuple[int, int] | None:
     """A pair ``(i, j)`` of identical keys with different facts (an infeasible set), or None."""
     _, inverse = torch.unique(keys, dim=0, return_inverse=True)
     first: dict[int, int] = {}
@@ -81,15 +81,22 @@ def conflicting_keys(keys: torch.Tensor, facts: torch.Tensor) -> tuple[int, int]
     return None
 
 
-def storage_margins(model, keys, values, facts) -> torch.Tensor:
+def _storage_margins(model, keys, values, facts) -> torch.Tensor:
     r"""Per-key margins :math:`\mu_i = \langle g(k_i), v_{f(i)} - v_j\rangle` minimised over
     :math:`j \ne f(i)`; ``+inf`` when there is a single value. Positive means stored."""
-    keys, values, facts = fact_set(keys, values, facts)
+    if not callable(model):
+        raise TypeError(f"model must be callable (an nn.Module), got {type(model).__name__}")
+    keys, values, facts = _fact_set(keys, values, facts)
     with torch.no_grad():
-        out = model(keys).to(torch.float64)
+        try:
+            out = model(keys)
+        except (ValueError, RuntimeError) as error:
+            raise ValueError(f"model cannot be applied to keys of shape {tuple(keys.shape)}: "
+                             f"{error}") from None
+        out = out.to(torch.float64)
     if out.shape != (keys.shape[0], values.shape[1]):
         raise ValueError(f"model must map keys {tuple(keys.shape)} to outputs of width "
-                         f"{values.shape[1]}, got shape {tuple(out.shape)}")
+                         f"{values.shape[1]} (that of values), got shape {tuple(out.shape)}")
     scores = out @ values.T
     correct = scores.gather(1, facts[:, None]).squeeze(1)
     rivals = scores.scatter(1, facts[:, None], float("-inf"))
@@ -98,7 +105,7 @@ def storage_margins(model, keys, values, facts) -> torch.Tensor:
 
 def recall(model, keys, values, facts) -> tuple[float, float]:
     """``(accuracy, minimum margin)``: the fraction of keys stored and the smallest margin."""
-    margins = storage_margins(model, keys, values, facts)
+    margins = _storage_margins(model, keys, values, facts)
     return float((margins > 0).double().mean()), float(margins.min())
 
 
@@ -130,7 +137,7 @@ def linear_associative_memory(keys, values, facts, *, weights=None,
     (Nichani et al. 2024); weights :math:`q` implement the thresholded and frequency-weighted
     memories of Cabannes et al. (2024).
     """
-    keys, values, facts = fact_set(keys, values, facts)
+    keys, values, facts = _fact_set(keys, values, facts)
     if weights is None:
         weights = torch.ones(keys.shape[0], dtype=torch.float64)
     weights = _validate.real_tensor("weights", weights, shape=(keys.shape[0],)).to(torch.float64)
@@ -148,7 +155,11 @@ def value_margin(values: torch.Tensor, used: torch.Tensor | None = None) -> floa
     v_j\rangle = k`. It is the margin in the Johnson-Lindenstrauss bound of
     :func:`jl_code_dim`; ``+inf`` for a single value.
     """
-    values = _validate.real_tensor("values", values, ndim=2).to(torch.float64)
+    values = _validate.nonempty("values", _validate.real_tensor("values", values, ndim=2))
+    values = values.to(torch.float64)
+    if used is not None:
+        used = _validate.nonempty("used", _validate.token_tensor(
+            "used", used, vocab_size=values.shape[0], ndim=1))
     if values.shape[0] < 2:
         return math.inf
     gram = values @ values.T
@@ -159,7 +170,7 @@ def value_margin(values: torch.Tensor, used: torch.Tensor | None = None) -> floa
     return float(gaps.min() / gram.diagonal().max())
 
 
-def projection_decoding_margin(values: torch.Tensor, projection: torch.Tensor,
+def _projection_decoding_margin(values: torch.Tensor, projection: torch.Tensor,
                                used: torch.Tensor | None = None) -> float:
     r"""The relative decoding margin of projected values,
     :math:`\min_{k\in U,\, j\ne k}\langle Pv_k, P(v_k - v_j)\rangle / \max_j\lVert Pv_j\rVert^2`.
@@ -183,6 +194,11 @@ def orthonormal_projection(d_v: int, m: int, seed: int) -> torch.Tensor:
     compression. Smaller ``m`` is a random projection, with the Johnson-Lindenstrauss
     guarantees of a Gaussian one (Dasgupta & Gupta 2003). Nested: row r never depends on m.
     """
+    d_v = _validate.positive_int("d_v", d_v)
+    m = _validate.positive_int("m", m)
+    seed = _validate.seed("seed", seed)
+    if m > d_v:
+        raise ValueError(f"m must be <= d_v = {d_v}, got {m}")
     generator = torch.Generator().manual_seed(seed)
     q, r = torch.linalg.qr(torch.randn(d_v, d_v, generator=generator, dtype=torch.float64))
     return (q * torch.sign(torch.diagonal(r))).T[:m].contiguous()
@@ -190,15 +206,21 @@ def orthonormal_projection(d_v: int, m: int, seed: int) -> torch.Tensor:
 
 def smallest_code_dim(values: torch.Tensor, used: torch.Tensor, seed: int) -> int | None:
     """The smallest ``m`` at which the seeded projection decodes every used value, or None."""
+    values = _validate.nonempty("values", _validate.real_tensor("values", values, ndim=2))
+    used = _validate.nonempty("used", _validate.token_tensor(
+        "used", used, vocab_size=values.shape[0], ndim=1))
     full = orthonormal_projection(values.shape[1], values.shape[1], seed)
     for m in range(1, values.shape[1] + 1):
-        if projection_decoding_margin(values, full[:m], used) > DECODE_FLOOR:
+        if _projection_decoding_margin(values, full[:m], used) > DECODE_FLOOR:
             return m
     return None
 
 
 def threshold_hidden(num_keys: int, d: int, code_dim: int) -> int:
     r"""The smallest hidden width the exact solve allows: :math:`\max(m, \lceil Fm/d\rceil)`."""
+    num_keys = _validate.positive_int("num_keys", num_keys)
+    d = _validate.positive_int("d", d)
+    code_dim = _validate.positive_int("code_dim", code_dim)
     return max(code_dim, -(-num_keys * code_dim // d))
 
 
@@ -210,13 +232,22 @@ def encoder_system(keys: torch.Tensor, gate: torch.Tensor, down: torch.Tensor) -
     :math:`D \in \mathbb R^{m\times h}`;
     the encoder output for key :math:`i` is :math:`M_{(i,\cdot)}\,\mathrm{vec}(A)`.
     """
+    keys = _validate.nonempty("keys", _validate.real_tensor("keys", keys, ndim=2))
+    gate = _validate.nonempty("gate", _validate.real_tensor("gate", gate, ndim=2))
+    down = _validate.nonempty("down", _validate.real_tensor("down", down, ndim=2))
+    if gate.shape[1] != keys.shape[1]:
+        raise ValueError(f"gate must have shape (h, {keys.shape[1]}) to match keys, "
+                         f"got {tuple(gate.shape)}")
+    if down.shape[1] != gate.shape[0]:
+        raise ValueError(f"down must have shape (m, {gate.shape[0]}) to match gate, "
+                         f"got {tuple(down.shape)}")
     gates = torch.sigmoid(keys @ gate.T)
     F, d = keys.shape
     m, h = down.shape
     return torch.einsum("oh,ih,ij->iohj", down, gates, keys).reshape(F * m, h * d)
 
 
-def solve_encoder(keys: torch.Tensor, codes: torch.Tensor, gate: torch.Tensor,
+def _solve_encoder(keys: torch.Tensor, codes: torch.Tensor, gate: torch.Tensor,
                   down: torch.Tensor) -> tuple[torch.Tensor, dict]:
     r"""Solve :math:`M\,\mathrm{vec}(A) = \mathrm{vec}(C)` for the minimum-norm :math:`A`.
 
@@ -286,7 +317,7 @@ def encoder_decoder_mlp(keys, values, facts, *, hidden: int | None = None,
     :math:`z` by :math:`P^\top z` scores value :math:`j` by :math:`\langle z, Pv_j\rangle`, so
     the target code of key :math:`i` is :math:`c_i = Pv_{f(i)}` and it decodes correctly iff
     :math:`\langle Pv_k, P(v_k - v_j)\rangle > 0` for all :math:`j \ne k`
-    (:func:`projection_decoding_margin`). At :math:`m = d_v` this is :math:`\gamma > 0` of
+    (``_projection_decoding_margin``). At :math:`m = d_v` this is :math:`\gamma > 0` of
     :func:`value_margin`; for smaller :math:`m` it holds with probability at least ½ once
     :math:`m \ge` :func:`jl_code_dim`, i.e. :math:`m = O(\log|V|/\gamma^2)`.
 
@@ -316,9 +347,9 @@ def encoder_decoder_mlp(keys, values, facts, *, hidden: int | None = None,
     decoding of projected values can store), when ``hidden``/``code_dim`` are below the
     thresholds, or when the keys are in degenerate position and the system is singular.
     """
-    keys, values, facts = fact_set(keys, values, facts)
+    keys, values, facts = _fact_set(keys, values, facts)
     kw = resolve(dtype, device)
-    conflict = conflicting_keys(keys, facts)
+    conflict = _conflicting_keys(keys, facts)
     if conflict is not None:
         i, j = conflict
         raise ValueError(f"facts are infeasible: keys {i} and {j} are equal but map to values "
@@ -342,7 +373,7 @@ def encoder_decoder_mlp(keys, values, facts, *, hidden: int | None = None,
     code_dim = _validate.positive_int("code_dim", code_dim)
     if code_dim > d_v:
         raise ValueError(f"code_dim must be <= d_v = {d_v}, got {code_dim}")
-    margin = projection_decoding_margin(values, projection[:code_dim], facts_unique)
+    margin = _projection_decoding_margin(values, projection[:code_dim], facts_unique)
     if margin <= DECODE_FLOOR:
         raise ValueError(f"code_dim={code_dim} is too small: the projected values do not decode "
                          f"(relative margin {margin:.3g}); the smallest working code_dim for "
@@ -357,9 +388,9 @@ def encoder_decoder_mlp(keys, values, facts, *, hidden: int | None = None,
     model, report = assemble_encoder_decoder(keys_unique, values, facts_unique, hidden=hidden,
                                              code_dim=code_dim, seed=seed)
     if report["rank"] < report["rows"]:
-        raise ValueError(f"the encoder system is singular at hidden={hidden}: rank "
-                         f"{report['rank']} < F*code_dim = {report['rows']}, so the keys are in "
-                         f"degenerate position (for example a zero key, or more keys than "
+        raise ValueError(f"keys are in degenerate position: the encoder system is singular at "
+                         f"hidden={hidden}, rank {report['rank']} < F*code_dim = {report['rows']} "
+                         f" (for example a zero key, or more keys than "
                          f"hidden*rank(keys)/code_dim in a subspace); increase hidden")
     return model.to(**kw)
 
@@ -370,11 +401,17 @@ def assemble_encoder_decoder(keys: torch.Tensor, values: torch.Tensor, facts: to
     """Build the encoder-decoder at the given sizes with no feasibility or size checks.
 
     The seeded weights are those :func:`encoder_decoder_mlp` uses; ``up`` is the minimum-norm
-    least-squares solution of the encoder system, and the report is :func:`solve_encoder`'s.
+    least-squares solution of the encoder system, and the report is ``_solve_encoder``'s.
     Below the threshold sizes, or for degenerate keys, the system is singular and the
     returned model misses some codes: this is how such inputs are studied.
     """
+    keys, values, facts = _fact_set(keys, values, facts)
+    hidden = _validate.positive_int("hidden", hidden)
+    code_dim = _validate.positive_int("code_dim", code_dim)
+    seed = _validate.seed("seed", seed)
     d_v = values.shape[1]
+    if code_dim > d_v:
+        raise ValueError(f"code_dim must be <= d_v = {d_v}, got {code_dim}")
     decoder = orthonormal_projection(d_v, d_v, seed)[:code_dim]
     generator = torch.Generator().manual_seed(seed + 1)
     key_scale = float(keys.pow(2).sum(1).mean().sqrt()) or 1.0
@@ -383,12 +420,13 @@ def assemble_encoder_decoder(keys: torch.Tensor, values: torch.Tensor, facts: to
     down = torch.randn(code_dim, hidden, generator=generator, dtype=torch.float64)
     down /= math.sqrt(hidden)
     codes = values[facts] @ decoder.T
-    up, report = solve_encoder(keys, codes, gate, down)
+    up, report = _solve_encoder(keys, codes, gate, down)
     return GatedEncoderDecoder(gate, up, down, decoder), report
 
 
 def parameter_count(model: nn.Module) -> int:
     """Number of scalar weights of a construction (fixed or trainable)."""
+    _validate.instance("model", model, nn.Module)
     return sum(p.numel() for p in model.parameters())
 
 
@@ -422,10 +460,11 @@ def decoding_success_rate(values: torch.Tensor, m: int, *, draws: int = 64,
     r"""Fraction of ``draws`` Gaussian projections :math:`P \in \mathbb R^{m\times d_v}` under
     which every value decodes itself: :math:`\arg\max_j\langle Pv_j, Pv_k\rangle = k` for all
     :math:`k` (strictly). All draws are evaluated in one batched product."""
-    values = _validate.real_tensor("values", values, ndim=2).to(torch.float64)
+    values = _validate.nonempty("values", _validate.real_tensor("values", values, ndim=2))
+    values = values.to(torch.float64)
     m = _validate.positive_int("m", m)
     draws = _validate.positive_int("draws", draws)
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(_validate.seed("seed", seed))
     P = torch.randn(draws, m, values.shape[1], generator=generator, dtype=torch.float64)
     projected = values @ P.transpose(1, 2)                      # (draws, |V|, m)
     gram = projected @ projected.transpose(1, 2)                # (draws, |V|, |V|)
@@ -444,7 +483,10 @@ def decodability(values: torch.Tensor, *, draws: int = 64, seed: int = 0,
     bisection point of the estimated curve; ``None`` when even ``max_dim`` (default
     :func:`jl_code_dim`, or ``4 d_v`` when :math:`\gamma \le 0`) fails.
     """
-    values = _validate.real_tensor("values", values, ndim=2).to(torch.float64)
+    values = _validate.nonempty("values", _validate.real_tensor("values", values, ndim=2))
+    values = values.to(torch.float64)
+    seed = _validate.seed("seed", seed)
+    draws = _validate.positive_int("draws", draws)
     gamma = value_margin(values)
     if max_dim is None:
         max_dim = jl_code_dim(values.shape[0], gamma) if gamma > 0 else 4 * values.shape[1]
@@ -509,9 +551,14 @@ class FactTransformer(nn.Module):
         probe = torch.zeros(1, self.d, dtype=self.embeddings.dtype,
                             device=self.embeddings.device)
         with torch.no_grad():
-            shape = tuple(mlp(probe).shape)
+            try:
+                shape = tuple(mlp(probe).shape)
+            except (ValueError, RuntimeError) as error:
+                raise ValueError(f"mlp must map width {self.d} to width {self.values.shape[1]} "
+                                 f"(those of keys and values): {error}") from None
         if shape != (1, self.values.shape[1]):
-            raise ValueError(f"mlp must map width {self.d} to width {self.values.shape[1]}, "
+            raise ValueError(f"mlp must map width {self.d} to width {self.values.shape[1]} "
+                             f"(those of keys and values), "
                              f"got output shape {shape} for input shape (1, {self.d})")
         return mlp
 
@@ -555,6 +602,7 @@ def fact_transformer(keys, values, mlp: nn.Module, *, num_fillers: int = 2, seed
     keys = _validate.real_tensor("keys", keys, ndim=2).to(torch.float64)
     values = _validate.real_tensor("values", values, ndim=2).to(torch.float64)
     num_fillers = _validate.positive_int("num_fillers", num_fillers, minimum=0)
+    seed = _validate.seed("seed", seed)
     kw = resolve(dtype, device)
     F, d = keys.shape
     d_v = values.shape[1]
@@ -584,8 +632,10 @@ def fact_prompts(subjects: torch.Tensor, positions: torch.Tensor, *, num_subject
     """Prompts of ``length`` tokens: fillers, with subject ``subjects[b]`` at ``positions[b]``
     (before the last position) and the query token last. The oracle answer is
     ``facts[subjects[b]]``."""
+    num_subjects = _validate.positive_int("num_subjects", num_subjects)
     subjects = _validate.token_tensor("subjects", subjects, vocab_size=num_subjects, ndim=1)
     length = _validate.positive_int("length", length, minimum=2)
+    num_fillers = _validate.positive_int("num_fillers", num_fillers, minimum=0)
     positions = _validate.token_tensor("positions", positions, vocab_size=length - 1, ndim=1)
     if positions.shape != subjects.shape:
         raise ValueError(f"positions must match subjects' shape {tuple(subjects.shape)}")
@@ -601,14 +651,18 @@ def fact_prompts(subjects: torch.Tensor, positions: torch.Tensor, *, num_subject
 
 def second_moment(keys) -> torch.Tensor:
     r"""The uncentred second moment :math:`C = \frac1n\sum_t k_tk_t^\top` of keys ``(n, d_k)``."""
-    keys = _validate.real_tensor("keys", keys, ndim=2).to(torch.float64)
+    keys = _validate.nonempty("keys", _validate.real_tensor("keys", keys, ndim=2))
+    keys = keys.to(torch.float64)
     return keys.T @ keys / keys.shape[0]
 
 
-def _rome_arguments(W, C, k_star, v_star):
-    W = _validate.real_tensor("W", W, ndim=2).to(torch.float64)
+def _rome_arguments(W, C, k_star, v_star, *, key_name: str = "k_star"):
+    W = _validate.nonempty("W", _validate.real_tensor("W", W, ndim=2)).to(torch.float64)
     d_v, d_k = W.shape
-    C = _validate.real_tensor("C", C, shape=(d_k, d_k)).to(torch.float64)
+    C = _validate.real_tensor("C", C, ndim=2).to(torch.float64)
+    if C.shape != (d_k, d_k):
+        raise ValueError(f"C must have shape ({d_k}, {d_k}) to match W of shape {(d_v, d_k)}, "
+                         f"got {tuple(C.shape)}")
     # A symmetric matrix computed in floating point (say Q diag Q^T) is symmetric only to
     # about d u max|C|; accept that, reject anything further, and symmetrise.
     asymmetry = float((C - C.T).abs().max())
@@ -618,7 +672,7 @@ def _rome_arguments(W, C, k_star, v_star):
     factor, info = torch.linalg.cholesky_ex(C)
     if int(info) != 0:
         raise ValueError("C must be positive definite (its Cholesky factorisation failed)")
-    k_star = _validate.real_tensor("k_star", k_star, shape=(d_k,)).to(torch.float64)
+    k_star = _validate.real_tensor(key_name, k_star, shape=(d_k,)).to(torch.float64)
     v_star = _validate.real_tensor("v_star", v_star, shape=(d_v,)).to(torch.float64)
     return W, factor, k_star, v_star
 
@@ -653,7 +707,7 @@ def rome_edit_as_coded(W, C, k_bar, k_prompt, v_star) -> torch.Tensor:
     :math:`W'\bar k = W\bar k + (v_* - Wk_p)\,u^\top\bar k/u^\top k_p`, which is not
     :math:`v_*` unless :math:`\bar k` and :math:`k_p` agree on the relevant directions.
     """
-    W, factor, k_bar, v_star = _rome_arguments(W, C, k_bar, v_star)
+    W, factor, k_bar, v_star = _rome_arguments(W, C, k_bar, v_star, key_name="k_bar")
     k_prompt = _validate.real_tensor("k_prompt", k_prompt, shape=k_bar.shape).to(torch.float64)
     u = torch.cholesky_solve(k_bar[:, None], factor)[:, 0]
     u = u / u.norm()
@@ -676,7 +730,7 @@ def zipf_probabilities(n: int, alpha: float) -> torch.Tensor:
 def population_error(model, keys, values, facts, probabilities) -> float:
     r""":math:`\sum_x p(x)\,[\mu_x \le 0]`: the probability that a token drawn from :math:`p`
     is not stored."""
-    margins = storage_margins(model, keys, values, facts)
-    probabilities = _validate.real_tensor("probabilities", probabilities,
-                                          shape=(margins.shape[0],)).to(torch.float64)
+    margins = _storage_margins(model, keys, values, facts)
+    probabilities = _validate.probability_vector("probabilities", probabilities,
+                                                 size=margins.shape[0])
     return float(probabilities[margins <= 0].sum())

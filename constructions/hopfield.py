@@ -31,9 +31,10 @@ class HopfieldUpdate(nn.Module):
 
     def __init__(self, patterns: torch.Tensor, beta: float, *, residual: bool = False):
         super().__init__()
-        self.patterns = fixed(_validate.real_tensor("patterns", patterns, ndim=2))
+        self.patterns = fixed(_validate.nonempty(
+            "patterns", _validate.real_tensor("patterns", patterns, ndim=2)))
         self.beta = _validate.positive_float("beta", beta)
-        self.residual = bool(residual)
+        self.residual = _validate.boolean("residual", residual)
 
     def weights(self, xi: torch.Tensor) -> torch.Tensor:
         """Attention weights ``softmax(beta X^T xi)``, shape ``(..., N)``."""
@@ -56,7 +57,7 @@ def hopfield_update(patterns: torch.Tensor, beta: float, *, residual: bool = Fal
 def twicing(A: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
     """Boosted attention ``(2A - A^2) V``: one attention step plus one step on its residual."""
     A = _validate.real_tensor("A", A, ndim=(2, 3))
-    V = _validate.real_tensor("V", V, ndim=(2, 3))
+    V = _validate.nonempty("V", _validate.real_tensor("V", V, ndim=(2, 3)))
     if A.shape[-1] != A.shape[-2]:
         raise ValueError(f"A must be square (queries = keys), got shape {tuple(A.shape)}")
     if A.shape[-1] != V.shape[-2]:

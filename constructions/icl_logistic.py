@@ -65,12 +65,23 @@ def _task_inputs(X: object, y: object) -> tuple[torch.Tensor, torch.Tensor, bool
                          f"got {tuple(y.shape)}")
     if X.shape[-2] < 1:
         raise ValueError("X must hold at least one example")
+    if X.shape[-1] < 1:
+        raise ValueError(f"X must have d >= 1 features, got shape {tuple(X.shape)}")
     if not bool((y.abs() == 1).all()):
         raise ValueError("y must hold labels in {-1, +1}")
     batched = X.ndim == 3
     if not batched:
         X, y = X.unsqueeze(0), y.unsqueeze(0)
     return X, y.to(X.dtype), batched
+
+
+def _weights(w: object, Z: torch.Tensor) -> torch.Tensor:
+    """``w`` validated against the signed examples ``Z`` ``(..., n, d)``: shape ``(..., d)``."""
+    w = _validate.real_tensor("w", w).to(Z.dtype)
+    if w.shape != Z.shape[:-2] + Z.shape[-1:]:
+        raise ValueError(f"w must have shape {tuple(Z.shape[:-2] + Z.shape[-1:])} to match X, "
+                         f"got {tuple(w.shape)}")
+    return w
 
 
 def signed_examples(X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -94,7 +105,7 @@ def separable_task(n: int, d: int, *, generator: torch.Generator | None = None,
     return X, torch.where(y == 0, torch.ones_like(y), y)
 
 
-def log_loss(w: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+def _log_loss(w: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
     r""":math:`\psi(w) = \log\frac1n\sum_i e^{-\langle w, z_i\rangle}` (stable via logsumexp)."""
     scores = -torch.einsum("...d,...nd->...n", w, Z)
     return torch.logsumexp(scores, dim=-1) - torch.log(torch.tensor(float(Z.shape[-2]),
@@ -105,20 +116,17 @@ def ngd_step(w: torch.Tensor, X: torch.Tensor, y: torch.Tensor, eta: float) -> t
     r"""The oracle: :math:`w - \eta\nabla L(w)/L(w) = w - \eta\nabla\psi(w)`, by autograd."""
     eta = _validate.positive_float("eta", eta)
     Z = signed_examples(X, y)
-    w = _validate.real_tensor("w", w).to(Z.dtype)
-    if w.shape != Z.shape[:-2] + Z.shape[-1:]:
-        raise ValueError(f"w must have shape {tuple(Z.shape[:-2] + Z.shape[-1:])}, "
-                         f"got {tuple(w.shape)}")
+    w = _weights(w, Z)
     with torch.enable_grad():
         w_ = w.detach().clone().requires_grad_()
-        (gradient,) = torch.autograd.grad(log_loss(w_, Z).sum(), w_)
+        (gradient,) = torch.autograd.grad(_log_loss(w_, Z).sum(), w_)
     return w - eta * gradient
 
 
 def normalized_margin(w: torch.Tensor, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     r""":math:`\gamma(w) = \min_i \langle w, z_i\rangle / \lVert w\rVert` (``...``-batched)."""
     Z = signed_examples(X, y)
-    w = _validate.real_tensor("w", w).to(Z.dtype)
+    w = _weights(w, Z)
     return torch.einsum("...d,...nd->...n", w, Z).amin(-1) / w.norm(dim=-1)
 
 
@@ -140,7 +148,12 @@ def max_margin_direction(X: torch.Tensor, y: torch.Tensor, *, solver: str = "CLA
 
     Z = signed_examples(X, y)
     if Z.ndim != 2:
-        raise ValueError("max_margin_direction takes one task: X of shape (n, d)")
+        raise ValueError(f"X must hold one task, of shape (n, d), got {tuple(Z.shape)}")
+    if not isinstance(solver, str):
+        raise TypeError(f"solver must be a cvxpy solver name, got {type(solver).__name__}")
+    if solver.upper() not in cp.installed_solvers():
+        raise ValueError(f"solver must be an installed cvxpy solver {cp.installed_solvers()}, "
+                         f"got {solver!r}")
     Zn = Z.detach().cpu().numpy().astype(np.float64)
     w = cp.Variable(Zn.shape[1])
     problem = cp.Problem(cp.Minimize(cp.sum_squares(w)), [Zn @ w >= 1])
@@ -167,7 +180,11 @@ def svm_kkt_residual(w: torch.Tensor, X: torch.Tensor, y: torch.Tensor) -> float
     import numpy as np
     from scipy.optimize import nnls
 
-    Z = signed_examples(X, y).detach().cpu().numpy().astype(np.float64)
+    Z = signed_examples(X, y)
+    if Z.ndim != 2:
+        raise ValueError(f"X must hold one task, of shape (n, d), got {tuple(Z.shape)}")
+    w = _weights(w, Z)
+    Z = Z.detach().cpu().numpy().astype(np.float64)
     w = w.detach().cpu().numpy().astype(np.float64)
     margins = Z @ w
     tight = margins <= 1 + 1e-7
@@ -187,8 +204,18 @@ def softmax_update(w: torch.Tensor, Z: torch.Tensor, W_Q: torch.Tensor, W_K: tor
 
     ``w`` is ``(B, d)``, ``Z`` ``(B, n, d)``. Scores :math:`s_i = (wW_Q)\cdot(z_iW_K)`, pattern
     :math:`p = \mathrm{softmax}(s)` over the example tokens (or :math:`e^{s}` when
-    ``normalize`` is false), output :math:`w + \sum_i p_i\, z_i W_V`.
+    ``normalize`` is false), output :math:`w + \sum_i p_i\, z_i W_V`. Like any layer it lets
+    non-finite entries through (a diverging training run then reports a non-finite loss);
+    shapes are checked.
     """
+    w = _validate.nonempty("w", _validate.real_tensor("w", w, ndim=2, finite=False))
+    B, d = w.shape
+    Z = _validate.nonempty("Z", _validate.real_tensor("Z", Z, shape=(B, None, d), finite=False))
+    W_Q = _validate.real_tensor("W_Q", W_Q, shape=(d, None), finite=False)
+    W_Q = _validate.nonempty("W_Q", W_Q)
+    W_K = _validate.real_tensor("W_K", W_K, shape=(d, W_Q.shape[1]), finite=False)
+    W_V = _validate.real_tensor("W_V", W_V, shape=(d, d), finite=False)
+    normalize = _validate.boolean("normalize", normalize)
     scores = torch.einsum("bk,bnk->bn", w @ W_Q, Z @ W_K)
     pattern = scores.softmax(-1) if normalize else scores.exp()
     return w + torch.einsum("bn,bnd->bd", pattern, Z @ W_V), pattern

@@ -68,6 +68,7 @@ import torch
 from torch import nn
 
 from constructions import _validate
+from constructions._validate import spd_matrix  # re-exported: empirics use it
 
 # IR.7's autoregressive layer lives in its own module; it is part of this area's API.
 from constructions.ar_mesa import ar_mesa_layer as ar_mesa_layer
@@ -104,28 +105,6 @@ def _assemble(X: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor) -> torch.
     top = torch.cat([X, x_query.unsqueeze(-2)], dim=-2).transpose(-1, -2)
     bottom = torch.cat([y, torch.zeros_like(y[..., :1])], dim=-1).unsqueeze(-2)
     return torch.cat([top, bottom], dim=-2)
-
-
-def spd_matrix(name: str, value: object, d: int | None = None) -> torch.Tensor:
-    r"""Return ``value`` as a float64 symmetric positive-definite matrix, or raise ValueError.
-
-    Symmetry is required to within :math:`\sqrt u\,\max|A_{ij}|` (:math:`u` the float64 unit
-    roundoff): a symmetric matrix computed in floating point, such as an inverse, is symmetric
-    only to about :math:`\mathrm{cond}(A)\,u`, and anything further off is not meant to be
-    symmetric. The result is symmetrised; positive definiteness is decided by Cholesky.
-    """
-    A = _validate.real_tensor(name, value, ndim=2).to(torch.float64)
-    if A.shape[0] != A.shape[1] or A.shape[0] < 1:
-        raise ValueError(f"{name} must be a square d x d matrix, got shape {tuple(A.shape)}")
-    if d is not None and A.shape[0] != d:
-        raise ValueError(f"{name} must be {d} x {d} to match Sigma, got shape {tuple(A.shape)}")
-    asymmetry = float((A - A.T).abs().max())
-    if asymmetry > math.sqrt(torch.finfo(torch.float64).eps / 2) * float(A.abs().max()):
-        raise ValueError(f"{name} must be symmetric, got max |A - A^T| = {asymmetry:.3g}")
-    A = (A + A.T) / 2
-    if torch.linalg.cholesky_ex(A).info != 0:
-        raise ValueError(f"{name} must be positive definite (its Cholesky factorisation failed)")
-    return A
 
 
 @dataclass(frozen=True)
@@ -168,18 +147,20 @@ def sample_prompts(batch: int, n: int, d: int, *, sigma2: float = 0.0,
     sigma2 = _validate.positive_float("sigma2", sigma2, allow_zero=True)
     if response not in RESPONSES:
         raise ValueError(f"response must be one of {RESPONSES}, got {response!r}")
+    antithetic = _validate.boolean("antithetic", antithetic)
+    generator = _validate.generator("generator", generator)
     if antithetic and batch % 2:
         raise ValueError(f"batch must be even when antithetic=True, got {batch}")
     eye = torch.eye(d, dtype=torch.float64)
     L_x = torch.linalg.cholesky(eye if Sigma is None else spd_matrix("Sigma", Sigma, d))
     L_w = torch.linalg.cholesky(eye if Omega is None else spd_matrix("Omega", Omega, d))
-    return draw_prompts(batch, n, L_x, L_w, sigma2, response, antithetic, generator,
-                        **resolve(dtype, device))
+    return _draw_prompts(batch, n, L_x, L_w, sigma2, response, antithetic, generator,
+                         **resolve(dtype, device))
 
 
-def draw_prompts(batch: int, n: int, L_x: torch.Tensor, L_w: torch.Tensor, sigma2: float,
-                 response: ResponseKind, antithetic: bool, generator: torch.Generator | None,
-                 dtype: torch.dtype = torch.float64, device=None) -> RegressionPrompts:
+def _draw_prompts(batch: int, n: int, L_x: torch.Tensor, L_w: torch.Tensor, sigma2: float,
+                  response: ResponseKind, antithetic: bool, generator: torch.Generator | None,
+                  dtype: torch.dtype = torch.float64, device=None) -> RegressionPrompts:
     """:func:`sample_prompts` without argument checks, from Cholesky factors of Sigma and
     Omega: the inner loop of training and Monte Carlo, which validate once up front."""
     d = L_x.shape[0]
@@ -198,6 +179,14 @@ def draw_prompts(batch: int, n: int, L_x: torch.Tensor, L_w: torch.Tensor, sigma
                              w=w.to(**kw))
 
 
+def _regression_data(X: object, y: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validated examples ``X`` ``(..., n, d)`` (``n, d >= 1``) and labels ``y`` ``(..., n)``."""
+    X = _validate.real_tensor("X", X)
+    if X.ndim < 2 or X.shape[-2] < 1 or X.shape[-1] < 1:
+        raise ValueError(f"X must have shape (..., n, d) with n, d >= 1, got {tuple(X.shape)}")
+    return X, _validate.real_tensor("y", y, shape=tuple(X.shape[:-1]))
+
+
 def gd_prediction(X: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, eta: float,
                   preconditioner: torch.Tensor | None = None) -> torch.Tensor:
     r"""One step of preconditioned GD from :math:`w_0 = 0`, evaluated at the query (the oracle).
@@ -206,6 +195,12 @@ def gd_prediction(X: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, eta: 
     :math:`w_1 = -\eta P\,\nabla L(0) = \eta P\, s` with :math:`s = \tfrac1n\sum_i y_i x_i`,
     so :math:`\hat y = x_q^\top \eta P\, s`. ``P`` defaults to the identity.
     """
+    X, y = _regression_data(X, y)
+    x_query = _validate.real_tensor("x_query", x_query, shape=(*X.shape[:-2], X.shape[-1]))
+    eta = _validate.real_number("eta", eta)
+    if preconditioner is not None:
+        preconditioner = _validate.square_matrix("preconditioner", preconditioner,
+                                                 size=X.shape[-1])
     s = torch.einsum("...n,...nd->...d", y, X) / X.shape[-2]
     step = s if preconditioner is None else s @ preconditioner.T
     return eta * torch.einsum("...d,...d->...", x_query, step)
@@ -215,7 +210,11 @@ def gd_iterates(X: torch.Tensor, y: torch.Tensor, eta: float, steps: int,
                 w0: torch.Tensor | None = None) -> torch.Tensor:
     r"""Plain GD on :math:`L(w) = \tfrac1{2n}\lVert Xw - y\rVert^2`:
     :math:`w_{k+1} = w_k + \tfrac\eta n X^\top(y - Xw_k)`. Returns ``(..., steps+1, d)``."""
+    X, y = _regression_data(X, y)
+    eta = _validate.real_number("eta", eta)
     steps = _validate.positive_int("steps", steps, minimum=0)
+    if w0 is not None:
+        w0 = _validate.real_tensor("w0", w0, shape=(*X.shape[:-2], X.shape[-1]))
     n = X.shape[-2]
     w = torch.zeros_like(X[..., 0, :]) if w0 is None else w0
     out = [w]
@@ -235,7 +234,7 @@ def _moments(n: int, sigma2: float, Sigma, Omega) -> tuple[torch.Tensor, torch.T
     Sigma = spd_matrix("Sigma", Sigma)
     d = Sigma.shape[0]
     Omega = torch.eye(d, dtype=torch.float64) if Omega is None else spd_matrix("Omega", Omega, d)
-    return Sigma, Omega, second_moment(n, sigma2, Sigma, Omega), sigma2
+    return Sigma, Omega, _second_moment(n, sigma2, Sigma, Omega), sigma2
 
 
 def second_moment(n: int, sigma2: float, Sigma: torch.Tensor,
@@ -247,6 +246,15 @@ def second_moment(n: int, sigma2: float, Sigma: torch.Tensor,
     and, by Isserlis, :math:`\mathbb E[y^2xx^\top] = (\mathrm{tr}(\Sigma\Omega) + \sigma^2)\Sigma
     + 2\Sigma\Omega\Sigma`; the :math:`n(n-1)` and :math:`n` terms over :math:`n^2` give H.
     """
+    _validate.positive_int("n", n)
+    _validate.positive_float("sigma2", sigma2, allow_zero=True)
+    d = spd_matrix("Sigma", Sigma).shape[0]
+    spd_matrix("Omega", Omega, d)
+    return _second_moment(n, sigma2, Sigma, Omega)  # the given matrices, not symmetrised copies
+
+
+def _second_moment(n: int, sigma2: float, Sigma: torch.Tensor,
+                   Omega: torch.Tensor) -> torch.Tensor:
     return ((n + 1) / n) * Sigma @ Omega @ Sigma + ((torch.trace(Omega @ Sigma) + sigma2) / n
                                                      ) * Sigma
 
@@ -351,6 +359,13 @@ def nonlinear_optimal_step(n: int, g2: float, f2x2: float) -> float:
 def pair_features(G: torch.Tensor) -> torch.Tensor:
     """The upper-triangular entries :math:`G_{ab}`, :math:`a \\le b`, of ``(..., D, D)``, in
     ``torch.triu_indices`` order: each unordered pair once (see the module docstring)."""
+    G = _validate.real_tensor("G", G)
+    if G.ndim < 2 or G.shape[-1] != G.shape[-2] or G.shape[-1] < 1:
+        raise ValueError(f"G must have shape (..., D, D) with D >= 1, got {tuple(G.shape)}")
+    return _pair_features(G)
+
+
+def _pair_features(G: torch.Tensor) -> torch.Tensor:
     D = G.shape[-1]
     rows, cols = torch.triu_indices(D, D, device=G.device)
     return G[..., rows, cols]
@@ -359,6 +374,13 @@ def pair_features(G: torch.Tensor) -> torch.Tensor:
 def pair_coefficients(T: torch.Tensor) -> torch.Tensor:
     """Coefficients of :func:`pair_features` for a tensor ``(..., D, D, C)`` symmetric in its
     pair axes: :math:`T_{aac}` on the diagonal, :math:`T_{abc} + T_{bac}` off it."""
+    T = _validate.real_tensor("T", T, finite=False)
+    if T.ndim < 3 or T.shape[-2] != T.shape[-3] or T.numel() == 0:
+        raise ValueError(f"T must have shape (..., D, D, C) with D, C >= 1, got {tuple(T.shape)}")
+    return _pair_coefficients(T)
+
+
+def _pair_coefficients(T: torch.Tensor) -> torch.Tensor:
     D = T.shape[-2]
     rows, cols = torch.triu_indices(D, D, device=T.device)
     return T[..., rows, cols, :] + torch.where(rows == cols, 0.0, 1.0).to(T).unsqueeze(-1) * \
@@ -369,6 +391,25 @@ def key_moment(Z: torch.Tensor, n_context: int | None = None,
                mask_query: bool = True) -> torch.Tensor:
     r""":math:`G = \tfrac1n Z M Z^\top`: the keys' second moment, ``(..., D, D)``. The first
     ``n`` columns are context; later columns are keys only when ``mask_query=False``."""
+    Z = _prompt_tokens(Z)
+    if n_context is not None:
+        n_context = _validate.positive_int("n_context", n_context)
+        if n_context > Z.shape[-1]:
+            raise ValueError(f"n_context must be <= the {Z.shape[-1]} columns of Z, "
+                             f"got {n_context}")
+    return _key_moment(Z, n_context, _validate.boolean("mask_query", mask_query))
+
+
+def _prompt_tokens(Z: object) -> torch.Tensor:
+    """Validated prompt tokens ``Z`` ``(..., D, n + 1)`` with ``D >= 2`` and ``n >= 1``."""
+    Z = _validate.real_tensor("Z", Z)
+    if Z.ndim < 2 or Z.shape[-2] < 2 or Z.shape[-1] < 2:
+        raise ValueError(f"Z must have shape (..., D, n + 1) with D, n + 1 >= 2, "
+                         f"got {tuple(Z.shape)}")
+    return Z
+
+
+def _key_moment(Z: torch.Tensor, n_context: int | None, mask_query: bool) -> torch.Tensor:
     n = Z.shape[-1] - 1 if n_context is None else n_context
     keys = Z if not mask_query else Z[..., :n]
     return keys @ keys.transpose(-1, -2) / n
@@ -380,13 +421,29 @@ def lifted_features(Z: torch.Tensor, *, mask_query: bool = True) -> torch.Tensor
     :math:`\hat y = \phi(Z)^\top\theta` with ``θ`` its
     :meth:`LinearSelfAttention.lifted_coefficients`. Least squares in these features is the
     convex relaxation of training an LSA (IR.1/IR.2's "lifted least squares")."""
-    G = key_moment(Z, mask_query=mask_query)
+    Z = _prompt_tokens(Z)
+    G = _key_moment(Z, None, _validate.boolean("mask_query", mask_query))
     x_query = Z[..., :-1, -1]
-    return (pair_features(G).unsqueeze(-1) * x_query.unsqueeze(-2)).flatten(-2)
+    return (_pair_features(G).unsqueeze(-1) * x_query.unsqueeze(-2)).flatten(-2)
 
 
 def effective_tensor(W_PV: torch.Tensor, W_KQ: torch.Tensor) -> torch.Tensor:
-    """:meth:`LinearSelfAttention.effective_tensor` of raw weights (differentiable)."""
+    """:meth:`LinearSelfAttention.effective_tensor` of raw weights (differentiable; like a
+    layer it lets non-finite weights through, so that a diverging run reports its loss)."""
+    W_PV, W_KQ = _raw_weights(W_PV, W_KQ)
+    return _effective_tensor(W_PV, W_KQ)
+
+
+def _raw_weights(W_PV: object, W_KQ: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """Square ``(D, D)`` weights of one size, ``D >= 2`` (non-finite entries allowed)."""
+    W_PV = _validate.square_matrix("W_PV", W_PV, finite=False)
+    W_KQ = _validate.square_matrix("W_KQ", W_KQ, size=W_PV.shape[0], finite=False)
+    if W_PV.shape[0] < 2:
+        raise ValueError(f"W_PV must be D x D with D >= 2, got {tuple(W_PV.shape)}")
+    return W_PV, W_KQ
+
+
+def _effective_tensor(W_PV: torch.Tensor, W_KQ: torch.Tensor) -> torch.Tensor:
     E = torch.einsum("oa,bc->oabc", W_PV, W_KQ)
     return (E + E.transpose(1, 2)) / 2
 
@@ -394,8 +451,13 @@ def effective_tensor(W_PV: torch.Tensor, W_KQ: torch.Tensor) -> torch.Tensor:
 def lifted_coefficients(W_PV: torch.Tensor, W_KQ: torch.Tensor) -> torch.Tensor:
     """:meth:`LinearSelfAttention.lifted_coefficients` of raw weights (differentiable): only
     the last row of ``W_PV`` enters, so this costs :math:`O(D^3)`."""
+    W_PV, W_KQ = _raw_weights(W_PV, W_KQ)
+    return _lifted_coefficients(W_PV, W_KQ)
+
+
+def _lifted_coefficients(W_PV: torch.Tensor, W_KQ: torch.Tensor) -> torch.Tensor:
     T = -torch.einsum("a,bc->abc", W_PV[-1], W_KQ[:, :-1])
-    return pair_coefficients((T + T.transpose(0, 1)) / 2).flatten()
+    return _pair_coefficients((T + T.transpose(0, 1)) / 2).flatten()
 
 
 # --- the model -------------------------------------------------------------------------------
@@ -444,7 +506,7 @@ class LinearSelfAttention(nn.Module):
     def forward(self, Z: torch.Tensor, n_context: int | None = None) -> torch.Tensor:
         """:math:`f(Z)`, same shape as ``Z``; ``n_context`` defaults to all columns but the last."""
         Z, n = self._check(Z, n_context)
-        G = key_moment(Z, n, self.mask_query)
+        G = _key_moment(Z, n, self.mask_query)
         return Z + self.W_PV @ G @ self.W_KQ @ Z
 
     def predict(self, Z: torch.Tensor) -> torch.Tensor:
@@ -452,7 +514,7 @@ class LinearSelfAttention(nn.Module):
         negated label slot of the query column (sign convention of Ahn's and von Oswald's
         code). Only that column is computed."""
         Z, n = self._check(Z, None)
-        G = key_moment(Z, n, self.mask_query)
+        G = _key_moment(Z, n, self.mask_query)
         query = Z[..., -1:]
         return -(query[..., -1:, :] + self.W_PV[-1:] @ G @ self.W_KQ @ query)[..., 0, 0]
 
@@ -460,12 +522,12 @@ class LinearSelfAttention(nn.Module):
         r"""``E[o, a, b, c]`` :math:`= \tfrac12(W_{PV,oa}W_{KQ,bc} + W_{PV,ob}W_{KQ,ac})`: the
         update of row ``o`` at column ``j`` is :math:`\sum_{abc} E_{oabc}G_{ab}Z_{cj}`.
         Gauge-invariant; ``(D, D, D, D)``."""
-        return effective_tensor(self.W_PV, self.W_KQ)
+        return _effective_tensor(self.W_PV, self.W_KQ)
 
     def lifted_coefficients(self) -> torch.Tensor:
         r"""``θ`` with :math:`\hat y = \phi(Z)^\top\theta` for :func:`lifted_features` ``φ``:
         the pair coefficients of :math:`T = -E_{y,:,:,x}`, flattened to ``(P,)``."""
-        return lifted_coefficients(self.W_PV, self.W_KQ)
+        return _lifted_coefficients(self.W_PV, self.W_KQ)
 
     def preconditioner(self) -> torch.Tensor:
         r""":math:`\Gamma` with :math:`\hat y = x_q^\top\Gamma s + \dots` (module docstring):
@@ -564,6 +626,9 @@ def von_oswald(d: int, eta: float, W0: torch.Tensor | None = None, *, mask_query
 def gd_transformed_labels(Z: torch.Tensor, eta: float, W0: torch.Tensor) -> torch.Tensor:
     r"""The oracle of IR.4: ``Z`` with every label replaced by :math:`y_j - \Delta W x_j`,
     :math:`\Delta W = -\tfrac\eta n\sum_{i\le n}(W_0 x_i - y_i)x_i^\top` (context ``i <= n``)."""
+    Z = _prompt_tokens(Z)
+    eta = _validate.real_number("eta", eta)
+    W0 = _validate.real_tensor("W0", W0, shape=(1, Z.shape[-2] - 1))
     n = Z.shape[-1] - 1
     X, y = Z[..., :-1, :], Z[..., -1, :]
     residual = W0[0] @ X[..., :n] - y[..., :n]                    # (..., n)

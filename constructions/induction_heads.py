@@ -136,6 +136,7 @@ def two_layer_parameters(max_len, *, lib: ModuleType = math) -> InductionParamet
     :math:`\beta_2 = 2\theta + 10`, :math:`\beta_1 = \ln(n\beta_2) + 1`. With ``lib=sympy``
     and a positive symbol ``max_len`` the parameters are symbolic.
     """
+    _validate.instance("lib", lib, ModuleType)
     if lib is math:
         max_len = _validate.positive_int("max_len", max_len)
     n = max_len
@@ -161,6 +162,10 @@ def two_layer_conditions(max_len, params: InductionParameters, *,
     (A)–(C) give the correct key odds :math:`< 1`, i.e. weight :math:`> 1/2`, and (D) gives BOS
     weight :math:`> 1/2`; see :func:`two_layer_induction` for the derivation.
     """
+    _validate.instance("lib", lib, ModuleType)
+    _validate.instance("params", params, InductionParameters)
+    if lib is math:
+        max_len = _validate.positive_int("max_len", max_len)
     n, b1, b2 = max_len, params.beta1, params.beta2
     lam, theta = params.recency, params.sink
     alpha = lib.exp(b1) / (lib.exp(b1) + n)
@@ -181,6 +186,10 @@ def circle_gaps(vocab_size, max_len, *, lib: ModuleType = math) -> tuple:
     :math:`g^\star = \min(1 - \cos(2\pi/N), 1)`, :math:`g_{pos} = 1 - \cos(2\pi/(n+1))`.
     The gaps are evaluated as :math:`2\sin^2(\pi/N)`, which does not cancel for large N.
     """
+    _validate.instance("lib", lib, ModuleType)
+    if lib is math:
+        vocab_size = _validate.positive_int("vocab_size", vocab_size)
+        max_len = _validate.positive_int("max_len", max_len)
     points = vocab_size + 1
     rho = lib.sin(lib.pi / points)
     token_gap = 2 * rho**2
@@ -199,6 +208,7 @@ def compact_parameters(vocab_size, max_len, *, lib: ModuleType = math,
     :math:`\beta_1 = (\ln(n\beta_2) + 1)/g_{pos}`. Passing symbolic ``gaps`` with
     ``lib=sympy`` gives the parameters for any geometry.
     """
+    _validate.instance("lib", lib, ModuleType)
     if lib is math:
         vocab_size = _validate.positive_int("vocab_size", vocab_size)
         max_len = _validate.positive_int("max_len", max_len)
@@ -226,6 +236,10 @@ def compact_conditions(max_len, params: InductionParameters, *,
     * (D′) with no match, the sink wins:
       :math:`n e^{\beta_2(1 - (1-\delta)g^\star) + \lambda n - \theta} < \rho`.
     """
+    _validate.instance("lib", lib, ModuleType)
+    _validate.instance("params", params, InductionParameters)
+    if lib is math:
+        max_len = _validate.positive_int("max_len", max_len)
     n, b2, lam, theta = max_len, params.beta2, params.recency, params.sink
     rho, g = params.readout, params.token_gap
     delta = n * lib.exp(-params.beta1 * params.position_gap)
@@ -244,6 +258,8 @@ def max_score(max_len: int, params: InductionParameters) -> float:
     :math:`\beta_2\langle\mathrm{tok},\mathrm{prev}\rangle + \lambda j \le \beta_2 + \lambda n`
     for real keys and :math:`\theta` for BOS.
     """
+    max_len = _validate.positive_int("max_len", max_len)
+    _validate.instance("params", params, InductionParameters)
     return max(params.beta1, params.beta2 + params.recency * max_len, params.sink)
 
 
@@ -268,7 +284,7 @@ def required_bits(max_len: int, params: InductionParameters) -> int:
     :math:`u` that the margins absorb. The bound is conservative: on the stress inputs of
     ``theorems.induction_heads`` the least exact :math:`p` is 8–9 bits lower.
     """
-    return math.ceil(math.log2(max_score(max_len, params)) + 6)
+    return math.ceil(math.log2(max_score(max_len, params)) + 6)  # max_score checks both
 
 
 # --- precision emulation ----------------------------------------------------------------------
@@ -280,6 +296,7 @@ def round_significand(x: torch.Tensor, bits: int) -> torch.Tensor:
     significand: ``bits=24`` reproduces float32 rounding, 11 float16 and 8 bfloat16 for values
     in their normal range. The unit roundoff is :math:`u = 2^{-\text{bits}}`.
     """
+    x = _validate.real_tensor("x", x, finite=False)  # NaN and inf round to themselves
     bits = _validate.positive_int("bits", bits)
     mantissa, exponent = torch.frexp(x)  # x = mantissa * 2**exponent, |mantissa| in [1/2, 1)
     scale = float(2**bits)
@@ -609,6 +626,7 @@ def guarantees(model_kind: str, vocab_size: int, max_len: int) -> dict[str, floa
     is right, :math:`1/(1+\rho)` (1/2 for one-hot). Checks compare the model against these,
     not against anything read from the model, so a mis-built model cannot lower its own bar.
     """
+    vocab_size = _validate.positive_int("vocab_size", vocab_size)
     if model_kind == "two_layer":
         params = two_layer_parameters(max_len)
         layer1 = math.exp(params.beta1) / (math.exp(params.beta1) + max_len)
@@ -634,7 +652,10 @@ def index_instance(bits, index: int) -> tuple[torch.Tensor, torch.Tensor]:
     earlier :math:`\star` is at :math:`2k - 1`, so :math:`\tau_n = \sigma_{2k} = x_k`.
     Returns the tokens and a boolean mask of Alice's positions.
     """
-    bits = [int(b) for b in bits]
+    try:
+        bits = [int(b) for b in bits]
+    except (TypeError, ValueError):
+        raise ValueError(f"bits must be a non-empty sequence of 0s and 1s, got {bits!r}") from None
     if not bits or any(b not in (0, 1) for b in bits):
         raise ValueError(f"bits must be a non-empty sequence of 0s and 1s, got {bits}")
     if isinstance(index, bool) or not isinstance(index, int) or not 1 <= index <= len(bits):
@@ -653,6 +674,8 @@ def _single_layer(model: InductionTransformer, tokens: torch.Tensor) -> Attentio
         raise ValueError("model must be a one-layer InductionTransformer")
     _validate.token_tensor("tokens", tokens, vocab_size=model.vocab_size,
                            max_len=model.max_len, ndim=1)
+    if tokens.shape[0] < 1:
+        raise ValueError("tokens must hold at least one token (the last one is the query)")
     return model.layers[0]
 
 
@@ -669,6 +692,11 @@ def one_layer_messages(model: InductionTransformer, tokens: torch.Tensor, owned:
     taken: a float carries its own exponent, which is part of its p bits.
     """
     layer = _single_layer(model, tokens)
+    _validate.instance("owned", owned, torch.Tensor)
+    if owned.dtype != torch.bool or owned.shape != tokens.shape:
+        raise ValueError(f"owned must be a boolean mask of tokens' shape {tuple(tokens.shape)}, "
+                         f"got {owned.dtype} of shape {tuple(owned.shape)}")
+    bos = _validate.boolean("bos", bos)
     n = tokens.shape[0]
     query = torch.einsum("d,hdk->hk", model.W_E[tokens[-1]] + model.W_pos[n], layer.W_Q)
     positions = torch.nonzero(owned).squeeze(-1) + 1  # model positions (BOS is 0)
@@ -689,6 +717,12 @@ def combine_messages(model: InductionTransformer, tokens: torch.Tensor,
     r"""Bob's reconstruction of the last position's logits from both shares:
     :math:`\big(x_n + \sum_h \tfrac{N^h_A + N^h_B}{Z^h_A + Z^h_B} W^h_O\big) W_U`."""
     layer = _single_layer(model, tokens)
+    for name, share in (("alice", alice), ("bob", bob)):
+        if not isinstance(share, tuple) or len(share) != 2:
+            raise TypeError(f"{name} must be a pair (N, Z) from one_layer_messages, "
+                            f"got {type(share).__name__}")
+        _validate.real_tensor(name, share[0], shape=tuple(layer.W_O.shape[:2]))
+        _validate.real_tensor(name, share[1], shape=tuple(layer.W_O.shape[:1]))
     heads = (alice[0] + bob[0]) / (alice[1] + bob[1]).unsqueeze(-1)
     last = model.W_E[tokens[-1]] + model.W_pos[tokens.shape[0]]
     return (last + torch.einsum("hv,hvo->o", heads, layer.W_O)) @ model.W_U

@@ -40,6 +40,8 @@ def layer_norm(x: torch.Tensor) -> torch.Tensor:
 def projection_form(x: torch.Tensor) -> torch.Tensor:
     r"""The right-hand side :math:`\sqrt d\,Px/\lVert Px\rVert`, computed with the matrix P."""
     x = _validate.real_tensor("x", x)
+    if x.ndim == 0 or x.shape[-1] < 2:
+        raise ValueError(f"x must have a last dim of size >= 2, got shape {tuple(x.shape)}")
     d = x.shape[-1]
     P = torch.eye(d, dtype=x.dtype, device=x.device) - 1.0 / d
     px = x @ P  # P is symmetric, so row vectors can be multiplied on the right
@@ -90,8 +92,9 @@ def majority_head(vocab_size: int, d: int, *, seed: int = 0, normalize: bool = T
     if vocab_size > d - 1:
         raise ValueError(f"vocab_size must be <= d - 1 = {d - 1} so that the normalised "
                          f"embeddings are linearly independent, got {vocab_size}")
+    normalize = _validate.boolean("normalize", normalize)
     kw = resolve(dtype, device)
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(_validate.seed("seed", seed))
     embeddings = torch.randn(vocab_size, d, generator=generator, dtype=torch.float64)
     c = torch.randn(d, generator=generator, dtype=torch.float64)
     keys = LayerNorm()(embeddings)
@@ -114,7 +117,8 @@ def selectability_margin(keys: torch.Tensor, index: int) -> float:
     """
     from scipy.optimize import linprog
 
-    keys = _validate.real_tensor("keys", keys, ndim=2).to(torch.float64)
+    keys = _validate.nonempty("keys", _validate.real_tensor("keys", keys, ndim=2))
+    keys = keys.to(torch.float64)
     m, d = keys.shape
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < m:
         raise ValueError(f"index must be an int in [0, {m}), got {index!r}")

@@ -39,16 +39,19 @@ ATTENTION_KINDS = ("softmax", "hardmax", "linear")
 
 def fixed(weight: torch.Tensor) -> nn.Parameter:
     """Wrap an explicit weight as a parameter that gradient descent leaves alone by default."""
+    _validate.instance("weight", weight, torch.Tensor)
     return nn.Parameter(weight, requires_grad=False)
 
 
 def resolve(dtype: torch.dtype, device: torch.device | str | None) -> dict:
     """Validated ``dtype``/``device`` keyword arguments for tensor factories."""
-    return {"dtype": _validate.float_dtype("dtype", dtype), "device": torch.device(device or "cpu")}
+    return {"dtype": _validate.float_dtype("dtype", dtype),
+            "device": _validate.device("device", device or None)}
 
 
 def causal_mask(n: int, device: torch.device | None = None) -> torch.Tensor:
     """Boolean ``(n, n)`` mask, True where key ``j`` is visible from query ``i`` (``j <= i``)."""
+    n = _validate.positive_int("n", n, minimum=0)
     return torch.ones(n, n, dtype=torch.bool, device=device).tril()
 
 
@@ -58,6 +61,10 @@ def hardmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Ten
     Ties are split evenly, which is the usual "average hard attention" semantics. Equality is
     exact, so the pattern is a deterministic function of the scores.
     """
+    scores = _validate.real_tensor("scores", scores, finite=False)  # -inf is a masked score
+    if scores.ndim == 0 or scores.shape[-1] == 0 or bool(scores.isnan().any()):
+        raise ValueError(f"scores must have a non-empty last dim and no NaN, "
+                         f"got shape {tuple(scores.shape)}")
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     winners = scores == scores.amax(dim=-1, keepdim=True)

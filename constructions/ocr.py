@@ -135,6 +135,16 @@ def margins(W: torch.Tensor, X: torch.Tensor, answers: torch.Tensor, *,
     r"""Per pair :math:`\mathrm{logit}_a - \max_{b\ne a}\mathrm{logit}_b` with
     :math:`\mathrm{logits} = XW^\top`: ``(P,)``. ``among`` restricts the answers compared
     (for example ``slice(C, 2C)``, the animals); the true answer must lie in it."""
+    W = _validate.nonempty("W", _validate.real_tensor("W", W, ndim=2))
+    X = _validate.real_tensor("X", X, shape=(None, W.shape[1]))
+    answers = _validate.token_tensor("answers", answers, vocab_size=W.shape[0], ndim=1)
+    if answers.shape[0] != X.shape[0]:
+        raise ValueError(f"answers must have one entry per row of X ({X.shape[0]}), "
+                         f"got shape {tuple(answers.shape)}")
+    _validate.instance("among", among, slice)
+    if answers.numel() and not all(int(a) in range(W.shape[0])[among] for a in answers):
+        raise ValueError(f"answers must lie in the answers compared, range({W.shape[0]})"
+                         f"[{among}]")
     logits = (X.to(W.dtype) @ W.T)[:, among]
     offset = range(W.shape[0])[among]
     answers = torch.as_tensor([offset.index(int(a)) for a in answers])
@@ -184,4 +194,5 @@ def min_norm_solution(task: FactImplicationTask, norm: str = "nuclear", *,
 
 def nuclear_margin(task: FactImplicationTask) -> float:
     r"""The derived test margin of the nuclear-norm solution, :math:`\min(1, \sqrt{m/k})`."""
+    _validate.instance("task", task, FactImplicationTask)
     return min(1.0, (task.train_names_per_city / task.test_names_per_city) ** 0.5)

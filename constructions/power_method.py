@@ -73,6 +73,11 @@ def unit_norm_tolerance(d: int, *dtypes: torch.dtype) -> float:
     twice over: at most :math:`\gamma_{2d+4}` relative error (Higham, §3), in the coarsest
     of the dtypes involved.
     """
+    d = _validate.positive_int("d", d)
+    if not dtypes:
+        raise TypeError("dtypes must name at least one dtype")
+    for dtype in dtypes:
+        _validate.float_dtype("dtypes", dtype)
     u = max(torch.finfo(dt).eps / 2 for dt in dtypes)
     m = (2 * d + 4) * u
     return m / (1 - m)
@@ -80,7 +85,7 @@ def unit_norm_tolerance(d: int, *dtypes: torch.dtype) -> float:
 
 def normalize_columns(X: torch.Tensor) -> torch.Tensor:
     """Divide every column of ``X`` (shape ``(..., d, n)``) by its ℓ2 norm."""
-    X = _validate.real_tensor("X", X, ndim=(2, 3))
+    X = _validate.nonempty("X", _validate.real_tensor("X", X, ndim=(2, 3)))
     norms = X.norm(dim=-2, keepdim=True)
     if (norms == 0).any():
         raise ValueError("X must have no zero column (it cannot be normalised)")
@@ -169,8 +174,8 @@ def principal_distance(y: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
     For a unit ``y`` it is :math:`\sin\varphi`. Computed from the eigenvectors of
     :math:`XX^\top` (:func:`principal_subspace`), example by example.
     """
-    y = _validate.real_tensor("y", y, ndim=2)
-    X = _validate.real_tensor("X", X, ndim=3)
+    X = _validate.nonempty("X", _validate.real_tensor("X", X, ndim=3))
+    y = _validate.real_tensor("y", y, shape=tuple(X.shape[:2]))
     out = []
     for yi, Xi in zip(y, X, strict=True):
         _, vectors, r = principal_subspace(Xi.double() @ Xi.double().T)
@@ -235,7 +240,14 @@ def block_weights(d: int, w: float, v: float, *, w22: float = 0.0, v22: float = 
     ``w22 = v22 = 0`` is the paper's block manifold; the query blocks are only used by
     :func:`residual_cancelling_layer`.
     """
-    kw = resolve(dtype, device)
+    d = _validate.positive_int("d", d)
+    for name, value in (("w", w), ("v", v), ("w22", w22), ("v22", v22)):
+        _validate.finite_float(name, value)
+    return _block_weights(d, w, v, w22, v22, resolve(dtype, device))
+
+
+def _block_weights(d: int, w: float, v: float, w22: float, v22: float,
+                   kw: dict) -> tuple[torch.Tensor, torch.Tensor]:
     eye = torch.eye(d, **kw)
     W = torch.zeros(2 * d, 2 * d, **kw)
     V = torch.zeros(2 * d, 2 * d, **kw)
@@ -247,6 +259,12 @@ def block_weights(d: int, w: float, v: float, *, w22: float = 0.0, v22: float = 
 def embed(X: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     r"""The input :math:`Z = E^\top`, shape ``(B, n + 1, 2d)``: rows :math:`(x_j, 0)` then
     :math:`(0, a)`."""
+    X = _validate.nonempty("X", _validate.real_tensor("X", X, ndim=3))
+    a = _validate.real_tensor("a", a, shape=tuple(X.shape[:2]))
+    return _embed(X, a)
+
+
+def _embed(X: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     B, d, n = X.shape
     Z = X.new_zeros(B, n + 1, 2 * d)
     Z[:, :n, :d] = X.transpose(-1, -2)
@@ -327,7 +345,7 @@ class LoopedPowerTransformer(nn.Module):
     def states(self, X: torch.Tensor, a: torch.Tensor, loops: int) -> torch.Tensor:
         r"""Every embedding :math:`Z_0 = E^\top, Z_1, \dots, Z_L`: ``(B, L + 1, n + 1, 2d)``."""
         X, a, loops = self._inputs(X, a, loops)
-        states = [embed(X, a)]
+        states = [_embed(X, a)]
         for _ in range(loops):
             states.append(self.layer(states[-1]))
         return torch.stack(states, dim=1)
@@ -341,7 +359,7 @@ class LoopedPowerTransformer(nn.Module):
         ``(B, loops + 1, d)``.
         """
         X, a, loops = self._inputs(X, a, loops)
-        Z = embed(X, a)
+        Z = _embed(X, a)
         iterates = [a]
         for _ in range(loops):
             Z = self.layer(Z)
@@ -417,6 +435,7 @@ def residual_cancelling_layer(d: int, rho: float, *, dtype: torch.dtype = torch.
 def trainable(model: LoopedPowerTransformer) -> LoopedPowerTransformer:
     r"""Make :math:`W` and :math:`V` trainable (``W_Q``, ``W_V``); :math:`W_K = W_O = I` stay
     fixed, so gradient descent runs on exactly the paper's :math:`\theta = (V, W)`."""
+    _validate.instance("model", model, LoopedPowerTransformer)
     model.attention.W_Q.requires_grad_(True)
     model.attention.W_V.requires_grad_(True)
     return model
@@ -430,11 +449,15 @@ def block_coordinates(W: torch.Tensor, V: torch.Tensor) -> dict[str, float]:
     ``rho = w v`` and ``off_ratio`` = :math:`\lVert(W, V) - \text{nearest}\rVert_F /
     \lVert\text{nearest}\rVert_F`.
     """
+    W = _validate.square_matrix("W", W, finite=False)  # trained weights may have diverged
+    if W.shape[0] % 2:
+        raise ValueError(f"W must be square with an even size 2d, got {tuple(W.shape)}")
+    V = _validate.real_tensor("V", V, shape=tuple(W.shape), finite=False)
     W, V = W.detach().double().cpu(), V.detach().double().cpu()
     d = W.shape[0] // 2
     w = float(torch.diagonal(W[:d, d:]).mean())
     v = float(torch.diagonal(V[d:, :d]).mean())
-    W0, V0 = block_weights(d, w, v)
+    W0, V0 = _block_weights(d, w, v, 0.0, 0.0, resolve(torch.float64, None))
     off = math.hypot(float((W - W0).norm()), float((V - V0).norm()))
     on = math.hypot(float(W0.norm()), float(V0.norm()))
     return {"w": w, "v": v, "rho": w * v, "off_ratio": off / on if on > 0 else math.inf}

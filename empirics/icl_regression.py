@@ -32,8 +32,8 @@ import torch
 
 from constructions.icl_regression import (
     RegressionPrompts,
+    _draw_prompts,
     cot_prompt,
-    draw_prompts,
     gd_iterates,
     key_moment,
     lifted_coefficients,
@@ -78,7 +78,7 @@ class RegressionCase:
                antithetic: bool = False) -> RegressionPrompts:
         """``batch`` tasks with prompts of ``n`` examples (default: the case's ``n``)."""
         L_x, L_w = self.factors
-        return draw_prompts(batch, self.n if n is None else n, L_x, L_w, self.sigma2,
+        return _draw_prompts(batch, self.n if n is None else n, L_x, L_w, self.sigma2,
                             self.response, antithetic, generator)
 
     def closed_form(self) -> torch.Tensor:

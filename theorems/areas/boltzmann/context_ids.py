@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from constructions.boltzmann import (
     contextual_mapping,
 )
+from constructions.equivariance import lift_positions as positional_lift
 from constructions.layers import Attention
 from empirics.plots import pyplot
 from theorems.areas.boltzmann._shared import EXACT, KS, U
@@ -466,8 +467,9 @@ def ordered_separation_check(lift_positions: bool = False):
         vocabulary, n = CATALOGUE_VOCABULARY[:3], 2
         sequences = list(itertools.permutations(range(3), n))
         if lift_positions:
-            lifted = torch.cat([torch.cat([vocabulary, 2 * torch.eye(n, dtype=torch.float64)[k]
-                                           .expand(3, n)], dim=1) for k in range(n)])
+            # row 3k + t is token t lifted at position k
+            lifted = positional_lift(vocabulary[:, None, :].expand(3, n, -1)).transpose(0, 1)
+            lifted = lifted.reshape(3 * n, -1)
             model = contextual_mapping(lifted, n)
             tokens = lifted
             sequences = [tuple(t + 3 * k for k, t in enumerate(seq)) for seq in sequences]

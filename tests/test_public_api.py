@@ -27,6 +27,7 @@ import math
 import pkgutil
 import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -463,6 +464,26 @@ def failures(qualname: str, function: Callable) -> list[str]:
     return found
 
 
+def area_examples() -> tuple[dict[str, Callable[[], dict]], dict[tuple[str, str], tuple]]:
+    """``PUBLIC_API_EXAMPLES`` (like ``VALID``: ``{"module.function": lambda: {...}}``) and
+    ``PUBLIC_API_ACCEPTED`` (``{("module.function", "parameter"): ("nan", ...)}``, each with a
+    comment saying why that kind of value is valid) of every ``tests/test_<area>.py`` that
+    defines them, so that an area states its functions' valid arguments in its own test file."""
+    examples: dict[str, Callable[[], dict]] = {}
+    accepted: dict[tuple[str, str], tuple] = {}
+    for path in sorted(Path(__file__).parent.glob("test_*.py")):
+        if path.stem == Path(__file__).stem or "PUBLIC_API_" not in path.read_text():
+            continue
+        module = importlib.import_module(path.stem)  # the module pytest imports too
+        examples.update(getattr(module, "PUBLIC_API_EXAMPLES", {}))
+        accepted.update(getattr(module, "PUBLIC_API_ACCEPTED", {}))
+    return examples, accepted
+
+
+_EXAMPLES, _ACCEPTED = area_examples()
+VALID.update(_EXAMPLES)
+for _key, _kinds in _ACCEPTED.items():
+    ACCEPTED.setdefault(_key, set()).update(_kinds)
 FUNCTIONS = public_functions()
 
 

@@ -1,0 +1,149 @@
+"""Mutants and bad input for the induction-variants area.
+
+Every mutant rebuilds a check of ``theorems.areas.induction_variants`` around a broken
+construction (no time circle, no recency bias, a weak column circle, a weak match layer, a BOS
+value that is not zero, a fixed-offset copier, ...) or a tightened bound, and asserts with
+``expect_failure`` that the check then fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+import pytest
+import torch
+
+from constructions import spatial_induction as sih
+from theorems.areas.induction_variants import spatial_induction as sih_checks
+from theorems.evidence import expect_failure
+
+# --- spatial induction heads -------------------------------------------------------------------
+
+
+def with_temperatures(**changes):
+    """The circuit builder with some derived gather temperatures replaced."""
+    def build(task, positions, **kwargs):
+        temps = sih.gather_temperatures(task.dim, task.side, positions)
+        return sih.spatial_induction_circuit(
+            task, positions, temperatures=dataclasses.replace(temps, **changes), **kwargs)
+    return build
+
+
+SIH_MUTANTS = {"no time circle": with_temperatures(time=0.0),
+               "no recency bias": with_temperatures(recency=0.0),
+               "weak column circle": with_temperatures(space=5.0)}
+
+
+@pytest.mark.mutant("induction-variants.sih-gather")
+@pytest.mark.parametrize("mutant", sorted(SIH_MUTANTS))
+def test_broken_gathers_fail_the_gather_check(mutant):
+    expect_failure(sih_checks.gather_check(build=SIH_MUTANTS[mutant]))
+
+
+@pytest.mark.mutant("induction-variants.sih-gather")
+def test_a_wider_positional_table_fails_the_dimension_check():
+    def build(task, positions, **kwargs):
+        model = sih.spatial_induction_circuit(task, positions, **kwargs)
+        if task.side > 8:  # a table that grows with L
+            model.features = torch.nn.functional.pad(model.features, (0, 1))
+        return model
+    expect_failure(sih_checks.dimension_check(build=build))
+
+
+@pytest.mark.mutant("induction-variants.sih-bayes")
+@pytest.mark.parametrize("mutant", ["no recency bias", "weak column circle"])
+def test_broken_gathers_fail_the_bayes_check(mutant):
+    expect_failure(sih_checks.bayes_check(build=SIH_MUTANTS[mutant]))
+
+
+@pytest.mark.mutant("induction-variants.sih-bayes")
+def test_a_wrong_prior_sink_fails_the_bayes_check():
+    def build(task, positions, **kwargs):
+        model = sih.spatial_induction_circuit(task, positions, **kwargs)
+        model.bos_value = torch.nn.functional.one_hot(
+            torch.tensor(0), task.n_states).to(model.bos_value)  # value e_0, not alpha / A
+        return model
+    expect_failure(sih_checks.bayes_check(build=build))
+
+
+@pytest.mark.mutant("induction-variants.sih-bayes")
+def test_the_bound_without_its_leak_term_fails():
+    def bound(model, n, total, log_max):
+        return np.zeros_like(total, dtype=float)  # a bound that ignores leak and rounding
+    expect_failure(sih_checks.bayes_check(
+        build=functools.partial(sih.spatial_induction_circuit, match_beta=8.0), bound=bound))
+
+
+@pytest.mark.mutant("induction-variants.sih-deterministic")
+@pytest.mark.parametrize("mutant", sorted(SIH_MUTANTS))
+def test_broken_gathers_fail_the_deterministic_check(mutant):
+    expect_failure(sih_checks.deterministic_check(build=SIH_MUTANTS[mutant]))
+
+
+@pytest.mark.mutant("induction-variants.sih-margins")
+def test_half_the_time_temperature_fails_the_symbolic_margins():
+    def temperatures(volume, side, positions, *, lib):
+        temps = sih.temperatures_for(volume, side, positions, lib=lib)
+        return dataclasses.replace(temps, time=temps.time / 2)
+    expect_failure(sih_checks.margin_symbolic_check(temperatures=temperatures))
+
+
+@pytest.mark.mutant("induction-variants.sih-margins")
+def test_a_slightly_weak_recency_fails_the_certified_margins():
+    def temperatures(dim, side, positions):
+        temps = sih.gather_temperatures(dim, side, positions)
+        return dataclasses.replace(temps, recency=temps.recency * (1 - 1 / 30))
+    expect_failure(sih_checks.margin_certified_check(temperatures=temperatures, sides=(3, 4)))
+
+
+# --- bad input: spatial induction -------------------------------------------------------------
+
+def ca(**kwargs):
+    values = {"dim": 1, "side": 5, "n_states": 2, "offsets": sih.neighbourhood(1)} | kwargs
+    return sih.CellularAutomaton(**values)
+
+
+@pytest.mark.parametrize("kwargs, error, name", [
+    ({"dim": 3}, ValueError, "dim"), ({"dim": 1.0}, TypeError, "dim"),
+    ({"side": 2}, ValueError, "side"), ({"n_states": 1}, ValueError, "n_states"),
+    ({"offsets": ()}, TypeError, "offsets"), ({"offsets": ((0, 1),)}, ValueError, "offsets"),
+    ({"side": 3, "offsets": ((-2,), (1,))}, ValueError, "offsets"),
+])
+def test_bad_cellular_automata_are_rejected(kwargs, error, name):
+    with pytest.raises(error, match=name):
+        ca(**kwargs)
+
+
+def test_bad_neighbourhoods_rules_and_tokens_are_rejected():
+    with pytest.raises(ValueError, match="kind"):
+        sih.neighbourhood(2, "hex")
+    with pytest.raises(ValueError, match="radius"):
+        sih.neighbourhood(1, radius=0)
+    task = ca()
+    generator = np.random.default_rng(0)
+    rules = task.sample_rules(1, generator)
+    with pytest.raises(ValueError, match="rules"):
+        task.sample(rules * 0.5, 3, generator)  # rows that do not sum to 1
+    with pytest.raises(ValueError, match="rules"):
+        task.sample(rules[:, :3], 3, generator)
+    with pytest.raises(ValueError, match="alpha"):
+        task.sample_rules(1, generator, alpha=-1.0)
+    with pytest.raises(ValueError, match="grid"):
+        task.flatten(np.full((1, 2, 5), 2))  # state 2 with k = 2
+    model = sih.spatial_induction_circuit(task, 10)
+    with pytest.raises(ValueError, match="tokens"):
+        model(torch.tensor([[2, 0, 3]]))  # token 3 out of range
+    with pytest.raises(ValueError, match="tokens"):
+        model(torch.tensor([[0, 1]]))  # no BOS first
+    with pytest.raises(ValueError, match="tokens"):
+        model(torch.zeros(1, 12, dtype=torch.long))  # longer than max_positions + 1
+    with pytest.raises(TypeError, match="tokens"):
+        model(torch.zeros(1, 3))
+    with pytest.raises(TypeError, match="task"):
+        sih.spatial_induction_circuit("ca", 10)
+    with pytest.raises(ValueError, match="match_beta"):
+        sih.spatial_induction_circuit(task, 10, match_beta=0.0)
+    with pytest.raises(ValueError, match="positions"):
+        sih.gather_temperatures(1, 5, 0)

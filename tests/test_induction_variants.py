@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import numpy as np
 import pytest
 import torch
 
+from constructions import bigram_backcopy as bb
 from constructions import spatial_induction as sih
+from theorems.areas.induction_variants import bigram_backcopy as bb_checks
 from theorems.areas.induction_variants import spatial_induction as sih_checks
 from theorems.evidence import expect_failure
 
@@ -147,3 +150,94 @@ def test_bad_neighbourhoods_rules_and_tokens_are_rejected():
         sih.spatial_induction_circuit(task, 10, match_beta=0.0)
     with pytest.raises(ValueError, match="positions"):
         sih.gather_temperatures(1, 5, 0)
+
+
+# --- Bigram-Backcopy ------------------------------------------------------------------------
+
+def ignoring_triggers(task, tokens):
+    """A broken oracle: the bigram row everywhere, as if there were no triggers."""
+    law = torch.from_numpy(task.cond[tokens.clamp(max=task.vocab_size - 1).numpy()])
+    law[:, 0] = torch.from_numpy(task.first_token_law)
+    return law
+
+
+@pytest.mark.mutant("induction-variants.bb-task")
+def test_an_oracle_without_backcopy_fails_the_task_check():
+    expect_failure(bb_checks.task_check(oracle=ignoring_triggers))
+
+
+@pytest.mark.mutant("induction-variants.bb-active-dormant")
+def test_a_bos_value_that_is_not_zero_fails_the_construction_check():
+    def build(task, max_len, **kwargs):
+        e0 = torch.zeros(task.vocab_size, dtype=torch.float64)
+        e0[0] = 1.0
+        return bb.active_dormant_model(task, max_len, bos_value=e0, **kwargs)
+    expect_failure(bb_checks.construction_check(build=build))
+
+
+@pytest.mark.mutant("induction-variants.bb-active-dormant")
+def test_a_sink_for_every_token_fails_the_construction_check():
+    def build(task, max_len, **kwargs):
+        model = bb.active_dormant_model(task, max_len, **kwargs)
+        model.W_sink = torch.full_like(model.W_sink, 2 * model.beta)  # triggers sink too
+        return model
+    expect_failure(bb_checks.construction_check(build=build))
+
+
+@pytest.mark.mutant("induction-variants.bb-value-drain")
+def test_the_refutation_fails_without_its_counterexample():
+    expect_failure(bb_checks.drain_refutation(counterexample=[1.0] + [0.0] * 31))
+
+
+def half_drain(a, b, n, s2, lib=math):
+    adot, bdot = bb.caricature_flow(a, b, n, s2, lib=lib)
+    return adot, bdot / 2  # the value drains at half the gradient rate
+
+
+def double_sink(a, b, n, s2, lib=math):
+    adot, bdot = bb.caricature_flow(a, b, n, s2, lib=lib)
+    return 2 * adot, bdot  # the sink grows twice as fast as the gradient says
+
+
+@pytest.mark.mutant("induction-variants.bb-caricature")
+def test_a_wrong_drain_rate_fails_the_symbolic_caricature():
+    expect_failure(bb_checks.caricature_symbolic_check(flow=half_drain))
+
+
+@pytest.mark.mutant("induction-variants.bb-caricature")
+def test_a_faster_sink_fails_the_numeric_caricature():
+    expect_failure(bb_checks.caricature_numeric_check(flow=double_sink))
+
+
+# --- bad input: Bigram-Backcopy -------------------------------------------------------------
+
+def test_bad_bigram_backcopy_input_is_rejected():
+    cond = bb.dirichlet_bigrams(6, 0.5, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="cond"):
+        bb.BigramBackcopy(cond * 1.1, 2)  # rows that do not sum to 1
+    with pytest.raises(ValueError, match="cond"):
+        bb.BigramBackcopy(cond[:, :5], 2)
+    with pytest.raises(ValueError, match="n_triggers"):
+        bb.BigramBackcopy(cond, 5)
+    with pytest.raises(TypeError, match="n_triggers"):
+        bb.BigramBackcopy(cond, 2.0)
+    with pytest.raises(ValueError, match="marginal"):
+        bb.BigramBackcopy(cond, 2, marginal=np.ones(6))
+    with pytest.raises(ValueError, match="concentration"):
+        bb.dirichlet_bigrams(6, -1.0, np.random.default_rng(0))
+    task = bb.BigramBackcopy(cond, 2)
+    model = bb.active_dormant_model(task, 8)
+    with pytest.raises(ValueError, match="tokens"):
+        model(torch.tensor([[6, 7]]))  # token 7 out of range
+    with pytest.raises(ValueError, match="tokens"):
+        model(torch.tensor([[0, 1]]))  # no BOS first
+    with pytest.raises(ValueError, match="tokens"):
+        model(torch.full((1, 9), 6).index_fill(1, torch.tensor([0]), 6))  # BOS twice, too long
+    with pytest.raises(ValueError, match="bos_value"):
+        bb.active_dormant_model(task, 8, bos_value=torch.zeros(5))
+    with pytest.raises(TypeError, match="task"):
+        bb.active_dormant_model(cond, 8)
+    with pytest.raises(ValueError, match="beta"):
+        bb.active_dormant_model(task, 8, beta=-1.0)
+    with pytest.raises(ValueError, match="length"):
+        task.sample(2, 1, np.random.default_rng(0))

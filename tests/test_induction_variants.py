@@ -11,14 +11,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 import torch
 
 from constructions import bigram_backcopy as bb
+from constructions import delay_copy as dc
 from constructions import spatial_induction as sih
 from theorems.areas.induction_variants import bigram_backcopy as bb_checks
+from theorems.areas.induction_variants import delay_copy as dg_checks
 from theorems.areas.induction_variants import spatial_induction as sih_checks
 from theorems.evidence import expect_failure
 
@@ -241,3 +244,71 @@ def test_bad_bigram_backcopy_input_is_rejected():
         bb.active_dormant_model(task, 8, beta=-1.0)
     with pytest.raises(ValueError, match="length"):
         task.sample(2, 1, np.random.default_rng(0))
+
+
+# --- delay copy -----------------------------------------------------------------------------
+
+@pytest.mark.mutant("induction-variants.dg-task")
+def test_a_fixed_offset_copier_is_not_the_oracle():
+    def copier(tokens, task):
+        return dc.fixed_offset_copier(tokens, task, task.distances[0])
+    expect_failure(dg_checks.task_check(copier=copier))
+
+
+@pytest.mark.mutant("induction-variants.dg-task")
+def test_an_oracle_that_pastes_every_token_of_an_s_pair_fails():
+    def copier(tokens, task):
+        as_c = tokens.clone()
+        as_c[as_c == task.S] = task.C  # S pairs treated as C pairs
+        return dc.oracle_copier(as_c, task)
+    expect_failure(dg_checks.task_check(copier=copier))
+
+
+@pytest.mark.mutant("induction-variants.dg-offset")
+def test_an_off_by_one_fixed_copier_fails_the_offset_check():
+    def copier(tokens, task, distance):
+        return dc.fixed_offset_copier(tokens, task, distance + 1)
+    expect_failure(dg_checks.offset_check(copier=copier))
+
+
+@pytest.mark.mutant("induction-variants.dg-induction-baseline")
+def test_the_leading_order_formula_fails_the_enumeration():
+    expect_failure(dg_checks.exhaustive_check(formula=lambda n, m, g: Fraction(
+        dc.approximate_induction_accuracy(n, m, g))))
+
+
+@pytest.mark.mutant("induction-variants.dg-induction-baseline")
+def test_a_fixed_offset_copier_fails_the_monte_carlo_check():
+    def copier(tokens, task):  # tuned to d_C = 20, evaluated at d_C = 42
+        return dc.fixed_offset_copier(tokens, task, 20)
+    expect_failure(dg_checks.monte_carlo_check(copier=copier, gaps=(40,), sequences=40))
+
+
+# --- bad input: delay copy ------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, error, name", [
+    ({"n_data": 1}, ValueError, "n_data"), ({"copy_len": 0}, ValueError, "copy_len"),
+    ({"distances": (5, 2)}, ValueError, "distances"), ({"distances": 5}, ValueError, "distances"),
+    ({"kinds": ("X",)}, ValueError, "kinds"), ({"mean_duration": 10.0}, ValueError,
+                                                "mean_duration"),
+    ({"length": 1.5}, TypeError, "length"),
+])
+def test_bad_delay_copy_tasks_are_rejected(kwargs, error, name):
+    with pytest.raises(error, match=name):
+        dc.DelayCopyTask(**kwargs)
+
+
+def test_bad_delay_copy_input_is_rejected():
+    task = dc.DelayCopyTask(n_data=8, copy_len=3, distances=(4, 6), length=32)
+    with pytest.raises(ValueError, match="tokens"):
+        dc.oracle_copier(torch.tensor([[0, 11]]), task)  # vocab is 11
+    with pytest.raises(TypeError, match="tokens"):
+        dc.induction_copier(torch.zeros(1, 4), task)
+    with pytest.raises(ValueError, match="distance"):
+        dc.fixed_offset_copier(torch.zeros(1, 4, dtype=torch.long), task, 0)
+    with pytest.raises(ValueError, match="gap"):
+        dc.induction_accuracy(8, 3, -1)
+    with pytest.raises(ValueError, match="copy_len"):
+        dc.induction_accuracy(8, 1, 2)
+    with pytest.raises(ValueError, match="distance"):
+        task.sample(2, np.random.default_rng(0), distance=0)

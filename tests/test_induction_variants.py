@@ -312,3 +312,17 @@ def test_bad_delay_copy_input_is_rejected():
         dc.induction_accuracy(8, 1, 2)
     with pytest.raises(ValueError, match="distance"):
         task.sample(2, np.random.default_rng(0), distance=0)
+
+
+@pytest.mark.mutant("induction-variants.bb-gd-sinks")
+def test_relu_in_place_of_softmax_fails_the_sink_check():
+    # both arms ReLU: the "softmax" arm no longer forms a sink above the ReLU arm's
+    from empirics import bigram_backcopy as experiment
+
+    original = dict(experiment.VARIANTS)
+    experiment.VARIANTS["softmax+adam"] = ("relu", "adam")
+    try:
+        expect_failure(bb_checks.gd_check(steps=60, variants=("softmax+adam", "relu+adam")))
+    finally:
+        experiment.VARIANTS.clear()
+        experiment.VARIANTS.update(original)

@@ -326,3 +326,17 @@ def test_relu_in_place_of_softmax_fails_the_sink_check():
     finally:
         experiment.VARIANTS.clear()
         experiment.VARIANTS.update(original)
+
+
+@pytest.mark.mutant("induction-variants.dg-gd-small-models")
+def test_nope_in_every_arm_fails_the_small_model_check():
+    # every arm NoPE (same seed, same data): no explicit encoding can beat it
+    from empirics import delay_copy as experiment
+
+    original = dict(experiment.SCHEMES)
+    experiment.SCHEMES.update(rope="none", alibi="none")
+    try:
+        expect_failure(dg_checks.gd_check(steps=5, eval_distances=(8,), eval_batch=4))
+    finally:
+        experiment.SCHEMES.clear()
+        experiment.SCHEMES.update(original)

@@ -274,7 +274,35 @@ def dimension_check(build=spatial_induction_circuit):
                     evidence.cases(1)
         for dim, seen in widths.items():
             assert seen == {4 * dim + 6}, f"D={dim}: widths {sorted(seen)} != {{4D + 6}}"
+        _plot_patterns(build)
     return run
+
+
+def _plot_patterns(build) -> None:
+    """The construction's attention: a next-cell gather head on a 2-D trajectory (L = 4,
+    T = 3, Moore), and the match layer on a 1-D one (L = 6, T = 6, r = 1: 8 configurations,
+    so they repeat); the BOS column is the prior sink."""
+    from empirics.plots import pyplot
+
+    task, horizon = CellularAutomaton(2, 4, 2, neighbourhood(2)), 3
+    grid = sample(task, horizon, 1.0, False, 0)
+    model = build(task, horizon * task.volume, alpha=1.0)
+    out = model.attention(task.flatten(grid)[:1, : horizon * task.volume])
+    line = CellularAutomaton(1, 6, 2, neighbourhood(1))
+    grid_1d = sample(line, 6, 1.0, False, 0)
+    match = build(line, 36, alpha=1.0).attention(line.flatten(grid_1d)[:1, :36])["match"]
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4.2))
+    head = task.offsets.index((-1, 1))
+    for ax, pattern, title in ((axes[0], out["gather"][0, head], f"gather: next-cell head, "
+                                f"offset {task.offsets[head]}"),
+                               (axes[1], match[0], "match (1-D, L = 6): Bayesian counting")):
+        ax.imshow(pattern.numpy(), cmap="viridis", vmin=0, vmax=1)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("key (0 = BOS, then cells row-major)")
+        ax.set_ylabel("query (predicts the cell of its row)")
+    fig.suptitle("spatial induction circuit (explicit weights)")
+    evidence.figure(fig, "attention")
 
 
 test_gather_dimension_is_independent_of_size = check(SIH_GATHER, "exhaustive")(

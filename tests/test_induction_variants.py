@@ -1,0 +1,342 @@
+"""Mutants and bad input for the induction-variants area.
+
+Every mutant rebuilds a check of ``theorems.areas.induction_variants`` around a broken
+construction (no time circle, no recency bias, a weak column circle, a weak match layer, a BOS
+value that is not zero, a fixed-offset copier, ...) or a tightened bound, and asserts with
+``expect_failure`` that the check then fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+from constructions import bigram_backcopy as bb
+from constructions import delay_copy as dc
+from constructions import spatial_induction as sih
+from theorems.areas.induction_variants import bigram_backcopy as bb_checks
+from theorems.areas.induction_variants import delay_copy as dg_checks
+from theorems.areas.induction_variants import spatial_induction as sih_checks
+from theorems.evidence import expect_failure
+
+# --- spatial induction heads -------------------------------------------------------------------
+
+
+def with_temperatures(**changes):
+    """The circuit builder with some derived gather temperatures replaced."""
+    def build(task, positions, **kwargs):
+        temps = sih.gather_temperatures(task.dim, task.side, positions)
+        return sih.spatial_induction_circuit(
+            task, positions, temperatures=dataclasses.replace(temps, **changes), **kwargs)
+    return build
+
+
+SIH_MUTANTS = {"no time circle": with_temperatures(time=0.0),
+               "no recency bias": with_temperatures(recency=0.0),
+               "weak column circle": with_temperatures(space=5.0)}
+
+
+@pytest.mark.mutant("induction-variants.sih-gather")
+@pytest.mark.parametrize("mutant", sorted(SIH_MUTANTS))
+def test_broken_gathers_fail_the_gather_check(mutant):
+    expect_failure(sih_checks.gather_check(build=SIH_MUTANTS[mutant]))
+
+
+@pytest.mark.mutant("induction-variants.sih-gather")
+def test_a_wider_positional_table_fails_the_dimension_check():
+    def build(task, positions, **kwargs):
+        model = sih.spatial_induction_circuit(task, positions, **kwargs)
+        if task.side > 8:  # a table that grows with L
+            model.features = torch.nn.functional.pad(model.features, (0, 1))
+        return model
+    expect_failure(sih_checks.dimension_check(build=build))
+
+
+@pytest.mark.mutant("induction-variants.sih-bayes")
+@pytest.mark.parametrize("mutant", ["no recency bias", "weak column circle"])
+def test_broken_gathers_fail_the_bayes_check(mutant):
+    expect_failure(sih_checks.bayes_check(build=SIH_MUTANTS[mutant]))
+
+
+@pytest.mark.mutant("induction-variants.sih-bayes")
+def test_a_wrong_prior_sink_fails_the_bayes_check():
+    def build(task, positions, **kwargs):
+        model = sih.spatial_induction_circuit(task, positions, **kwargs)
+        model.bos_value = torch.nn.functional.one_hot(
+            torch.tensor(0), task.n_states).to(model.bos_value)  # value e_0, not alpha / A
+        return model
+    expect_failure(sih_checks.bayes_check(build=build))
+
+
+@pytest.mark.mutant("induction-variants.sih-bayes")
+def test_the_bound_without_its_leak_term_fails():
+    def bound(model, n, total, log_max):
+        return np.zeros_like(total, dtype=float)  # a bound that ignores leak and rounding
+    expect_failure(sih_checks.bayes_check(
+        build=functools.partial(sih.spatial_induction_circuit, match_beta=8.0), bound=bound))
+
+
+@pytest.mark.mutant("induction-variants.sih-deterministic")
+@pytest.mark.parametrize("mutant", sorted(SIH_MUTANTS))
+def test_broken_gathers_fail_the_deterministic_check(mutant):
+    expect_failure(sih_checks.deterministic_check(build=SIH_MUTANTS[mutant]))
+
+
+@pytest.mark.mutant("induction-variants.sih-margins")
+def test_half_the_time_temperature_fails_the_symbolic_margins():
+    def temperatures(volume, side, positions, *, lib):
+        temps = sih.temperatures_for(volume, side, positions, lib=lib)
+        return dataclasses.replace(temps, time=temps.time / 2)
+    expect_failure(sih_checks.margin_symbolic_check(temperatures=temperatures))
+
+
+@pytest.mark.mutant("induction-variants.sih-margins")
+def test_a_slightly_weak_recency_fails_the_certified_margins():
+    def temperatures(dim, side, positions):
+        temps = sih.gather_temperatures(dim, side, positions)
+        return dataclasses.replace(temps, recency=temps.recency * (1 - 1 / 30))
+    expect_failure(sih_checks.margin_certified_check(temperatures=temperatures, sides=(3, 4)))
+
+
+# --- bad input: spatial induction -------------------------------------------------------------
+
+def ca(**kwargs):
+    values = {"dim": 1, "side": 5, "n_states": 2, "offsets": sih.neighbourhood(1)} | kwargs
+    return sih.CellularAutomaton(**values)
+
+
+@pytest.mark.parametrize("kwargs, error, name", [
+    ({"dim": 3}, ValueError, "dim"), ({"dim": 1.0}, TypeError, "dim"),
+    ({"side": 2}, ValueError, "side"), ({"n_states": 1}, ValueError, "n_states"),
+    ({"offsets": ()}, TypeError, "offsets"), ({"offsets": ((0, 1),)}, ValueError, "offsets"),
+    ({"side": 3, "offsets": ((-2,), (1,))}, ValueError, "offsets"),
+])
+def test_bad_cellular_automata_are_rejected(kwargs, error, name):
+    with pytest.raises(error, match=name):
+        ca(**kwargs)
+
+
+def test_bad_neighbourhoods_rules_and_tokens_are_rejected():
+    with pytest.raises(ValueError, match="kind"):
+        sih.neighbourhood(2, "hex")
+    with pytest.raises(ValueError, match="radius"):
+        sih.neighbourhood(1, radius=0)
+    task = ca()
+    generator = np.random.default_rng(0)
+    rules = task.sample_rules(1, generator)
+    with pytest.raises(ValueError, match="rules"):
+        task.sample(rules * 0.5, 3, generator)  # rows that do not sum to 1
+    with pytest.raises(ValueError, match="rules"):
+        task.sample(rules[:, :3], 3, generator)
+    with pytest.raises(ValueError, match="alpha"):
+        task.sample_rules(1, generator, alpha=-1.0)
+    with pytest.raises(ValueError, match="grid"):
+        task.flatten(np.full((1, 2, 5), 2))  # state 2 with k = 2
+    model = sih.spatial_induction_circuit(task, 10)
+    with pytest.raises(ValueError, match="tokens"):
+        model(torch.tensor([[2, 0, 3]]))  # token 3 out of range
+    with pytest.raises(ValueError, match="tokens"):
+        model(torch.tensor([[0, 1]]))  # no BOS first
+    with pytest.raises(ValueError, match="tokens"):
+        model(torch.zeros(1, 12, dtype=torch.long))  # longer than max_positions + 1
+    with pytest.raises(TypeError, match="tokens"):
+        model(torch.zeros(1, 3))
+    with pytest.raises(TypeError, match="task"):
+        sih.spatial_induction_circuit("ca", 10)
+    with pytest.raises(ValueError, match="match_beta"):
+        sih.spatial_induction_circuit(task, 10, match_beta=0.0)
+    with pytest.raises(ValueError, match="positions"):
+        sih.gather_temperatures(1, 5, 0)
+
+
+# --- Bigram-Backcopy ------------------------------------------------------------------------
+
+def ignoring_triggers(task, tokens):
+    """A broken oracle: the bigram row everywhere, as if there were no triggers."""
+    law = torch.from_numpy(task.cond[tokens.clamp(max=task.vocab_size - 1).numpy()])
+    law[:, 0] = torch.from_numpy(task.first_token_law)
+    return law
+
+
+@pytest.mark.mutant("induction-variants.bb-task")
+def test_an_oracle_without_backcopy_fails_the_task_check():
+    expect_failure(bb_checks.task_check(oracle=ignoring_triggers))
+
+
+@pytest.mark.mutant("induction-variants.bb-active-dormant")
+def test_a_bos_value_that_is_not_zero_fails_the_construction_check():
+    def build(task, max_len, **kwargs):
+        e0 = torch.zeros(task.vocab_size, dtype=torch.float64)
+        e0[0] = 1.0
+        return bb.active_dormant_model(task, max_len, bos_value=e0, **kwargs)
+    expect_failure(bb_checks.construction_check(build=build))
+
+
+@pytest.mark.mutant("induction-variants.bb-active-dormant")
+def test_a_sink_for_every_token_fails_the_construction_check():
+    def build(task, max_len, **kwargs):
+        model = bb.active_dormant_model(task, max_len, **kwargs)
+        model.W_sink = torch.full_like(model.W_sink, 2 * model.beta)  # triggers sink too
+        return model
+    expect_failure(bb_checks.construction_check(build=build))
+
+
+@pytest.mark.mutant("induction-variants.bb-value-drain")
+def test_the_refutation_fails_without_its_counterexample():
+    expect_failure(bb_checks.drain_refutation(counterexample=[1.0] + [0.0] * 31))
+
+
+def half_drain(a, b, n, s2, lib=math):
+    adot, bdot = bb.caricature_flow(a, b, n, s2, lib=lib)
+    return adot, bdot / 2  # the value drains at half the gradient rate
+
+
+def double_sink(a, b, n, s2, lib=math):
+    adot, bdot = bb.caricature_flow(a, b, n, s2, lib=lib)
+    return 2 * adot, bdot  # the sink grows twice as fast as the gradient says
+
+
+@pytest.mark.mutant("induction-variants.bb-caricature")
+def test_a_wrong_drain_rate_fails_the_symbolic_caricature():
+    expect_failure(bb_checks.caricature_symbolic_check(flow=half_drain))
+
+
+@pytest.mark.mutant("induction-variants.bb-caricature")
+def test_a_faster_sink_fails_the_numeric_caricature():
+    expect_failure(bb_checks.caricature_numeric_check(flow=double_sink))
+
+
+# --- bad input: Bigram-Backcopy -------------------------------------------------------------
+
+def test_bad_bigram_backcopy_input_is_rejected():
+    cond = bb.dirichlet_bigrams(6, 0.5, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="cond"):
+        bb.BigramBackcopy(cond * 1.1, 2)  # rows that do not sum to 1
+    with pytest.raises(ValueError, match="cond"):
+        bb.BigramBackcopy(cond[:, :5], 2)
+    with pytest.raises(ValueError, match="n_triggers"):
+        bb.BigramBackcopy(cond, 5)
+    with pytest.raises(TypeError, match="n_triggers"):
+        bb.BigramBackcopy(cond, 2.0)
+    with pytest.raises(ValueError, match="marginal"):
+        bb.BigramBackcopy(cond, 2, marginal=np.ones(6))
+    with pytest.raises(ValueError, match="concentration"):
+        bb.dirichlet_bigrams(6, -1.0, np.random.default_rng(0))
+    task = bb.BigramBackcopy(cond, 2)
+    model = bb.active_dormant_model(task, 8)
+    with pytest.raises(ValueError, match="tokens"):
+        model(torch.tensor([[6, 7]]))  # token 7 out of range
+    with pytest.raises(ValueError, match="tokens"):
+        model(torch.tensor([[0, 1]]))  # no BOS first
+    with pytest.raises(ValueError, match="tokens"):
+        model(torch.full((1, 9), 6).index_fill(1, torch.tensor([0]), 6))  # BOS twice, too long
+    with pytest.raises(ValueError, match="bos_value"):
+        bb.active_dormant_model(task, 8, bos_value=torch.zeros(5))
+    with pytest.raises(TypeError, match="task"):
+        bb.active_dormant_model(cond, 8)
+    with pytest.raises(ValueError, match="beta"):
+        bb.active_dormant_model(task, 8, beta=-1.0)
+    with pytest.raises(ValueError, match="length"):
+        task.sample(2, 1, np.random.default_rng(0))
+
+
+# --- delay copy -----------------------------------------------------------------------------
+
+@pytest.mark.mutant("induction-variants.dg-task")
+def test_a_fixed_offset_copier_is_not_the_oracle():
+    def copier(tokens, task):
+        return dc.fixed_offset_copier(tokens, task, task.distances[0])
+    expect_failure(dg_checks.task_check(copier=copier))
+
+
+@pytest.mark.mutant("induction-variants.dg-task")
+def test_an_oracle_that_pastes_every_token_of_an_s_pair_fails():
+    def copier(tokens, task):
+        as_c = tokens.clone()
+        as_c[as_c == task.S] = task.C  # S pairs treated as C pairs
+        return dc.oracle_copier(as_c, task)
+    expect_failure(dg_checks.task_check(copier=copier))
+
+
+@pytest.mark.mutant("induction-variants.dg-offset")
+def test_an_off_by_one_fixed_copier_fails_the_offset_check():
+    def copier(tokens, task, distance):
+        return dc.fixed_offset_copier(tokens, task, distance + 1)
+    expect_failure(dg_checks.offset_check(copier=copier))
+
+
+@pytest.mark.mutant("induction-variants.dg-induction-baseline")
+def test_the_leading_order_formula_fails_the_enumeration():
+    expect_failure(dg_checks.exhaustive_check(formula=lambda n, m, g: Fraction(
+        dc.approximate_induction_accuracy(n, m, g))))
+
+
+@pytest.mark.mutant("induction-variants.dg-induction-baseline")
+def test_a_fixed_offset_copier_fails_the_monte_carlo_check():
+    def copier(tokens, task):  # tuned to d_C = 20, evaluated at d_C = 42
+        return dc.fixed_offset_copier(tokens, task, 20)
+    expect_failure(dg_checks.monte_carlo_check(copier=copier, gaps=(40,), sequences=40))
+
+
+# --- bad input: delay copy ------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, error, name", [
+    ({"n_data": 1}, ValueError, "n_data"), ({"copy_len": 0}, ValueError, "copy_len"),
+    ({"distances": (5, 2)}, ValueError, "distances"), ({"distances": 5}, ValueError, "distances"),
+    ({"kinds": ("X",)}, ValueError, "kinds"), ({"mean_duration": 10.0}, ValueError,
+                                                "mean_duration"),
+    ({"length": 1.5}, TypeError, "length"),
+])
+def test_bad_delay_copy_tasks_are_rejected(kwargs, error, name):
+    with pytest.raises(error, match=name):
+        dc.DelayCopyTask(**kwargs)
+
+
+def test_bad_delay_copy_input_is_rejected():
+    task = dc.DelayCopyTask(n_data=8, copy_len=3, distances=(4, 6), length=32)
+    with pytest.raises(ValueError, match="tokens"):
+        dc.oracle_copier(torch.tensor([[0, 11]]), task)  # vocab is 11
+    with pytest.raises(TypeError, match="tokens"):
+        dc.induction_copier(torch.zeros(1, 4), task)
+    with pytest.raises(ValueError, match="distance"):
+        dc.fixed_offset_copier(torch.zeros(1, 4, dtype=torch.long), task, 0)
+    with pytest.raises(ValueError, match="gap"):
+        dc.induction_accuracy(8, 3, -1)
+    with pytest.raises(ValueError, match="copy_len"):
+        dc.induction_accuracy(8, 1, 2)
+    with pytest.raises(ValueError, match="distance"):
+        task.sample(2, np.random.default_rng(0), distance=0)
+
+
+@pytest.mark.mutant("induction-variants.bb-gd-sinks")
+def test_relu_in_place_of_softmax_fails_the_sink_check():
+    # both arms ReLU: the "softmax" arm no longer forms a sink above the ReLU arm's
+    from empirics import bigram_backcopy as experiment
+
+    original = dict(experiment.VARIANTS)
+    experiment.VARIANTS["softmax+adam"] = ("relu", "adam")
+    try:
+        expect_failure(bb_checks.gd_check(steps=60, variants=("softmax+adam", "relu+adam")))
+    finally:
+        experiment.VARIANTS.clear()
+        experiment.VARIANTS.update(original)
+
+
+@pytest.mark.mutant("induction-variants.dg-gd-small-models")
+def test_nope_in_every_arm_fails_the_small_model_check():
+    # every arm NoPE (same seed, same data): no explicit encoding can beat it
+    from empirics import delay_copy as experiment
+
+    original = dict(experiment.SCHEMES)
+    experiment.SCHEMES.update(rope="none", alibi="none")
+    try:
+        expect_failure(dg_checks.gd_check(steps=5, eval_distances=(8,), eval_batch=4))
+    finally:
+        experiment.SCHEMES.clear()
+        experiment.SCHEMES.update(original)

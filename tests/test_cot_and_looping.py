@@ -1,0 +1,155 @@
+"""Mutants and bad input for the cot-and-looping area (theorems/areas/cot_and_looping/)."""
+
+from functools import partial
+
+import pytest
+import torch
+
+from constructions import cot2
+from theorems.areas.cot_and_looping import cot2 as cot2_checks
+from theorems.evidence import expect_failure
+
+# --- CoT2 ---------------------------------------------------------------------------------------
+
+
+def min_signed_sum(digits):
+    """Forgets the non-negativity: the most negative signed sum."""
+    return -sum(digits)
+
+
+def beam_ties_minus_first(digits, num_beams=8):
+    """Beam with the tie-break reversed and the negative paths kept: not the code's targets."""
+    S, paths, K = cot2._beam(digits, num_beams, key=lambda p: (abs(p[0]), p[0], p[1]))
+    import numpy as np
+    kept = paths[:K]
+    return torch.from_numpy(cot2._counts(np.stack([p[2] for p in kept]), S) / len(kept))
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-task")
+def test_wrong_label_breaks_the_task():
+    expect_failure(cot2_checks.task_check(label=min_signed_sum))
+    expect_failure(cot2_checks.task_exhaustive_check(label=min_signed_sum))
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-task")
+def test_beam_keeping_negative_paths_breaks_the_task():
+    expect_failure(cot2_checks.task_check(beam=beam_ties_minus_first))
+
+
+def same_sign_shift(a, v, **kw):
+    """The wrong shift sign in M_a: (S_{+a} + S_{+a})/2."""
+    if a == 0:
+        return torch.eye(v, dtype=torch.float64)
+    return torch.diag(torch.ones(v - a, dtype=torch.float64), -a)
+
+
+def undivided(a, v, **kw):
+    """The dropped 1/2: S_{+a} + S_{-a}."""
+    return 2 * cot2.shift_average_matrix(a, v)
+
+
+@pytest.mark.mutant("cot-and-looping.uniform-targets-linear")
+@pytest.mark.parametrize("transition", [same_sign_shift, undivided])
+def test_broken_transition_breaks_the_recursion(transition):
+    expect_failure(cot2_checks.symbolic_check(partial(cot2.uniform_recursion,
+                                                      transition=transition)))
+    expect_failure(cot2_checks.exhaustive_linear_check(transition))
+
+
+def off_by_one_pointer(m, **kw):
+    """Attention pointing one digit off: thought t attends digit t + 2 (t + 1 at the end)."""
+    model = cot2.cot2_layer(m, **kw)
+    model.W_Q.copy_(torch.roll(model.W_Q, 1, dims=0))
+    return model
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-one-layer")
+@pytest.mark.parametrize("build", [partial(cot2.cot2_layer, transition=same_sign_shift),
+                                   off_by_one_pointer])
+def test_broken_construction_breaks_the_rollout(build):
+    expect_failure(cot2_checks.one_layer_check(build=build))
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-one-layer")
+def test_a_weak_attention_breaks_the_leak_bound():
+    # beta = 2: rho_t is large, but the check still uses the beta = 40 bound
+    expect_failure(cot2_checks.one_layer_check(build=partial(cot2.cot2_layer),
+                                               bound=lambda m, t, b, B: cot2.step_leak_bound(
+                                                   m, t, 40.0, B), beta=2.0))
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-one-layer")
+def test_a_halved_clamp_allowance_breaks_the_leak_bound():
+    expect_failure(cot2_checks.one_layer_check(
+        bound=lambda m, t, b, B: cot2.step_leak_bound(m, t, b, B) / 2))
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-catalogue-leak-bound")
+def test_the_refutation_needs_the_factor_two():
+    # with the sound bound in its place, the as-stated check passes and the refutation fails
+    expect_failure(cot2_checks.catalogue_refutation(
+        bound=lambda m, t, b, B: cot2.step_leak_bound(m, t, b, B)
+        + cot2_checks.float_tolerance(m, t, B)))
+
+
+def summed_tokens(alpha, E, K, n, *, generator=None):
+    """Sums the K embeddings instead of averaging them."""
+    return K * cot2.mts_tokens(alpha, E, K, n, generator=generator)
+
+
+def one_token(alpha, E, K, n, *, generator=None):
+    """Ignores K: discrete CoT, covariance K times too large."""
+    return cot2.mts_tokens(alpha, E, 1, n, generator=generator)
+
+
+@pytest.mark.mutant("cot-and-looping.mts-moments")
+@pytest.mark.parametrize("sampler", [summed_tokens, one_token])
+def test_broken_sampler_breaks_the_moments(sampler):
+    expect_failure(cot2_checks.monte_carlo_check(sampler))
+
+
+@pytest.mark.mutant("cot-and-looping.mts-moments")
+def test_covariance_without_one_over_k_breaks_the_identity():
+    def moments(alpha, E, K):
+        mean, cov = cot2.mts_moments(alpha, E, K)
+        return mean, cov * K
+    expect_failure(cot2_checks.exact_moments_check(moments))
+
+
+@pytest.mark.parametrize("digits, error", [
+    ((), ValueError), ((1, 10), ValueError), ((-1,), ValueError), ((1.5,), TypeError),
+    ("12", TypeError), (torch.tensor([1.0, 2.0]), TypeError)])
+def test_bad_digits(digits, error):
+    with pytest.raises(error, match="digits"):
+        cot2.mnns_label(digits)
+    with pytest.raises(error, match="digits"):
+        cot2.uniform_targets(digits)
+
+
+def test_bad_construction_arguments():
+    with pytest.raises(ValueError, match="m"):
+        cot2.cot2_layer(0)
+    with pytest.raises(TypeError, match="m"):
+        cot2.cot2_layer(2.0)
+    with pytest.raises(ValueError, match="beta"):
+        cot2.cot2_layer(2, beta=-1.0)
+    with pytest.raises(ValueError, match="clamp"):
+        cot2.cot2_layer(2, clamp=float("inf"))
+    with pytest.raises(TypeError, match="transition"):
+        cot2.cot2_layer(2, transition=3)
+    with pytest.raises(ValueError, match="digits"):
+        cot2.cot2_layer(2).rollout((1, 2, 3))
+    with pytest.raises(ValueError, match="num_beams"):
+        cot2.beam_targets((1, 2), 0)
+
+
+def test_bad_mts_arguments():
+    alpha, E = torch.tensor([0.5, 0.5], dtype=torch.float64), torch.eye(2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="alpha"):
+        cot2.mts_tokens(torch.tensor([0.5, 0.6]), E, 2, 10)
+    with pytest.raises(ValueError, match="embeddings"):
+        cot2.mts_tokens(alpha, torch.eye(3), 2, 10)
+    with pytest.raises(ValueError, match="num_tokens"):
+        cot2.mts_tokens(alpha, E, 0, 10)
+    with pytest.raises(TypeError, match="num_samples"):
+        cot2.mts_tokens(alpha, E, 1, 1.5)

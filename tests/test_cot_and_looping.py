@@ -5,8 +5,9 @@ from functools import partial
 import pytest
 import torch
 
-from constructions import cot2
+from constructions import cot2, dyck
 from theorems.areas.cot_and_looping import cot2 as cot2_checks
+from theorems.areas.cot_and_looping import dyck as dyck_checks
 from theorems.evidence import expect_failure
 
 # --- CoT2 ---------------------------------------------------------------------------------------
@@ -153,3 +154,95 @@ def test_bad_mts_arguments():
         cot2.mts_tokens(alpha, E, 0, 10)
     with pytest.raises(TypeError, match="num_samples"):
         cot2.mts_tokens(alpha, E, 1, 1.5)
+
+
+# --- Dyck ---------------------------------------------------------------------------------------
+
+
+def typeless_oracle(tokens, k=2):
+    """Forgets the bracket types: Dyck-k read as Dyck-1."""
+    tokens = list(tokens)
+    trace = dyck.dyck_oracle([0 if t < k else 1 for t in tokens], 1)
+    tops = tuple(dyck.ERROR if s == dyck.ERROR else (dyck.EMPTY if s == dyck.EMPTY else
+                 next(t for t in reversed(tokens[:i + 1]) if t < k))
+                 for i, s in enumerate(trace.stack_tops))
+    return dyck.DyckTrace(trace.member, trace.depths, tops)
+
+
+@pytest.mark.mutant("cot-and-looping.dyck-oracle")
+def test_typeless_oracle_breaks_the_oracle():
+    expect_failure(dyck_checks.oracle_exhaustive_check(typeless_oracle))
+
+
+@pytest.mark.mutant("cot-and-looping.dyck-oracle")
+def test_an_unbounded_generator_breaks_the_depth_bound():
+    expect_failure(dyck_checks.generator_check(
+        lambda n, k, bound, generator=None: dyck.random_dyck(n, k, None, generator=generator)))
+
+
+def no_bos_head(k, max_len):
+    """Drops the BOS head's value: y_i = 0, so the read-out maximises 2c x_i (the edge)."""
+    model = dyck.depth_trace_head(k, max_len)
+    model.embed[2 * k, 0] = 0.0
+    return model
+
+
+def flipped_sign_head(k, max_len):
+    """Counts closes as +1: the negated depth."""
+    model = dyck.depth_trace_head(k, max_len)
+    model.embed[:, 1] *= -1
+    return model
+
+
+@pytest.mark.mutant("cot-and-looping.dyck-depth-head")
+@pytest.mark.parametrize("build", [no_bos_head, flipped_sign_head])
+def test_broken_head_breaks_the_depth_trace(build):
+    expect_failure(dyck_checks.depth_head_check(build))
+    expect_failure(dyck_checks.depth_head_property_check(build))
+
+
+def rule_reading_the_open(tokens, trace, k=2):
+    """Reads the trace token at the matching open instead of the one before it."""
+    out, opened = [], []
+    for t in tokens.tolist():
+        if t < k:
+            opened.append(len(out))
+            out.append(t)
+        else:
+            out.append(trace[opened.pop()])
+    return out
+
+
+@pytest.mark.mutant("cot-and-looping.dyck-trace-locality")
+def test_reading_the_wrong_trace_token_breaks_locality():
+    expect_failure(dyck_checks.locality_check(rule_reading_the_open))
+
+
+@pytest.mark.parametrize("brackets", ["(", "(()", "((", "", "()("])
+def test_unbalanced_bracket_alphabets(brackets):
+    with pytest.raises(ValueError, match="brackets"):
+        dyck.bracket_alphabet(brackets)
+    with pytest.raises(ValueError, match="brackets"):
+        dyck.encode("()", brackets)
+
+
+def test_bad_dyck_input():
+    with pytest.raises(TypeError, match="brackets"):
+        dyck.bracket_alphabet(["(", ")"])
+    with pytest.raises(ValueError, match="text"):
+        dyck.encode("(x)", "()")
+    with pytest.raises(ValueError, match="tokens"):
+        dyck.dyck_oracle([0, 4], k=2)
+    with pytest.raises(TypeError, match="tokens"):
+        dyck.dyck_oracle([0.0], k=1)
+    with pytest.raises(ValueError, match="k"):
+        dyck.dyck_oracle([0], k=0)
+    with pytest.raises(ValueError, match="num_pairs"):
+        dyck.random_dyck(-1)
+    with pytest.raises(ValueError, match="max_depth"):
+        dyck.random_dyck(3, 2, 0)
+    with pytest.raises(ValueError, match="tokens"):
+        dyck.depth_trace_head(1, 4)(torch.zeros(1, 5, dtype=torch.long))
+    with pytest.raises(TypeError, match="tokens"):
+        dyck.depth_trace_head(1, 4)(torch.zeros(1, 3))
+    assert dyck.decode(dyck.encode("([])")) == "([])"

@@ -207,6 +207,8 @@ def exhaustive_linear_check(transition=shift_average_matrix):
         # torch.equal is sound: every entry is k 2^-t with k <= 2^t <= 16, and each einsum
         # output sums at most two such halves, so both sides are exact dyadic rationals
         differ = int((recursion != paths).any(2).any(1).sum())
+        evidence.metric("strings whose recursion differs from the paths", differ)
+        assert differ == 0, f"{differ} of 9^4 strings: recursion != code's targets"
         S = max_sum(4)
         finals = recursion[:, -1, S:]                                      # s >= 0
         labels = (finals > 0).double().argmax(1)
@@ -216,9 +218,7 @@ def exhaustive_linear_check(transition=shift_average_matrix):
         assert torch.equal(uniform_targets((3, 5, 2, 7)),
                            uniform_recursion((3, 5, 2, 7), transition)), "unbatched differ"
         evidence.cases(len(digits))
-        evidence.metric("strings whose recursion differs from the paths", differ)
         evidence.metric("label mismatches", mismatches)
-        assert differ == 0, f"{differ} of 9^4 strings: recursion != code's targets"
         assert mismatches == 0, f"{mismatches} of 9^4 labels differ"
     return run
 

@@ -5,9 +5,10 @@ from functools import partial
 import pytest
 import torch
 
-from constructions import cot2, dyck
+from constructions import cot2, dyck, icdl
 from theorems.areas.cot_and_looping import cot2 as cot2_checks
 from theorems.areas.cot_and_looping import dyck as dyck_checks
+from theorems.areas.cot_and_looping import icdl as icdl_checks
 from theorems.evidence import expect_failure
 
 # --- CoT2 ---------------------------------------------------------------------------------------
@@ -246,3 +247,66 @@ def test_bad_dyck_input():
     with pytest.raises(TypeError, match="tokens"):
         dyck.depth_trace_head(1, 4)(torch.zeros(1, 3))
     assert dyck.decode(dyck.encode("([])")) == "([])"
+
+
+# --- in-context deep learning -------------------------------------------------------------------
+
+
+def without_cleanup(n, d, H, L, eta, **kw):
+    """Drops layer 8 of every block: stale scratch slots corrupt the next step."""
+    model = icdl.icdl_transformer(n, d, H, L, eta, **kw)
+    kept = [layer for i, layer in enumerate(model.layers) if i % 8 != 7]
+    return icdl.ICDLTransformer(kept, model.blocks, n, d, H, L)
+
+
+def without_gate(n, d, H, L, eta, **kw):
+    """M = 0 in layer 5: inactive units pass their gradient through (no relu')."""
+    return icdl.icdl_transformer(n, d, H, L, eta, **{**kw, "big": 2.0**-60})
+
+
+def ascent(n, d, H, L, eta, **kw):
+    """The update's sign flipped: gradient ascent."""
+    model = icdl.icdl_transformer(n, d, H, L, eta, **kw)
+    for i in range(6, len(model.layers), 8):
+        b = model.blocks
+        for name in ("W1", "w2"):
+            model.layers[i].W_out[b[name]] *= -1
+    return model
+
+
+@pytest.mark.mutant("cot-and-looping.icdl-two-layer-gd")
+@pytest.mark.parametrize("build", [without_cleanup, without_gate, ascent])
+def test_broken_gd_transformer_leaves_gd(build):
+    expect_failure(icdl_checks.gd_check(build))
+
+
+@pytest.mark.mutant("cot-and-looping.icdl-two-layer-gd")
+def test_a_wide_gap_is_not_needed_to_fail():
+    # a construction whose gap is tiny compared with the probe still gives GD: the check fails
+    expect_failure(icdl_checks.gap_needed_check(
+        lambda n, d, H, L, eta, gap: icdl.icdl_transformer(n, d, H, L, eta, gap=gap / 2**10)))
+
+
+@pytest.mark.mutant("cot-and-looping.icdl-layer-count")
+def test_dropping_a_layer_breaks_the_count():
+    expect_failure(icdl_checks.layer_count_check(
+        lambda n, d, H, L, eta: without_cleanup(n, d, H, L, eta)))
+
+
+def test_bad_icdl_input():
+    X, y = torch.zeros(3, 2, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)
+    W1, w2 = torch.ones(2, 2, dtype=torch.float64), torch.ones(2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="depth"):
+        icdl.icdl_transformer(3, 2, 2, 1, 0.1, depth=3)
+    with pytest.raises(ValueError, match="eta"):
+        icdl.icdl_transformer(3, 2, 2, 1, -0.1)
+    with pytest.raises(TypeError, match="steps"):
+        icdl.icdl_transformer(3, 2, 2, 1.0, 0.1)
+    with pytest.raises(ValueError, match="y"):
+        icdl.gd_step_reference(X, torch.zeros(4), W1, w2, 0.1)
+    with pytest.raises(ValueError, match="W1"):
+        icdl.gd_step_reference(X, y, torch.ones(2, 3), w2, 0.1)
+    with pytest.raises(ValueError, match="X"):
+        icdl.icdl_transformer(4, 2, 2, 1, 0.1)(X, y, W1, w2)
+    with pytest.raises(ValueError, match="steps"):
+        icdl.layer_count(2, 0)

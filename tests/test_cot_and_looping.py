@@ -10,6 +10,7 @@ from theorems.areas.cot_and_looping import cot2 as cot2_checks
 from theorems.areas.cot_and_looping import dyck as dyck_checks
 from theorems.areas.cot_and_looping import icdl as icdl_checks
 from theorems.evidence import expect_failure
+from theorems.profiles import without_shrinking
 
 # --- CoT2 ---------------------------------------------------------------------------------------
 
@@ -29,13 +30,13 @@ def beam_ties_minus_first(digits, num_beams=8):
 
 @pytest.mark.mutant("cot-and-looping.cot2-task")
 def test_wrong_label_breaks_the_task():
-    expect_failure(cot2_checks.task_check(label=min_signed_sum))
+    expect_failure(without_shrinking()(cot2_checks.task_check(label=min_signed_sum)))
     expect_failure(cot2_checks.task_exhaustive_check(label=min_signed_sum))
 
 
 @pytest.mark.mutant("cot-and-looping.cot2-task")
 def test_beam_keeping_negative_paths_breaks_the_task():
-    expect_failure(cot2_checks.task_check(beam=beam_ties_minus_first))
+    expect_failure(without_shrinking()(cot2_checks.task_check(beam=beam_ties_minus_first)))
 
 
 def same_sign_shift(a, v, **kw):
@@ -53,8 +54,8 @@ def undivided(a, v, **kw):
 @pytest.mark.mutant("cot-and-looping.uniform-targets-linear")
 @pytest.mark.parametrize("transition", [same_sign_shift, undivided])
 def test_broken_transition_breaks_the_recursion(transition):
-    expect_failure(cot2_checks.symbolic_check(partial(cot2.uniform_recursion,
-                                                      transition=transition)))
+    expect_failure(without_shrinking()(cot2_checks.symbolic_check(partial(cot2.uniform_recursion,
+                                                      transition=transition))))
     expect_failure(cot2_checks.exhaustive_linear_check(transition))
 
 
@@ -69,21 +70,21 @@ def off_by_one_pointer(m, **kw):
 @pytest.mark.parametrize("build", [partial(cot2.cot2_layer, transition=same_sign_shift),
                                    off_by_one_pointer])
 def test_broken_construction_breaks_the_rollout(build):
-    expect_failure(cot2_checks.one_layer_check(build=build))
+    expect_failure(without_shrinking()(cot2_checks.one_layer_check(build=build)))
 
 
 @pytest.mark.mutant("cot-and-looping.cot2-one-layer")
 def test_a_weak_attention_breaks_the_leak_bound():
     # beta = 2: rho_t is large, but the check still uses the beta = 40 bound
-    expect_failure(cot2_checks.one_layer_check(build=partial(cot2.cot2_layer),
+    expect_failure(without_shrinking()(cot2_checks.one_layer_check(build=partial(cot2.cot2_layer),
                                                bound=lambda m, t, b, B: cot2.step_leak_bound(
-                                                   m, t, 40.0, B), beta=2.0))
+                                                   m, t, 40.0, B), beta=2.0)))
 
 
 @pytest.mark.mutant("cot-and-looping.cot2-one-layer")
 def test_a_halved_clamp_allowance_breaks_the_leak_bound():
-    expect_failure(cot2_checks.one_layer_check(
-        bound=lambda m, t, b, B: cot2.step_leak_bound(m, t, b, B) / 2))
+    expect_failure(without_shrinking()(cot2_checks.one_layer_check(
+        bound=lambda m, t, b, B: cot2.step_leak_bound(m, t, b, B) / 2)))
 
 
 @pytest.mark.mutant("cot-and-looping.cot2-catalogue-leak-bound")
@@ -107,7 +108,7 @@ def one_token(alpha, E, K, n, *, generator=None):
 @pytest.mark.mutant("cot-and-looping.mts-moments")
 @pytest.mark.parametrize("sampler", [summed_tokens, one_token])
 def test_broken_sampler_breaks_the_moments(sampler):
-    expect_failure(cot2_checks.monte_carlo_check(sampler))
+    expect_failure(without_shrinking()(cot2_checks.monte_carlo_check(sampler)))
 
 
 @pytest.mark.mutant("cot-and-looping.mts-moments")
@@ -177,8 +178,8 @@ def test_typeless_oracle_breaks_the_oracle():
 
 @pytest.mark.mutant("cot-and-looping.dyck-oracle")
 def test_an_unbounded_generator_breaks_the_depth_bound():
-    expect_failure(dyck_checks.generator_check(
-        lambda n, k, bound, generator=None: dyck.random_dyck(n, k, None, generator=generator)))
+    expect_failure(without_shrinking()(dyck_checks.generator_check(
+        lambda n, k, bound, generator=None: dyck.random_dyck(n, k, None, generator=generator))))
 
 
 def no_bos_head(k, max_len):
@@ -199,7 +200,7 @@ def flipped_sign_head(k, max_len):
 @pytest.mark.parametrize("build", [no_bos_head, flipped_sign_head])
 def test_broken_head_breaks_the_depth_trace(build):
     expect_failure(dyck_checks.depth_head_check(build))
-    expect_failure(dyck_checks.depth_head_property_check(build))
+    expect_failure(without_shrinking()(dyck_checks.depth_head_property_check(build)))
 
 
 def rule_reading_the_open(tokens, trace, k=2):
@@ -216,7 +217,7 @@ def rule_reading_the_open(tokens, trace, k=2):
 
 @pytest.mark.mutant("cot-and-looping.dyck-trace-locality")
 def test_reading_the_wrong_trace_token_breaks_locality():
-    expect_failure(dyck_checks.locality_check(rule_reading_the_open))
+    expect_failure(without_shrinking()(dyck_checks.locality_check(rule_reading_the_open)))
 
 
 @pytest.mark.parametrize("brackets", ["(", "(()", "((", "", "()("])
@@ -277,7 +278,7 @@ def ascent(n, d, H, L, eta, **kw):
 @pytest.mark.mutant("cot-and-looping.icdl-two-layer-gd")
 @pytest.mark.parametrize("build", [without_cleanup, without_gate, ascent])
 def test_broken_gd_transformer_leaves_gd(build):
-    expect_failure(icdl_checks.gd_check(build))
+    expect_failure(without_shrinking()(icdl_checks.gd_check(build)))
 
 
 @pytest.mark.mutant("cot-and-looping.icdl-two-layer-gd")
@@ -289,8 +290,8 @@ def test_a_wide_gap_is_not_needed_to_fail():
 
 @pytest.mark.mutant("cot-and-looping.icdl-layer-count")
 def test_dropping_a_layer_breaks_the_count():
-    expect_failure(icdl_checks.layer_count_check(
-        lambda n, d, H, L, eta: without_cleanup(n, d, H, L, eta)))
+    expect_failure(without_shrinking()(icdl_checks.layer_count_check(
+        lambda n, d, H, L, eta: without_cleanup(n, d, H, L, eta))))
 
 
 def test_bad_icdl_input():
@@ -310,3 +311,19 @@ def test_bad_icdl_input():
         icdl.icdl_transformer(4, 2, 2, 1, 0.1)(X, y, W1, w2)
     with pytest.raises(ValueError, match="steps"):
         icdl.layer_count(2, 0)
+
+
+# --- the empirical claims ----------------------------------------------------------------------
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-csft")
+def test_a_margin_beyond_the_measured_gain_fails():
+    # the bound tightened past the smoke run's smallest gain (0.32 at seed 0): the check fails
+    expect_failure(cot2_checks.csft_check(margin=0.5))
+
+
+@pytest.mark.mutant("cot-and-looping.dyck-trace-content")
+def test_a_shuffled_trace_is_not_learned_as_the_trace():
+    # the trace arm's content shuffled within each training string: it is the control
+    expect_failure(dyck_checks.trace_content_check(
+        lambda: dyck_checks.trace_smoke_result(arms=("trace", "shuffled"), shuffle_trace=True)))

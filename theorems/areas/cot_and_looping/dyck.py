@@ -10,6 +10,7 @@ emits it, and the locality of the stack-top trace.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import torch
@@ -218,3 +219,71 @@ def locality_check(rule=trace_by_locality):
 
 
 test_stack_trace_is_local = check(DYCK_LOCALITY, "property")(budget(0.3)(locality_check()))
+
+
+# --- PR.3: trace against filler against no trace, by gradient descent ---------------------------
+
+DYCK_TRACE_CONTENT = Claim(
+    id="cot-and-looping.dyck-trace-content",
+    title="By GD a tiny transformer learns the depth trace's content, beyond a shuffled "
+          "control; the abstract's OOD gain is recorded and does not reproduce at CPU size",
+    statement=(
+        r"In this project's design (Dyck-1 membership; members from `random_dyck`, "
+        r"non-members random non-Dyck arrangements of the same brackets; training strings of "
+        r"1–8 pairs and depth 1–3), a one-layer, two-head, width-32 transformer trained with "
+        r"Adam (150 steps, batch 32, seed 0) on `BOS w SEP z ANSWER`, with $z$ the depth "
+        r"trace, writes the oracle's trace greedily at a fraction of the in-distribution trace "
+        r"positions at least 0.05 above the same model trained on the trace permuted within "
+        r"each string (the content ablation: same tokens, same length). Recorded, not "
+        r"asserted: membership accuracy of the trace, shuffled, filler ($|w|$ filler tokens) "
+        r"and no-trace arms in distribution, at 9–12 pairs (OOD length) and at depth 4–6 (OOD "
+        r"depth). The abstract's claim that the trace's content, not its length, drives an "
+        r"OOD gain is not reproduced at this size: the trace arm is not ahead of the filler "
+        r"or no-trace arms (see the table)."),
+    source=(Source(where="Abstract (protoreasoning traces close the OOD gap; the trace's "
+                         "content, not its length, drives the gain)", tag="V", **VALLE),
+            Source(where="the task, trace, arms and sizes (this project; the paper's are "
+                         "unknown)", tag="D", **VALLE)),
+    kind="dynamics",
+    construction="constructions.dyck:dyck_oracle",
+    depends_on=("cot-and-looping.dyck-depth-head",),
+)
+
+CONTENT_GAIN = 0.05
+
+
+@functools.cache
+def trace_smoke_result(seed: int = 0, **overrides):
+    """The smoke run, once per process and overrides."""
+    from empirics.dyck import EXPERIMENT
+
+    return EXPERIMENT("smoke", device="cpu", seed=seed, **overrides)
+
+
+def trace_content_check(result=trace_smoke_result):
+    def run():
+        res = result()
+        learned = res.metrics["trace in-distribution trace-token accuracy"]
+        control = res.metrics["shuffled in-distribution trace-token accuracy"]
+        for name, value in sorted(res.metrics.items()):
+            evidence.metric(name, value, worse="lower")
+        arms = res.config["arms"]
+        for arm in ("filler", "none"):
+            for axis in ("OOD length", "OOD depth"):
+                if arm in arms:
+                    evidence.metric(f"trace - {arm}, {axis}",
+                                    res.metrics[f"trace {axis} accuracy"]
+                                    - res.metrics[f"{arm} {axis} accuracy"], worse="lower")
+        for name, table in res.tables.items():
+            evidence.table(name, table["header"], table["rows"])
+        for name, fig in res.figures.items():
+            evidence.figure(fig, name)
+        evidence.margin(learned - control - CONTENT_GAIN)
+        evidence.cases(len(arms))
+        assert learned - control >= CONTENT_GAIN, (
+            f"the trace arm writes {learned:.2f} of the trace right, the shuffled control "
+            f"{control:.2f}: no content learned beyond the token statistics")
+    return run
+
+
+test_trace_arm_learns_the_trace = check(DYCK_TRACE_CONTENT, "empirical")(trace_content_check())

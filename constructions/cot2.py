@@ -355,3 +355,41 @@ def cot2_layer(m: int, *, beta: float = 40.0, clamp: float = 30.0,
         raise TypeError(f"transition must be callable (a, v) -> (v, v), got "
                         f"{type(transition).__name__}")
     return CoT2Layer(m, beta, clamp, transition, dtype, torch.device(device))
+
+
+# --- how many superposed paths decode (C2.4) -----------------------------------------------------
+
+def gaussian_embeddings(num_tokens: int, d: int, draws: int, seed: int) -> torch.Tensor:
+    r"""``draws`` Gaussian token embeddings :math:`E \in \mathbb R^{v\times d}`, shape
+    (draws, v, d): :math:`E = P^\top` for the projections :math:`P \in \mathbb R^{d\times v}`
+    that :func:`constructions.fact_mlps.decoding_success_rate` draws from the same seed, so the
+    two share their draws."""
+    v = _validate.positive_int("num_tokens", num_tokens)
+    d = _validate.positive_int("d", d)
+    draws = _validate.positive_int("draws", draws)
+    generator = torch.Generator().manual_seed(seed)
+    P = torch.randn(draws, d, v, generator=generator, dtype=torch.float64)
+    return P.transpose(1, 2)                                         # (draws, v, d)
+
+
+def superposition_recovered(embeddings: torch.Tensor, sets: torch.Tensor) -> torch.Tensor:
+    r"""Exact-set recovery of top-K decoding: for each draw and each set :math:`A` (K token
+    ids), the superposition :math:`x = \frac1K\sum_{s\in A}E_s` is decoded by its K largest
+    inner products :math:`\langle x, E_j\rangle`; True iff
+    :math:`\min_{i\in A}\langle x, E_i\rangle > \max_{j\notin A}\langle x, E_j\rangle`.
+
+    ``embeddings`` (draws, v, d), ``sets`` (draws, n, K) -> (draws, n) bool.
+    """
+    embeddings = _validate.real_tensor("embeddings", embeddings, ndim=3)
+    sets = _validate.token_tensor("sets", sets, vocab_size=embeddings.shape[1], ndim=3)
+    draws = embeddings.shape[0]
+    if sets.shape[0] != draws:
+        raise ValueError(f"sets must have one row per draw ({draws}), got {sets.shape[0]}")
+    chosen = torch.gather(embeddings[:, None].expand(-1, sets.shape[1], -1, -1), 2,
+                          sets[..., None].expand(-1, -1, -1, embeddings.shape[2]))
+    x = chosen.mean(2)                                              # (draws, n, d)
+    scores = x @ embeddings.transpose(1, 2)                         # (draws, n, v)
+    inside = torch.zeros_like(scores, dtype=torch.bool).scatter_(2, sets, True)
+    low = scores.masked_fill(~inside, float("inf")).amin(2)
+    high = scores.masked_fill(inside, float("-inf")).amax(2)
+    return low > high

@@ -158,6 +158,38 @@ def test_bad_mts_arguments():
         cot2.mts_tokens(alpha, E, 1, 1.5)
 
 
+@pytest.mark.mutant("cot-and-looping.superposition-decoding")
+def test_a_dimension_below_the_bound_fails():
+    from constructions.fact_mlps import jl_code_dim
+    expect_failure(cot2_checks.superposition_check(bound=lambda v, g: jl_code_dim(v, g) // 32))
+
+
+def first_token_only(embeddings, sets):
+    """Decodes the first path's embedding instead of the superposition (discrete CoT)."""
+    x = torch.gather(embeddings, 1, sets[..., :1].expand(-1, -1, embeddings.shape[2]))
+    scores = x @ embeddings.transpose(1, 2)                         # (draws, n, v)
+    inside = torch.zeros_like(scores, dtype=torch.bool).scatter_(2, sets, True)
+    low = scores.masked_fill(~inside, float("inf")).amin(2)
+    return low > scores.masked_fill(inside, float("-inf")).amax(2)
+
+
+@pytest.mark.mutant("cot-and-looping.superposition-decoding")
+def test_decoding_a_single_path_fails():
+    expect_failure(cot2_checks.superposition_check(recovered=first_token_only))
+
+
+def test_bad_superposition_input():
+    with pytest.raises(ValueError, match="d"):
+        cot2.gaussian_embeddings(5, 0, 2, 0)
+    E = cot2.gaussian_embeddings(5, 3, 2, 0)
+    with pytest.raises(ValueError, match="sets"):
+        cot2.superposition_recovered(E, torch.full((2, 1, 2), 7))
+    with pytest.raises(ValueError, match="sets"):
+        cot2.superposition_recovered(E, torch.zeros(3, 1, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="embeddings"):
+        cot2.superposition_recovered(E[0], torch.zeros(2, 1, 2, dtype=torch.long))
+
+
 # --- Dyck ---------------------------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from constructions.cot2 import (
     beam_minabs_targets,
     beam_targets,
     cot2_layer,
+    gaussian_embeddings,
     label_from_distribution,
     max_sum,
     mnns_label,
@@ -29,9 +30,11 @@ from constructions.cot2 import (
     num_sums,
     shift_average_matrix,
     step_leak_bound,
+    superposition_recovered,
     uniform_recursion,
     uniform_targets,
 )
+from constructions.fact_mlps import decoding_success_rate, jl_code_dim
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
 from theorems.numerics import gamma
@@ -454,7 +457,87 @@ def monte_carlo_check(sampler=mts_tokens, num_samples: int = 20000):
 test_mts_monte_carlo = check(COT2_MTS, "property")(budget(0.2)(monte_carlo_check()))
 
 
-# --- C2.6: CSFT against discrete SFT by gradient descent ----------------------------------------
+# --- C2.4: how many superposed paths decode ------------------------------------------------------
+
+COT2_SUPERPOSITION = Claim(
+    id="cot-and-looping.superposition-decoding",
+    title="Decodable parallelism grows linearly with the embedding dimension (the fact-mlps JL "
+          "bound, applied to superpositions)",
+    statement=(
+        r"Let $E \in \mathbb R^{v\times d}$ have i.i.d. $N(0, 1)$ entries ($E = P^\top$ for "
+        r"the projections of fact-mlps.decodability-jl, on the one-hot tokens) and let $A$ be "
+        r"a $K$-subset of the $v$ tokens. Top-$K$ decoding of $x = \frac1K\sum_{s\in A}E_s$ "
+        r"recovers $A$ exactly (every $\langle x, E_i\rangle$, $i \in A$, above every "
+        r"$\langle x, E_j\rangle$, $j \notin A$) with probability at least $1/2$ once "
+        r"$d \ge m_{JL}(v, \gamma_K)$, $\gamma_K = \sqrt{2/K}$, the bound of "
+        r"fact-mlps.decodability-jl: its argument applies to the unit vectors "
+        r"$a = \mathbf 1_A/\sqrt K$, $b = (\delta_i - \delta_j)/\sqrt2$ with "
+        r"$\langle a, b\rangle = \gamma_K/2$, over $K(v - K) < v^2$ pairs. Since "
+        r"$m_{JL} = O(K\log v)$, the number of decodable paths at fixed $d$ grows linearly "
+        r"in $d$. At $K = 1$ the recovery of every singleton is fact-mlps' decoding criterion "
+        r"for the values $I_v$: the same draws give the same rate."),
+    source=(Source(where="Abstract v2 ('the optimal level of parallelism is governed by the "
+                         "embedding dimension')", tag="V", **COT2),
+            Source(where="the superposition reading of the fact-mlps JL bound (this project)",
+                   tag="D", **COT2)),
+    kind="bound",
+    construction="constructions.cot2:superposition_recovered",
+    depends_on=("fact-mlps.decodability-jl",),
+)
+
+SUPERPOSITION_DRAWS = 64
+
+
+def random_sets(v: int, K: int, draws: int, per_draw: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.stack([torch.stack([torch.randperm(v, generator=g)[:K]
+                                     for _ in range(per_draw)]) for _ in range(draws)])
+
+
+def superposition_check(bound=jl_code_dim, recovered=superposition_recovered, v: int = 73):
+    def run():
+        draws = SUPERPOSITION_DRAWS
+        # a binomial proportion's standard error is at most 1/(2 sqrt(n)): 3 sigma below 1/2
+        floor = 0.5 - 3 * 0.5 / math.sqrt(draws)
+        for K in (1, 2, 4, 8):
+            d = bound(v, math.sqrt(2 / K))
+            E = gaussian_embeddings(v, d, draws, seed=K)
+            rate = float(recovered(E, random_sets(v, K, draws, 1, seed=K)).double().mean())
+            evidence.margin(rate - floor)
+            assert rate >= floor, f"K = {K}: only {rate:.2f} recovered at d = m_JL = {d}"
+        for d in (8, 16, 32):      # K = 1: the same draws as fact-mlps' decoding rate
+            E = gaussian_embeddings(v, d, draws, seed=0)
+            singles = torch.arange(v).reshape(1, v, 1).expand(draws, v, 1)
+            ours = float(recovered(E, singles).all(1).double().mean())
+            theirs = decoding_success_rate(torch.eye(v, dtype=torch.float64), d, draws=draws,
+                                           seed=0)
+            assert ours == theirs, f"d = {d}: K = 1 rate {ours} != fact-mlps' {theirs}"
+        widths, ks, rows = (16, 32, 64, 128), (1, 2, 4, 8, 16), []
+        for d in widths:
+            E = gaussian_embeddings(v, d, draws, seed=d)
+            rows.append([d, *(round(float(recovered(E, random_sets(v, K, draws, 8, seed=K))
+                                          .double().mean()), 3) for K in ks)])
+        evidence.table("exact-set recovery (v = 73, Gaussian E, 64 draws x 8 sets)",
+                       ["d", *(f"K={K}" for K in ks)], rows)
+        from empirics.plots import pyplot
+
+        fig, ax = pyplot().subplots(figsize=(5, 3.2))
+        for row in rows:
+            ax.plot(ks, row[1:], "o-", label=f"d = {row[0]}")
+        ax.set(xscale="log", xlabel="K superposed tokens", ylabel="exact-set recovery",
+               title="top-K decoding of a K-superposition")
+        ax.set_xticks(ks, [str(k) for k in ks])
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        evidence.figure(fig, "superposition")
+        evidence.cases(4 + 3 + len(widths) * len(ks))
+    return run
+
+
+test_superposition_decoding = check(COT2_SUPERPOSITION, "numeric")(superposition_check())
+
+
+# --- C2.6: CSFT against discrete SFT by gradient descent -----------------------------------------
 
 COT2_CSFT = Claim(
     id="cot-and-looping.cot2-csft",

@@ -393,3 +393,32 @@ def superposition_recovered(embeddings: torch.Tensor, sets: torch.Tensor) -> tor
     low = scores.masked_fill(~inside, float("inf")).amin(2)
     high = scores.masked_fill(inside, float("-inf")).amax(2)
     return low > high
+
+
+# --- a ReLU approximation of the log (C2.3) ------------------------------------------------------
+
+def relu_log(z: torch.Tensor, m: int, pieces: int) -> torch.Tensor:
+    r"""The piecewise-linear interpolant of :math:`\log` on :math:`[2^{-m}, 1]` at the
+    geometric knots :math:`k_j = 2^{-m(1 - j/P)}`, :math:`j = 0..P`, written as one ReLU layer:
+    :math:`\log k_0 + s_0(z - k_0) + \sum_{j=1}^{P-1}(s_j - s_{j-1})\,\mathrm{relu}(z - k_j)`
+    with :math:`s_j` the chord slopes; inputs are clamped to :math:`[k_0, 1]` (every non-zero
+    CSFT mass is at least :math:`2^{-m}`).
+
+    On :math:`[k_j, k_{j+1}]` linear interpolation of a function with
+    :math:`|f''| \le 1/k_j^2` errs by at most :math:`(k_{j+1} - k_j)^2/(8k_j^2) =
+    (\rho - 1)^2/8`, :math:`\rho = 2^{m/P}`: the error falls as :math:`(m\ln 2/P)^2/8`.
+    """
+    m = _validate.positive_int("m", m)
+    P = _validate.positive_int("pieces", pieces)
+    z = _validate.real_tensor("z", z)
+    knots = 2.0 ** (-m * (1 - torch.arange(P + 1, dtype=z.dtype) / P))
+    slopes = torch.diff(torch.log(knots)) / torch.diff(knots)        # (P,)
+    z = z.clamp(float(knots[0]), 1.0)
+    out = torch.log(knots[0]) + slopes[0] * (z - knots[0])
+    kinks = torch.relu(z[..., None] - knots[1:-1])                   # (..., P-1)
+    return out + kinks @ torch.diff(slopes)
+
+
+def relu_log_bound(m: int, pieces: int) -> float:
+    """The interpolation bound :math:`(2^{m/P} - 1)^2/8` of :func:`relu_log`."""
+    return (2.0 ** (m / pieces) - 1) ** 2 / 8

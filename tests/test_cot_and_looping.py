@@ -2,6 +2,7 @@
 
 from functools import partial
 
+import numpy as np
 import pytest
 import torch
 
@@ -23,7 +24,6 @@ def min_signed_sum(digits):
 def beam_ties_minus_first(digits, num_beams=8):
     """Beam with the tie-break reversed and the negative paths kept: not the code's targets."""
     S, paths, K = cot2._beam(digits, num_beams, key=lambda p: (abs(p[0]), p[0], p[1]))
-    import numpy as np
     kept = paths[:K]
     return torch.from_numpy(cot2._counts(np.stack([p[2] for p in kept]), S) / len(kept))
 
@@ -188,6 +188,24 @@ def test_bad_superposition_input():
         cot2.superposition_recovered(E, torch.zeros(3, 1, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="embeddings"):
         cot2.superposition_recovered(E[0], torch.zeros(2, 1, 2, dtype=torch.long))
+
+
+def uniform_knot_log(z, m, pieces):
+    """The interpolant at uniform knots: the first piece spans most of the log's curvature."""
+    knots = torch.linspace(2.0**-m, 1.0, pieces + 1, dtype=torch.float64)
+    return torch.from_numpy(np.interp(z.numpy(), knots.numpy(), torch.log(knots).numpy()))
+
+
+@pytest.mark.mutant("cot-and-looping.relu-log")
+def test_uniform_knots_break_the_log_bound():
+    expect_failure(cot2_checks.relu_log_check(uniform_knot_log))
+
+
+def test_bad_relu_log_input():
+    with pytest.raises(ValueError, match="pieces"):
+        cot2.relu_log(torch.ones(2), 3, 0)
+    with pytest.raises(TypeError, match="z"):
+        cot2.relu_log([0.5], 3, 2)
 
 
 # --- Dyck ---------------------------------------------------------------------------------------

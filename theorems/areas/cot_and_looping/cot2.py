@@ -28,6 +28,8 @@ from constructions.cot2 import (
     mts_moments,
     mts_tokens,
     num_sums,
+    relu_log,
+    relu_log_bound,
     shift_average_matrix,
     step_leak_bound,
     superposition_recovered,
@@ -308,6 +310,56 @@ def one_layer_check(build=cot2_layer, bound=step_leak_bound, beta: float = 40.0,
 
 
 test_one_layer_rollout = check(COT2_ONE_LAYER, "property")(budget(0.4)(one_layer_check()))
+
+
+COT2_RELU_LOG = Claim(
+    id="cot-and-looping.relu-log",
+    title="A P-piece ReLU layer approximates log on [2^-m, 1] within (2^{m/P} - 1)^2/8",
+    statement=(
+        r"Let $k_j = 2^{-m(1 - j/P)}$, $j = 0..P$, and let $\hat\ell$ be the piecewise-linear "
+        r"interpolant of $\log$ at these knots, one ReLU layer with $P - 1$ kinks "
+        r"(`relu_log`). Then $\sup_{z\in[2^{-m}, 1]}|\hat\ell(z) - \log z| \le "
+        r"(2^{m/P} - 1)^2/8$, which falls as $(m\ln2/P)^2/8$: the MLP of "
+        r"cot-and-looping.cot2-one-layer needs $O(m)$ pieces per coordinate for a constant "
+        r"logit error on the masses $\ge 2^{-m}$ that the uniform targets take."),
+    source=(Source(where="catalogue C2.3 (ii): a ReLU approximation of log with O(m) pieces "
+                         "(this project)", tag="D", **COT2),),
+    kind="bound",
+    construction="constructions.cot2:relu_log",
+    depends_on=("cot-and-looping.cot2-one-layer",),
+)
+
+
+def relu_log_check(approx=relu_log):
+    def run():
+        rows = []
+        for m in (2, 4, 6):
+            z = torch.logspace(-m * math.log10(2), 0, 4001, dtype=torch.float64)
+            for P in (m, 2 * m, 4 * m, 8 * m):
+                err = float((approx(z, m, P) - torch.log(z)).abs().max())
+                # rounding: P + 4 operations on magnitudes <= m ln 2 + 1, and torch.log's 2u
+                bound = relu_log_bound(m, P) + gamma(P + 6) * (m * math.log(2) + 1)
+                evidence.ratio(err / bound)
+                rows.append([m, P, f"{err:.3e}", f"{relu_log_bound(m, P):.3e}"])
+                assert err <= bound, f"m = {m}, P = {P}: error {err:.3e} > bound {bound:.3e}"
+        evidence.table("sup |relu_log - log| on [2^-m, 1]", ["m", "P", "error", "bound"], rows)
+        from empirics.plots import pyplot
+
+        fig, ax = pyplot().subplots(figsize=(4.5, 3.2))
+        for m in (2, 4, 6):
+            mine = [r for r in rows if r[0] == m]
+            ax.loglog([r[1] / m for r in mine], [float(r[2]) for r in mine], "o-",
+                      label=f"m = {m}")
+        ax.loglog([1, 8], [relu_log_bound(1, 1), relu_log_bound(1, 8)], "k--", label="bound")
+        ax.set(xlabel="pieces per digit P/m", ylabel="sup error", title="ReLU log")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        evidence.figure(fig, "relu-log")
+        evidence.cases(len(rows))
+    return run
+
+
+test_relu_log_error = check(COT2_RELU_LOG, "numeric")(relu_log_check())
 
 
 # --- the catalogue's per-step bound, as stated ---------------------------------------------------

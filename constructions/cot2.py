@@ -17,7 +17,7 @@ CSFT targets (the code's ``FourDigitsSoftDataset``):
   prefixes, duplicates accumulating. Equivalently
   :math:`\alpha^*_{t+1} = M_{a_{t+1}}\alpha^*_t`, :math:`M_a = (S_{+a} + S_{-a})/2`.
 * ``beam``: the K sign patterns with non-negative final sum and the smallest final sums (ties by
-  the sign tuple, +1 before -1), per-step visit counts normalised;
+  the sign tuple in Python's order, so -1 before +1), per-step visit counts normalised;
 * ``beam_minabs``: the K patterns with the smallest :math:`|`final sum:math:`|` (ties:
   non-negative first, then the value, then the sign tuple).
 """

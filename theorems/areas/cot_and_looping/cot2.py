@@ -75,7 +75,8 @@ COT2_TASK = Claim(
         r"For a kept multiset $\Pi$ of sign patterns, the target at step $t$ is "
         r"$\alpha^\Pi_t(s) = |\Pi|^{-1}\#\{\sigma\in\Pi : \sum_{i\le t}\sigma_i a_i = s\}$: "
         r"`uniform` keeps all $2^m$ patterns; `beam` the $K$ patterns with $\sum_i\sigma_ia_i "
-        r"\ge 0$ and the smallest final sums (ties by the sign tuple, $+1$ first); "
+        r"\ge 0$ and the smallest final sums (ties by the sign tuple, lexicographically, "
+        r"$-1$ before $+1$); "
         r"`beam_minabs` the $K$ of smallest $|\sum_i\sigma_ia_i|$ (ties: non-negative first). "
         r"Then every $\alpha_t$ is a probability vector; `beam_minabs` with $K = 2^m$ is "
         r"`uniform`; and $\min\{s\ge0 : \alpha^{\rm beam}_m(s) > 0\} = y$."),

@@ -1,0 +1,201 @@
+r"""CoT2 by gradient descent: discrete SFT against continuous supervision (CSFT) on MNNS.
+
+After the authors' ``train/continuous_train.py`` (alperengozeten/CoT2), re-implemented: prompt
+``<BOS> D a_1 .. D a_m``; CSFT feeds the m - 1 continuous tokens :math:`\alpha^*_tE`
+(teacher forcing with the uniform targets, their default ``hard_teacher``) and minimises
+:math:`\sum_t\mathrm{KL}(\alpha^*_t\Vert\alpha_t)` plus the cross-entropy of the final label;
+discrete SFT feeds and predicts the partial sums of one optimal path (the first in
+``itertools.product`` order, as their ``generate_text_dataset``). Both share one GPT-style
+model (tied embeddings, ``n_layers`` pre-LN blocks). Validation: the permutation-group split
+(all orderings of a digit multiset on one side); CSFT is evaluated by rolling out its own
+continuous tokens :math:`\mathrm{softmax}(\ell_t)E`, SFT by greedy decoding.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import torch
+from torch import nn
+
+from constructions.cot2 import max_sum, mnns_label, uniform_targets
+from empirics.experiment import Experiment, Result
+from empirics.plots import pyplot
+from empirics.training import TrainConfig, train
+
+BOS, DIGIT0 = 0, 1          # vocabulary: BOS, D0..D9, then the sums S_-S..S_S
+
+
+class TinyGPT(nn.Module):
+    """A causal pre-LN transformer over input embeddings, with tied token embeddings."""
+
+    def __init__(self, vocab_size: int, d_model: int, n_layers: int, n_heads: int,
+                 max_len: int):
+        super().__init__()
+        self.wte = nn.Embedding(vocab_size, d_model)
+        self.wpe = nn.Embedding(max_len, d_model)
+        layer = nn.TransformerEncoderLayer(d_model, n_heads, 4 * d_model, dropout=0.0,
+                                           batch_first=True, norm_first=True)
+        self.blocks = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
+        self.ln = nn.LayerNorm(d_model)
+        nn.init.normal_(self.wte.weight, std=0.02)
+        nn.init.normal_(self.wpe.weight, std=0.02)
+
+    def forward(self, embeds: torch.Tensor) -> torch.Tensor:
+        """Logits (b, n, vocab) for input embeddings (b, n, d)."""
+        n = embeds.shape[1]
+        mask = nn.Transformer.generate_square_subsequent_mask(n, device=embeds.device)
+        h = embeds + self.wpe(torch.arange(n, device=embeds.device))
+        h = self.blocks(h, mask=mask.to(h.dtype), is_causal=True)    # (b, n, d)
+        return self.ln(h) @ self.wte.weight.T                          # (b, n, vocab)
+
+
+def mnns_data(m: int, low: int = 1) -> dict[str, torch.Tensor]:
+    """Every digit string in low..9 with its uniform targets, best path and label."""
+    digits = np.array(list(itertools.product(range(low, 10), repeat=m)))
+    S = max_sum(m)
+    targets = torch.stack([uniform_targets(tuple(d)) for d in digits.tolist()]).float()
+    signs = np.array(list(itertools.product((1, -1), repeat=m)))
+    paths = []
+    for d in digits:
+        partials = np.cumsum(signs * d, axis=1)
+        label = mnns_label(tuple(d.tolist()))
+        paths.append(partials[np.flatnonzero(partials[:, -1] == label)[0]])
+    return {"digits": torch.from_numpy(digits), "targets": targets,     # (N, m, v)
+            "path": torch.from_numpy(np.stack(paths)) + S,             # (N, m): sum index
+            "label": torch.tensor([mnns_label(tuple(d)) for d in digits.tolist()]) + S}
+
+
+def permutation_split(digits: torch.Tensor, seed: int, train_ratio: float = 0.8):
+    """Group strings by their sorted digits, shuffle the groups (seeded), split 80/20."""
+    groups: dict[tuple, list[int]] = {}
+    for i, row in enumerate(digits.tolist()):
+        groups.setdefault(tuple(sorted(row)), []).append(i)
+    keys = sorted(groups)
+    random.Random(seed).shuffle(keys)
+    cut = int(train_ratio * len(keys))
+    pick = lambda ks: torch.tensor([i for k in ks for i in groups[k]])  # noqa: E731
+    return pick(keys[:cut]), pick(keys[cut:])
+
+
+def prompt_embeds(model: TinyGPT, digits: torch.Tensor) -> torch.Tensor:
+    tokens = torch.cat([torch.full_like(digits[:, :1], BOS), DIGIT0 + digits], 1)
+    return model.wte(tokens)                                            # (b, m+1, d)
+
+
+def sum_token(index: torch.Tensor) -> torch.Tensor:
+    return DIGIT0 + 10 + index
+
+
+def forward_teacher(model: TinyGPT, batch: dict, mode: str) -> torch.Tensor:
+    """Logits over sums (b, m, v) at the m prediction positions, teacher-forced."""
+    m = batch["digits"].shape[1]
+    E_sums = model.wte.weight[DIGIT0 + 10:]                             # (v, d)
+    if mode == "csft":
+        thoughts = batch["targets"][:, : m - 1] @ E_sums                 # (b, m-1, d)
+    else:
+        thoughts = model.wte(sum_token(batch["path"][:, : m - 1]))
+    embeds = torch.cat([prompt_embeds(model, batch["digits"]), thoughts], 1)
+    return model(embeds)[:, m:, DIGIT0 + 10:]                          # (b, m, v)
+
+
+def loss_fn(mode: str):
+    def run(model, batch):
+        logits = forward_teacher(model, batch, mode)
+        log_q = torch.log_softmax(logits, -1)
+        if mode == "csft":
+            p = batch["targets"][:, :-1]
+            kl = (torch.xlogy(p, p) - p * log_q[:, :-1]).sum(-1).mean(0)     # (m-1,)
+            loss = kl.sum() + nn.functional.nll_loss(log_q[:, -1], batch["label"])
+        else:
+            loss = nn.functional.nll_loss(log_q.flatten(0, 1), batch["path"].flatten())
+        return loss
+    return run
+
+
+@torch.no_grad()
+def rollout_accuracy(model: TinyGPT, batch: dict, mode: str) -> tuple[float, list[float]]:
+    """Final-label accuracy with the model's own thoughts, and the teacher-forced per-step
+    KL (CSFT only; empty for SFT)."""
+    m = batch["digits"].shape[1]
+    E_sums = model.wte.weight[DIGIT0 + 10:]
+    embeds = prompt_embeds(model, batch["digits"])
+    for _ in range(m - 1):
+        logits = model(embeds)[:, -1, DIGIT0 + 10:]
+        if mode == "csft":
+            nxt = torch.softmax(logits, -1) @ E_sums
+        else:
+            nxt = model.wte(sum_token(logits.argmax(-1)))
+        embeds = torch.cat([embeds, nxt[:, None]], 1)
+    answer = model(embeds)[:, -1, DIGIT0 + 10:].argmax(-1)
+    accuracy = float((answer == batch["label"]).double().mean())
+    kl = []
+    if mode == "csft":
+        log_q = torch.log_softmax(forward_teacher(model, batch, mode), -1)[:, :-1]
+        p = batch["targets"][:, :-1]
+        kl = (torch.xlogy(p, p) - p * log_q).sum(-1).mean(0).tolist()
+    return accuracy, kl
+
+
+def run(config: dict, device: torch.device, seed: int) -> Result:
+    m = config["m"]
+    data = mnns_data(m, config["low"])
+    train_idx, val_idx = permutation_split(data["digits"], seed)
+    subset = lambda idx: {k: v[idx].to(device) for k, v in data.items()}   # noqa: E731
+    train_set, val_set = subset(train_idx), subset(val_idx)
+    vocab = DIGIT0 + 10 + 2 * max_sum(m) + 1
+    result = Result("cot2-csft", config, seed, str(device))
+    rows, curves = [], {}
+    for d in config["widths"]:
+        for mode in ("sft", "csft"):
+            torch.manual_seed(seed)
+            model = TinyGPT(vocab, d, config["n_layers"], config["n_heads"], 2 * m + 2)
+
+            def sample(step, generator):
+                pick = torch.randint(len(train_idx), (config["batch"],), generator=generator)
+                return {k: v[pick.to(v.device)] for k, v in train_set.items()}
+
+            cfg = TrainConfig(steps=config["steps"], lr=config["lr"], optimizer="adam",
+                              eval_every=config["eval_every"], seed=seed, progress=False)
+            history = train(model, loss_fn(mode), sample, cfg, device=device,
+                            evaluate=lambda mdl, mode=mode: {
+                                "val_accuracy": rollout_accuracy(mdl, val_set, mode)[0]})
+            model.eval()
+            accuracy, kl = rollout_accuracy(model, val_set, mode)
+            result.metrics[f"{mode} d={d} val accuracy"] = accuracy
+            for t, value in enumerate(kl):
+                result.metrics[f"csft d={d} KL step {t + 1}"] = value
+            rows.append([mode, d, round(accuracy, 4), *([round(x, 4) for x in kl] or ["-"])])
+            curves[(mode, d)] = history.series("val_accuracy")
+            result.training[f"{mode}-d{d}"] = history.as_record()
+    result.metrics["majority-label baseline"] = float(
+        (val_set["label"] == val_set["label"].mode().values).double().mean())
+    result.table("validation", ["supervision", "d", "val accuracy", "KL per soft step"], rows)
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    for (mode, d), (steps, values) in curves.items():
+        ax.plot(steps, values, ("-" if mode == "csft" else "--"), label=f"{mode}, d={d}")
+    ax.axhline(result.metrics["majority-label baseline"], color="grey", lw=0.8,
+               label="majority label")
+    ax.set(xlabel="step", ylabel="validation accuracy", title=f"MNNS m={m}: SFT vs CSFT")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    result.figures["accuracy"] = fig
+    return result
+
+
+SMOKE = {"m": 3, "low": 1, "widths": [16, 32], "n_layers": 1, "n_heads": 1, "steps": 200,
+         "batch": 128, "lr": 3e-3, "eval_every": 100}
+FULL = {"m": 4, "low": 1, "widths": [16, 24, 32, 40], "n_layers": 2, "n_heads": 2,
+        "steps": 20000, "batch": 256, "lr": 1e-3, "eval_every": 500}
+
+EXPERIMENT = Experiment(
+    name="cot2-csft",
+    description="MNNS: discrete SFT against continuous supervision (CSFT) at equal width",
+    configs={"smoke": SMOKE, "full": FULL},
+    run=run,
+    claims=("cot-and-looping.cot2-csft",),
+    code=("constructions.cot2",),
+)

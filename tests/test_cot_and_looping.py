@@ -1,0 +1,379 @@
+"""Mutants and bad input for the cot-and-looping area (theorems/areas/cot_and_looping/)."""
+
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+
+from constructions import cot2, dyck, icdl
+from theorems.areas.cot_and_looping import cot2 as cot2_checks
+from theorems.areas.cot_and_looping import dyck as dyck_checks
+from theorems.areas.cot_and_looping import icdl as icdl_checks
+from theorems.evidence import expect_failure
+from theorems.profiles import without_shrinking
+
+# --- CoT2 ---------------------------------------------------------------------------------------
+
+
+def min_signed_sum(digits):
+    """Forgets the non-negativity: the most negative signed sum."""
+    return -sum(digits)
+
+
+def beam_ties_minus_first(digits, num_beams=8):
+    """Beam with the tie-break reversed and the negative paths kept: not the code's targets."""
+    S, paths, K = cot2._beam(digits, num_beams, key=lambda p: (abs(p[0]), p[0], p[1]))
+    kept = paths[:K]
+    return torch.from_numpy(cot2._counts(np.stack([p[2] for p in kept]), S) / len(kept))
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-task")
+def test_wrong_label_breaks_the_task():
+    expect_failure(without_shrinking()(cot2_checks.task_check(label=min_signed_sum)))
+    expect_failure(cot2_checks.task_exhaustive_check(label=min_signed_sum))
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-task")
+def test_beam_keeping_negative_paths_breaks_the_task():
+    expect_failure(without_shrinking()(cot2_checks.task_check(beam=beam_ties_minus_first)))
+
+
+def same_sign_shift(a, v, **kw):
+    """The wrong shift sign in M_a: (S_{+a} + S_{+a})/2."""
+    if a == 0:
+        return torch.eye(v, dtype=torch.float64)
+    return torch.diag(torch.ones(v - a, dtype=torch.float64), -a)
+
+
+def undivided(a, v, **kw):
+    """The dropped 1/2: S_{+a} + S_{-a}."""
+    return 2 * cot2.shift_average_matrix(a, v)
+
+
+@pytest.mark.mutant("cot-and-looping.uniform-targets-linear")
+@pytest.mark.parametrize("transition", [same_sign_shift, undivided])
+def test_broken_transition_breaks_the_recursion(transition):
+    expect_failure(without_shrinking()(cot2_checks.symbolic_check(partial(cot2.uniform_recursion,
+                                                      transition=transition))))
+    expect_failure(cot2_checks.exhaustive_linear_check(transition))
+
+
+def off_by_one_pointer(m, **kw):
+    """Attention pointing one digit off: thought t attends digit t + 2 (t + 1 at the end)."""
+    model = cot2.cot2_layer(m, **kw)
+    model.W_Q.copy_(torch.roll(model.W_Q, 1, dims=0))
+    return model
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-one-layer")
+@pytest.mark.parametrize("build", [partial(cot2.cot2_layer, transition=same_sign_shift),
+                                   off_by_one_pointer])
+def test_broken_construction_breaks_the_rollout(build):
+    expect_failure(without_shrinking()(cot2_checks.one_layer_check(build=build)))
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-one-layer")
+def test_a_weak_attention_breaks_the_leak_bound():
+    # beta = 2: rho_t is large, but the check still uses the beta = 40 bound
+    expect_failure(without_shrinking()(cot2_checks.one_layer_check(build=partial(cot2.cot2_layer),
+                                               bound=lambda m, t, b, B: cot2.step_leak_bound(
+                                                   m, t, 40.0, B), beta=2.0)))
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-one-layer")
+def test_a_halved_clamp_allowance_breaks_the_leak_bound():
+    expect_failure(without_shrinking()(cot2_checks.one_layer_check(
+        bound=lambda m, t, b, B: cot2.step_leak_bound(m, t, b, B) / 2)))
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-catalogue-leak-bound")
+def test_the_refutation_needs_the_factor_two():
+    # with the sound bound in its place, the as-stated check passes and the refutation fails
+    expect_failure(cot2_checks.catalogue_refutation(
+        bound=lambda m, t, b, B: cot2.step_leak_bound(m, t, b, B)
+        + cot2_checks.float_tolerance(m, t, B)))
+
+
+def summed_tokens(alpha, E, K, n, *, generator=None):
+    """Sums the K embeddings instead of averaging them."""
+    return K * cot2.mts_tokens(alpha, E, K, n, generator=generator)
+
+
+def one_token(alpha, E, K, n, *, generator=None):
+    """Ignores K: discrete CoT, covariance K times too large."""
+    return cot2.mts_tokens(alpha, E, 1, n, generator=generator)
+
+
+@pytest.mark.mutant("cot-and-looping.mts-moments")
+@pytest.mark.parametrize("sampler", [summed_tokens, one_token])
+def test_broken_sampler_breaks_the_moments(sampler):
+    expect_failure(without_shrinking()(cot2_checks.monte_carlo_check(sampler)))
+
+
+@pytest.mark.mutant("cot-and-looping.mts-moments")
+def test_covariance_without_one_over_k_breaks_the_identity():
+    def moments(alpha, E, K):
+        mean, cov = cot2.mts_moments(alpha, E, K)
+        return mean, cov * K
+    expect_failure(cot2_checks.exact_moments_check(moments))
+
+
+@pytest.mark.parametrize("digits, error", [
+    ((), ValueError), ((1, 10), ValueError), ((-1,), ValueError), ((1.5,), TypeError),
+    ("12", TypeError), (torch.tensor([1.0, 2.0]), TypeError)])
+def test_bad_digits(digits, error):
+    with pytest.raises(error, match="digits"):
+        cot2.mnns_label(digits)
+    with pytest.raises(error, match="digits"):
+        cot2.uniform_targets(digits)
+
+
+def test_bad_construction_arguments():
+    with pytest.raises(ValueError, match="m"):
+        cot2.cot2_layer(0)
+    with pytest.raises(TypeError, match="m"):
+        cot2.cot2_layer(2.0)
+    with pytest.raises(ValueError, match="beta"):
+        cot2.cot2_layer(2, beta=-1.0)
+    with pytest.raises(ValueError, match="clamp"):
+        cot2.cot2_layer(2, clamp=float("inf"))
+    with pytest.raises(TypeError, match="transition"):
+        cot2.cot2_layer(2, transition=3)
+    with pytest.raises(ValueError, match="digits"):
+        cot2.cot2_layer(2).rollout((1, 2, 3))
+    with pytest.raises(ValueError, match="num_beams"):
+        cot2.beam_targets((1, 2), 0)
+
+
+def test_bad_mts_arguments():
+    alpha, E = torch.tensor([0.5, 0.5], dtype=torch.float64), torch.eye(2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="alpha"):
+        cot2.mts_tokens(torch.tensor([0.5, 0.6]), E, 2, 10)
+    with pytest.raises(ValueError, match="embeddings"):
+        cot2.mts_tokens(alpha, torch.eye(3), 2, 10)
+    with pytest.raises(ValueError, match="num_tokens"):
+        cot2.mts_tokens(alpha, E, 0, 10)
+    with pytest.raises(TypeError, match="num_samples"):
+        cot2.mts_tokens(alpha, E, 1, 1.5)
+
+
+@pytest.mark.mutant("cot-and-looping.superposition-decoding")
+def test_a_dimension_below_the_bound_fails():
+    from constructions.fact_mlps import jl_code_dim
+    expect_failure(cot2_checks.superposition_check(bound=lambda v, g: jl_code_dim(v, g) // 32))
+
+
+def first_token_only(embeddings, sets):
+    """Decodes the first path's embedding instead of the superposition (discrete CoT)."""
+    x = torch.gather(embeddings, 1, sets[..., :1].expand(-1, -1, embeddings.shape[2]))
+    scores = x @ embeddings.transpose(1, 2)                         # (draws, n, v)
+    inside = torch.zeros_like(scores, dtype=torch.bool).scatter_(2, sets, True)
+    low = scores.masked_fill(~inside, float("inf")).amin(2)
+    return low > scores.masked_fill(inside, float("-inf")).amax(2)
+
+
+@pytest.mark.mutant("cot-and-looping.superposition-decoding")
+def test_decoding_a_single_path_fails():
+    expect_failure(cot2_checks.superposition_check(recovered=first_token_only))
+
+
+def test_bad_superposition_input():
+    with pytest.raises(ValueError, match="d"):
+        cot2.gaussian_embeddings(5, 0, 2, 0)
+    E = cot2.gaussian_embeddings(5, 3, 2, 0)
+    with pytest.raises(ValueError, match="sets"):
+        cot2.superposition_recovered(E, torch.full((2, 1, 2), 7))
+    with pytest.raises(ValueError, match="sets"):
+        cot2.superposition_recovered(E, torch.zeros(3, 1, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="embeddings"):
+        cot2.superposition_recovered(E[0], torch.zeros(2, 1, 2, dtype=torch.long))
+
+
+def uniform_knot_log(z, m, pieces):
+    """The interpolant at uniform knots: the first piece spans most of the log's curvature."""
+    knots = torch.linspace(2.0**-m, 1.0, pieces + 1, dtype=torch.float64)
+    return torch.from_numpy(np.interp(z.numpy(), knots.numpy(), torch.log(knots).numpy()))
+
+
+@pytest.mark.mutant("cot-and-looping.relu-log")
+def test_uniform_knots_break_the_log_bound():
+    expect_failure(cot2_checks.relu_log_check(uniform_knot_log))
+
+
+def test_bad_relu_log_input():
+    with pytest.raises(ValueError, match="pieces"):
+        cot2.relu_log(torch.ones(2), 3, 0)
+    with pytest.raises(TypeError, match="z"):
+        cot2.relu_log([0.5], 3, 2)
+
+
+# --- Dyck ---------------------------------------------------------------------------------------
+
+
+def typeless_oracle(tokens, k=2):
+    """Forgets the bracket types: Dyck-k read as Dyck-1."""
+    tokens = list(tokens)
+    trace = dyck.dyck_oracle([0 if t < k else 1 for t in tokens], 1)
+    tops = tuple(dyck.ERROR if s == dyck.ERROR else (dyck.EMPTY if s == dyck.EMPTY else
+                 next(t for t in reversed(tokens[:i + 1]) if t < k))
+                 for i, s in enumerate(trace.stack_tops))
+    return dyck.DyckTrace(trace.member, trace.depths, tops)
+
+
+@pytest.mark.mutant("cot-and-looping.dyck-oracle")
+def test_typeless_oracle_breaks_the_oracle():
+    expect_failure(dyck_checks.oracle_exhaustive_check(typeless_oracle))
+
+
+@pytest.mark.mutant("cot-and-looping.dyck-oracle")
+def test_an_unbounded_generator_breaks_the_depth_bound():
+    expect_failure(without_shrinking()(dyck_checks.generator_check(
+        lambda n, k, bound, generator=None: dyck.random_dyck(n, k, None, generator=generator))))
+
+
+def no_bos_head(k, max_len):
+    """Drops the BOS head's value: y_i = 0, so the read-out maximises 2c x_i (the edge)."""
+    model = dyck.depth_trace_head(k, max_len)
+    model.embed[2 * k, 0] = 0.0
+    return model
+
+
+def flipped_sign_head(k, max_len):
+    """Counts closes as +1: the negated depth."""
+    model = dyck.depth_trace_head(k, max_len)
+    model.embed[:, 1] *= -1
+    return model
+
+
+@pytest.mark.mutant("cot-and-looping.dyck-depth-head")
+@pytest.mark.parametrize("build", [no_bos_head, flipped_sign_head])
+def test_broken_head_breaks_the_depth_trace(build):
+    expect_failure(dyck_checks.depth_head_check(build))
+    expect_failure(without_shrinking()(dyck_checks.depth_head_property_check(build)))
+
+
+def rule_reading_the_open(tokens, trace, k=2):
+    """Reads the trace token at the matching open instead of the one before it."""
+    out, opened = [], []
+    for t in tokens.tolist():
+        if t < k:
+            opened.append(len(out))
+            out.append(t)
+        else:
+            out.append(trace[opened.pop()])
+    return out
+
+
+@pytest.mark.mutant("cot-and-looping.dyck-trace-locality")
+def test_reading_the_wrong_trace_token_breaks_locality():
+    expect_failure(without_shrinking()(dyck_checks.locality_check(rule_reading_the_open)))
+
+
+@pytest.mark.parametrize("brackets", ["(", "(()", "((", "", "()("])
+def test_unbalanced_bracket_alphabets(brackets):
+    with pytest.raises(ValueError, match="brackets"):
+        dyck.bracket_alphabet(brackets)
+    with pytest.raises(ValueError, match="brackets"):
+        dyck.encode("()", brackets)
+
+
+def test_bad_dyck_input():
+    with pytest.raises(TypeError, match="brackets"):
+        dyck.bracket_alphabet(["(", ")"])
+    with pytest.raises(ValueError, match="text"):
+        dyck.encode("(x)", "()")
+    with pytest.raises(ValueError, match="tokens"):
+        dyck.dyck_oracle([0, 4], k=2)
+    with pytest.raises(TypeError, match="tokens"):
+        dyck.dyck_oracle([0.0], k=1)
+    with pytest.raises(ValueError, match="k"):
+        dyck.dyck_oracle([0], k=0)
+    with pytest.raises(ValueError, match="num_pairs"):
+        dyck.random_dyck(-1)
+    with pytest.raises(ValueError, match="max_depth"):
+        dyck.random_dyck(3, 2, 0)
+    with pytest.raises(ValueError, match="tokens"):
+        dyck.depth_trace_head(1, 4)(torch.zeros(1, 5, dtype=torch.long))
+    with pytest.raises(TypeError, match="tokens"):
+        dyck.depth_trace_head(1, 4)(torch.zeros(1, 3))
+    assert dyck.decode(dyck.encode("([])")) == "([])"
+
+
+# --- in-context deep learning -------------------------------------------------------------------
+
+
+def without_cleanup(n, d, H, L, eta, **kw):
+    """Drops layer 8 of every block: stale scratch slots corrupt the next step."""
+    model = icdl.icdl_transformer(n, d, H, L, eta, **kw)
+    kept = [layer for i, layer in enumerate(model.layers) if i % 8 != 7]
+    return icdl.ICDLTransformer(kept, model.blocks, n, d, H, L)
+
+
+def without_gate(n, d, H, L, eta, **kw):
+    """M = 0 in layer 5: inactive units pass their gradient through (no relu')."""
+    return icdl.icdl_transformer(n, d, H, L, eta, **{**kw, "big": 2.0**-60})
+
+
+def ascent(n, d, H, L, eta, **kw):
+    """The update's sign flipped: gradient ascent."""
+    model = icdl.icdl_transformer(n, d, H, L, eta, **kw)
+    for i in range(6, len(model.layers), 8):
+        b = model.blocks
+        for name in ("W1", "w2"):
+            model.layers[i].W_out[b[name]] *= -1
+    return model
+
+
+@pytest.mark.mutant("cot-and-looping.icdl-two-layer-gd")
+@pytest.mark.parametrize("build", [without_cleanup, without_gate, ascent])
+def test_broken_gd_transformer_leaves_gd(build):
+    expect_failure(without_shrinking()(icdl_checks.gd_check(build)))
+
+
+@pytest.mark.mutant("cot-and-looping.icdl-two-layer-gd")
+def test_a_wide_gap_is_not_needed_to_fail():
+    # a construction whose gap is tiny compared with the probe still gives GD: the check fails
+    expect_failure(icdl_checks.gap_needed_check(
+        lambda n, d, H, L, eta, gap: icdl.icdl_transformer(n, d, H, L, eta, gap=gap / 2**10)))
+
+
+@pytest.mark.mutant("cot-and-looping.icdl-layer-count")
+def test_dropping_a_layer_breaks_the_count():
+    expect_failure(without_shrinking()(icdl_checks.layer_count_check(
+        lambda n, d, H, L, eta: without_cleanup(n, d, H, L, eta))))
+
+
+def test_bad_icdl_input():
+    X, y = torch.zeros(3, 2, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)
+    W1, w2 = torch.ones(2, 2, dtype=torch.float64), torch.ones(2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="depth"):
+        icdl.icdl_transformer(3, 2, 2, 1, 0.1, depth=3)
+    with pytest.raises(ValueError, match="eta"):
+        icdl.icdl_transformer(3, 2, 2, 1, -0.1)
+    with pytest.raises(TypeError, match="steps"):
+        icdl.icdl_transformer(3, 2, 2, 1.0, 0.1)
+    with pytest.raises(ValueError, match="y"):
+        icdl.gd_step_reference(X, torch.zeros(4), W1, w2, 0.1)
+    with pytest.raises(ValueError, match="W1"):
+        icdl.gd_step_reference(X, y, torch.ones(2, 3), w2, 0.1)
+    with pytest.raises(ValueError, match="X"):
+        icdl.icdl_transformer(4, 2, 2, 1, 0.1)(X, y, W1, w2)
+    with pytest.raises(ValueError, match="steps"):
+        icdl.layer_count(2, 0)
+
+
+# --- the empirical claims ----------------------------------------------------------------------
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-csft")
+def test_a_margin_beyond_the_measured_gain_fails():
+    # the bound tightened past the smoke run's smallest gain (0.32 at seed 0): the check fails
+    expect_failure(cot2_checks.csft_check(margin=0.5))
+
+
+@pytest.mark.mutant("cot-and-looping.dyck-trace-content")
+def test_a_shuffled_trace_is_not_learned_as_the_trace():
+    # the trace arm's content shuffled within each training string: it is the control
+    expect_failure(dyck_checks.trace_content_check(
+        lambda: dyck_checks.trace_smoke_result(arms=("trace", "shuffled"), shuffle_trace=True)))

@@ -1,0 +1,14 @@
+r"""Chain of thought beyond one path: continuous thought, formal-language traces and looped GD
+
+Three papers push chain of thought and looping past the icl-regression and power-method areas:
+CoT2's superposed reasoning on the minimum non-negative sum task (Gozeten et al. 2025), whose
+task, targets and loss come from the authors' code while the one-layer construction is this
+project's; protoreasoning on Dyck languages (Valle & Reid 2026), of which only the abstract was
+read, so the trace format and the small trace-emitting transformer are this project's; and
+in-context deep learning (Wu et al. 2025), checked on its smallest new case, an explicit
+transformer whose (2N + 4)L layers run L gradient-descent steps on an N = 2 layer ReLU
+network.
+
+Topics: :mod:`.cot2`, :mod:`.dyck`, :mod:`.icdl`. Constructions live in
+``constructions/cot2.py``, ``constructions/dyck.py`` and ``constructions/icdl.py``.
+"""

@@ -47,11 +47,22 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.export import recorded
 from constructions.layers import Attention, causal_mask, fixed, resolve
+from constructions.recording import recorded
+from constructions.residual_layout import (
+    Interface,
+    ResidualLayout,
+    attention_block,
+    fixed_context_length,
+)
 
 NO_MATCH = -1  # what induction_targets returns for \bot
 Rounding = Callable[[torch.Tensor], torch.Tensor]
+# One-line TransformerLens exports for the docs pages (constructions.export.export_line).
+TRANSFORMER_LENS_EXAMPLES = {
+    "two_layer_induction": "to_transformer_lens(two_layer_induction(vocab_size=5, max_len=8))",
+    "compact_induction": "to_transformer_lens(compact_induction(vocab_size=5, max_len=8))",
+}
 
 
 # --- the task -----------------------------------------------------------------------------
@@ -326,6 +337,20 @@ class InductionTransformer(nn.Module):
     def d_model(self) -> int:
         return self.W_E.shape[1]
 
+    def residual_layout(self, name: str, n_ctx: int | None) -> ResidualLayout:
+        """The TransformerLens layout (:mod:`constructions.residual_layout`): embeddings,
+        attention layers on the residual stream, unembedding; one-to-one, BOS passed
+        explicitly."""
+        D = self.d_model
+        fixed_context_length(name, n_ctx, self.max_len + 1)
+        every = slice(None)
+        blocks = tuple((attention_block(name, layer, D, every, every), None)
+                       for layer in self.layers)
+        return ResidualLayout(name, D, self.W_E.detach(), self.W_pos.detach(),
+                              self.W_U.detach(), blocks,
+                              Interface("tokens", vocab_size=self.vocab_size,
+                                        max_len=self.max_len, bos=self.vocab_size))
+
     def _validated(self, tokens: object) -> torch.Tensor:
         tokens = _validate.token_tensor("tokens", tokens, vocab_size=self.vocab_size,
                                         max_len=self.max_len)
@@ -414,7 +439,7 @@ def _attention(W_Q, W_K, W_V, W_O, kw: dict) -> Attention:
     return Attention(*(w.to(**kw) for w in (W_Q, W_K, W_V, W_O)), causal=True)
 
 
-@recorded  # records its arguments, so that constructions.export.save can rebuild it
+@recorded  # records its arguments, so that constructions.files.save can rebuild it
 def two_layer_induction(vocab_size: int, max_len: int, *, beta1: float | None = None,
                         beta2: float | None = None, recency: float | None = None,
                         sink: float | None = None, dtype: torch.dtype = torch.float64,

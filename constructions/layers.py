@@ -32,6 +32,14 @@ import torch
 from torch import nn
 
 from constructions import _validate
+from constructions.residual_layout import (
+    DEFAULT_N_CTX,
+    Interface,
+    ResidualLayout,
+    attention_block,
+    context_length,
+    placed,
+)
 
 AttentionKind = Literal["softmax", "hardmax", "linear"]
 ATTENTION_KINDS = ("softmax", "hardmax", "linear")
@@ -126,6 +134,19 @@ class Attention(nn.Module):
     @property
     def n_heads(self) -> int:
         return self.W_Q.shape[0]
+
+    def residual_layout(self, name: str, n_ctx: int | None) -> ResidualLayout:
+        """The TransformerLens layout of a bare head (no residual): the input ``x`` (width d)
+        sits in the first d coordinates, the head writes the next ``d_out``, which the
+        unembedding reads, so the logits are ``Attn(x)``."""
+        d, d_out = self.d_model, self.W_O.shape[2]
+        D = d + d_out
+        W = self.W_Q
+        blocks = ((attention_block(name, self, D, slice(0, d), slice(d, D)), None),)
+        W_U = placed(torch.eye(d_out, dtype=W.dtype, device=W.device), (D, d_out), slice(d, D))
+        return ResidualLayout(name, D, W.new_zeros(1, D),
+                              W.new_zeros(context_length(name, n_ctx, DEFAULT_N_CTX), D),
+                              W_U, blocks, Interface("residual", width=D, dtype=W.dtype))
 
     def scores(self, x: torch.Tensor) -> torch.Tensor:
         """Raw scores :math:`S^h_{ij}`, shape ``(B, H, n, n)``, before masking."""

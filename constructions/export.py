@@ -7,7 +7,10 @@ This module is a facade; the work is done by
 * :mod:`constructions.files`: :func:`save` and :func:`load`, safetensors plus a JSON sidecar;
 * :mod:`constructions.residual_layout`: what each exportable class's ``residual_layout``
   method returns, in torch alone;
-* :mod:`constructions.transformer_lens`: :func:`to_transformer_lens` and the layout it loads.
+* :mod:`constructions.transformer_lens`: :func:`to_transformer_lens` (TransformerLens 2.x/3.x)
+  and the layout it loads;
+* :mod:`constructions.transformer_bridge`: :func:`to_transformer_bridge` (TransformerLens 3.9
+  and 4.x), from the same layout.
 
 Example (the README's)::
 
@@ -47,6 +50,11 @@ from constructions.residual_layout import (
     ResidualLayout,
     UnsupportedConstructionError,
 )
+from constructions.transformer_bridge import (
+    bridge_state_dict,
+    to_transformer_bridge,
+    transformer_bridge_inputs,
+)
 from constructions.transformer_lens import (
     TransformerLensLayout,
     construction_classes,
@@ -61,8 +69,9 @@ from constructions.transformer_lens import (
 __all__ = [
     "ARGS_PREFIX", "DEFAULT_N_CTX", "FORMAT", "FORMAT_VERSION", "INTEROP_HINT",
     "BuildCall", "Interface", "ResidualLayout", "TransformerLensLayout",
-    "UnsupportedConstructionError", "build", "build_call", "export_line", "export_lines", "load",
-    "recorded", "save", "to_transformer_lens", "transformer_lens_inputs", "transformer_lens_layout",
+    "UnsupportedConstructionError", "bridge_state_dict", "build", "build_call", "export_line",
+    "export_lines", "load", "recorded", "save", "to_transformer_bridge", "to_transformer_lens",
+    "transformer_bridge_inputs", "transformer_lens_inputs", "transformer_lens_layout",
     "transformer_lens_outputs",
 ]
 

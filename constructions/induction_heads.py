@@ -47,7 +47,7 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.layers import Attention, causal_mask, fixed, resolve
+from constructions.layers import Attention, HookPoint, causal_mask, fixed, resolve
 from constructions.recording import recorded
 from constructions.residual_layout import (
     Interface,
@@ -323,6 +323,10 @@ class InductionTransformer(nn.Module):
         super().__init__()
         self.W_E, self.W_pos, self.W_U = fixed(W_E), fixed(W_pos), fixed(W_U)
         self.layers = nn.ModuleList(layers)
+        # the residual stream before and after each layer (TransformerLens's
+        # blocks.L.hook_resid_pre/post), (B, n + 1, d_model) with the BOS at position 0
+        self.hook_resid_pre = nn.ModuleList(HookPoint() for _ in layers)
+        self.hook_resid_post = nn.ModuleList(HookPoint() for _ in layers)
 
     @property
     def vocab_size(self) -> int:
@@ -373,13 +377,15 @@ class InductionTransformer(nn.Module):
         with_bos = torch.cat([bos, tokens.to(self.W_E.device)], dim=1)
         x = r(r(self.W_E)[with_bos] + r(self.W_pos)[: n + 1])
         patterns = []
-        for layer in self.layers:
+        for layer, pre, post in zip(self.layers, self.hook_resid_pre, self.hook_resid_post,
+                                    strict=True):
+            x = pre(x)
             if rounding is None:
                 out, pattern = layer(x, return_pattern=True)
             else:
                 out, pattern = _rounded_attention(layer, x, r)
             patterns.append(pattern)
-            x = r(x + out)
+            x = post(r(x + out))
         return r(x[:, 1:] @ r(self.W_U)), patterns
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.layers import MLP, Attention
+from constructions.layers import MLP, Attention, HookPoint
 from constructions.residual_layout import (
     DEFAULT_N_CTX,
     Interface,
@@ -67,6 +67,10 @@ class MeanFieldTransformer(nn.Module):
         self.W_1 = nn.Parameter(W_1, requires_grad=False)
         self.W_2_hidden = nn.Parameter(W_2[:-1], requires_grad=False)
         self.W_2_last = nn.Parameter(W_2[-1])  # (trials, ffn_width, d): the measured one
+        # per layer, (trials, n, d): the residual stream before and after it, and the
+        # attention and FFN outputs added to it (TransformerLens's names)
+        self.hook_resid_pre, self.hook_resid_post, self.hook_attn_out, self.hook_mlp_out = (
+            nn.ModuleList(HookPoint() for _ in range(W_V.shape[0])) for _ in range(4))
 
     @property
     def depth(self) -> int:
@@ -79,15 +83,17 @@ class MeanFieldTransformer(nn.Module):
 
     def _attention(self, v: torch.Tensor, layer: int) -> torch.Tensor:
         # uniform attention: every token receives the mean of the values
-        return v.mean(dim=-2, keepdim=True) @ self.W_V[layer] @ self.W_O[layer] \
-            + torch.zeros_like(v)
+        return self.hook_attn_out[layer](
+            v.mean(dim=-2, keepdim=True) @ self.W_V[layer] @ self.W_O[layer] + torch.zeros_like(v))
 
     def _ffn(self, v: torch.Tensor, layer: int) -> torch.Tensor:
-        return torch.relu(v @ self.W_1[layer]) @ self.second_ffn_weight(layer)
+        return self.hook_mlp_out[layer](
+            torch.relu(v @ self.W_1[layer]) @ self.second_ffn_weight(layer))
 
     def states(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(output, Lemma-1 state): ``x^{post,5}_L`` for Post-LN, ``x_{L+1}`` for Pre-LN."""
         for layer in range(self.depth):
+            x = self.hook_resid_pre[layer](x)
             if self.arch == "post":
                 x3 = _layer_norm(x + self._attention(x, layer))
                 lemma = x3 + self._ffn(x3, layer)
@@ -96,6 +102,7 @@ class MeanFieldTransformer(nn.Module):
                 x3 = x + self._attention(_layer_norm(x), layer)
                 x = x3 + self._ffn(_layer_norm(x3), layer)
                 lemma = x
+            x = self.hook_resid_post[layer](x)
         output = _layer_norm(x) if (self.arch == "pre" and self.final_norm) else x
         return output, lemma
 

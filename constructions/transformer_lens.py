@@ -207,22 +207,36 @@ def transformer_lens_layout(model: nn.Module, *, n_ctx: int | None = None
     return TransformerLensLayout(config, state, spec.interface)
 
 
-def to_transformer_lens(model: nn.Module, *, n_ctx: int | None = None):
+def to_transformer_lens(model: nn.Module, *, n_ctx: int | None = None,
+                        circuit_hooks: bool = False):
     """Export ``model`` as a ``transformer_lens.HookedTransformer`` that computes the same
     function (module docstring): same dtype and device, weights loaded without processing.
+
+    ``circuit_hooks=True`` turns on the hooks that circuit-discovery tools (ACDC, edge
+    attribution patching) read and patch: ``use_attn_result`` (``hook_result``, the per-head
+    outputs), ``use_split_qkv_input`` (``hook_q_input``/``hook_k_input``/``hook_v_input``, a
+    copy of the residual stream per head) and, where the construction has MLPs,
+    ``use_hook_mlp_in``. TransformerLens then sums the heads' results itself, another
+    summation order, so the outputs agree to rounding rather than bit for bit.
 
     Feed it :func:`transformer_lens_inputs` ``(model, x)`` and map its logits back with
     :func:`transformer_lens_outputs`. Raises :class:`UnsupportedConstructionError` (a
     ``ValueError``) naming what TransformerLens lacks, and ``ImportError`` without the
     ``interop`` extra.
     """
+    if not isinstance(circuit_hooks, bool):
+        raise TypeError(f"circuit_hooks must be a bool, got {type(circuit_hooks).__name__}")
     layout = transformer_lens_layout(model, n_ctx=n_ctx)
     try:
         from transformer_lens import HookedTransformer, HookedTransformerConfig
     except ImportError as error:
         raise ImportError(f"to_transformer_lens needs transformer-lens 2.x or 3.x (4.0 removed "
                           f"HookedTransformer): {INTEROP_HINT}") from error
-    config = HookedTransformerConfig(**layout.config)
+    hooks = {}
+    if circuit_hooks:
+        hooks = {"use_attn_result": True, "use_split_qkv_input": True,
+                 "use_hook_mlp_in": not layout.config["attn_only"]}
+    config = HookedTransformerConfig(**layout.config, **hooks)
     with warnings.catch_warnings():
         # 3.x warns that HookedTransformer goes away in 4.0; the interop extra pins < 4.
         warnings.filterwarnings("ignore", message="HookedTransformer is deprecated",

@@ -386,6 +386,50 @@ def test_mean_field_export_uses_pre_layer_norm(transformer_lens):
     assert not tl_model.cfg.attn_only and tl_model.cfg.act_fn == "relu"
 
 
+# --- the 3.x export with the hooks circuit tools need ---------------------------------------------
+
+circuit_export = functools.partial(to_transformer_lens, circuit_hooks=True)
+
+
+@pytest.mark.interop
+def test_circuit_hook_exports_round_trip(transformer_lens):
+    """With per-head results, split QKV inputs and hook_mlp_in, the export still computes the
+    construction (TransformerLens sums the heads' results: the same sums as the fused head
+    contraction in another order, within the same acceptance bound)."""
+    # a third of the examples: the same families and arithmetic as the default export's round
+    # trips, which run the full budget
+    induction_roundtrip_check(circuit_export, config=budget(1 / 3))()
+    family_roundtrip_check(circuit_export, config=budget(1 / 3))()
+
+
+@pytest.mark.interop
+def test_circuit_hooks_are_in_the_cache(transformer_lens):
+    model = mean_field_transformer("pre", depth=2, d=8)
+    tl_model = circuit_export(model)
+    assert tl_model.cfg.use_attn_result and tl_model.cfg.use_split_qkv_input
+    assert tl_model.cfg.use_hook_mlp_in
+    _, cache = _run(tl_model, model, torch.randn(2, 3, 8, dtype=F64))
+    for name in ("blocks.1.attn.hook_result", "blocks.1.hook_q_input", "blocks.1.hook_v_input",
+                 "blocks.1.hook_mlp_in"):
+        assert name in cache, name
+    assert cache["blocks.1.attn.hook_result"].shape == (2, 3, 1, 8)  # (B, n, H, D)
+    attention_only = circuit_export(two_layer_induction(3, 4))
+    assert attention_only.cfg.use_attn_result and not attention_only.cfg.use_hook_mlp_in
+    with pytest.raises(TypeError, match="circuit_hooks must be a bool"):
+        to_transformer_lens(model, circuit_hooks=1)
+
+
+@pytest.mark.interop
+def test_unfolded_scale_fails_the_circuit_hook_round_trip(transformer_lens):
+    def unfolded(model):
+        tl_model = circuit_export(model)
+        with torch.no_grad():
+            for block in tl_model.blocks:
+                block.attn.W_Q.div_(math.sqrt(tl_model.cfg.d_head))
+        return tl_model
+    expect_failure(induction_roundtrip_check(unfolded, config=MUTANT))
+
+
 # --- TransformerBridge (TransformerLens 3.9 and 4.x) ----------------------------------------------
 
 def _residual_stream(model, tokens: torch.Tensor) -> list[torch.Tensor]:
@@ -448,7 +492,7 @@ def _bridge_families() -> tuple[str, ...]:
 def test_bridge_exports_round_trip(transformer_bridge):
     bridge_roundtrip_check()()
     family_roundtrip_check(to_transformer_bridge, families=_bridge_families(),
-                           inputs=transformer_bridge_inputs)()
+                           inputs=transformer_bridge_inputs, config=budget(0.5))()
 
 
 def _mutant_bridge(edit):

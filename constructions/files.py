@@ -93,10 +93,13 @@ def _versions() -> dict[str, str]:
 
 
 def _paths(path: str | Path) -> tuple[Path, Path]:
-    """(weights, sidecar) for ``NAME``, ``NAME.safetensors`` or ``NAME.json``."""
+    """(weights, sidecar) for ``NAME``, ``NAME.safetensors`` or ``NAME.json``, or for a bundle
+    directory (:mod:`constructions.bundle`): ``model.safetensors`` and ``config.json``."""
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
     path = Path(path)
+    if path.is_dir():
+        return path / "model.safetensors", path / "config.json"
     if path.suffix in (".safetensors", ".json"):
         path = path.with_suffix("")
     return path.with_name(path.name + ".safetensors"), path.with_name(path.name + ".json")
@@ -177,11 +180,12 @@ def _read(weights_path: Path, sidecar_path: Path) -> dict:
 def load(path: str | Path, *, verify: bool = True, device=None) -> nn.Module:
     """Rebuild a construction written by :func:`save` and load its saved weights.
 
-    ``path`` is ``NAME``, ``NAME.safetensors`` or ``NAME.json``. With ``verify=True`` the
-    weights the builder rebuilds must equal the saved ones bit for bit, else ``ValueError``
-    names the tensors that differ (a changed builder, or weights edited after building);
-    ``verify=False`` loads the saved weights regardless. ``device`` overrides the recorded
-    ``device`` argument. The result carries the :class:`BuildCall`, so it can be saved again.
+    ``path`` is ``NAME``, ``NAME.safetensors``, ``NAME.json`` or a bundle directory. With
+    ``verify=True`` the weights the builder rebuilds must equal the saved ones bit for bit, else
+    ``ValueError`` names the tensors that differ (a changed builder, or weights edited after
+    building); ``verify=False`` loads the saved weights regardless. ``device`` overrides the
+    recorded ``device`` argument. The result carries the :class:`BuildCall`, so it can be saved
+    again.
     """
     if not isinstance(verify, bool):
         raise TypeError(f"verify must be a bool, got {type(verify).__name__}")

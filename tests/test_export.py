@@ -594,6 +594,26 @@ def test_a_float32_layer_norm_is_refused_in_float64(transformer_bridge):
         to_transformer_bridge(mean_field_transformer("post", depth=1, d=4))
 
 
+EXAMPLES = sorted((Path(__file__).parents[1] / "examples").glob("*.py"))
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("script", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_the_upstream_reproducers_run(transformer_bridge, script, capsys):
+    """Each reproducer in examples/ runs and exits 1 (the gap is there) or 0 (fixed upstream)."""
+    import runpy
+
+    if "import to_transformer_lens" in script.read_text():
+        try:
+            importlib.import_module("transformer_lens").HookedTransformer  # noqa: B018
+        except (AttributeError, ImportError):
+            pytest.skip("needs HookedTransformer (transformer-lens 2.x/3.x)")
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(str(script), run_name="__main__")
+    assert exited.value.code in (0, 1)
+    assert capsys.readouterr().out
+
+
 # --- the docs: the README example and one line per construction -----------------------------------
 
 @pytest.mark.interop

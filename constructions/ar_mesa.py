@@ -88,6 +88,7 @@ from torch import nn
 
 from constructions import _validate
 from constructions.layers import resolve
+from constructions.residual_layout import LINEAR_ATTENTION
 
 X1_KINDS = ("gaussian", "one-hot", "ones")
 COMPLEX = {torch.float32: torch.complex64, torch.float64: torch.complex128}
@@ -304,6 +305,11 @@ class ARLinearAttention(nn.Module):
     def context_gram(self, x: torch.Tensor) -> torch.Tensor:
         r""":math:`G_t = \rho_t^{-1}\sum_{i\le t} e_i e_i^{\mathsf H}`, ``(..., T, 2d, 2d)``."""
         return context_gram(self._inputs(x)[0])
+
+    def transformer_lens_lacks(self) -> list[str]:
+        """What this construction uses that a TransformerLens ``HookedTransformer`` lacks
+        (:func:`constructions.export.to_transformer_lens` names it in its error)."""
+        return ["complex numbers", LINEAR_ATTENTION]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Predictions :math:`\\hat y_t` of :math:`x_{t+1}`, shape ``(..., T, d)``."""

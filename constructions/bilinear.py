@@ -34,6 +34,11 @@ class BilinearLayer(nn.Module):
         W_O = _validate.real_tensor("W_O", W_O, shape=(None, W1.shape[0]))
         self.W1, self.W2, self.W_O = fixed(W1), fixed(W2), fixed(W_O)
 
+    def transformer_lens_lacks(self) -> list[str]:
+        """What this construction uses that a TransformerLens ``HookedTransformer`` lacks
+        (:func:`constructions.export.to_transformer_lens` names it in its error)."""
+        return ["a bilinear MLP (the product of two linear maps, no activation)"]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.W1.shape[1]:
             raise ValueError(f"x must have width {self.W1.shape[1]}, got shape {tuple(x.shape)}")

@@ -63,6 +63,30 @@ from torch import nn
 
 from constructions import _validate
 from constructions.layers import MLP, Attention, resolve
+from constructions.residual_layout import (
+    AttentionBlock,
+    Interface,
+    MlpBlock,
+    ResidualLayout,
+    attention_block,
+    context_length,
+    mlp_block,
+    placed,
+)
+
+# One-line TransformerLens exports for the docs pages (constructions.export.export_line).
+TRANSFORMER_LENS_EXAMPLES = {
+    "rank_one_head":
+        "to_transformer_lens(rank_one_head(torch.ones(3, dtype=torch.float64), rho=2.0))",
+    "contextual_mapping":
+        "to_transformer_lens(contextual_mapping(torch.randn(6, 4, dtype=torch.float64), "
+        "seq_len=3))",
+    "memorizing_transformer":
+        "to_transformer_lens(memorizing_transformer(*labelled_sequences(8, 3, 4, 10, 2)))",
+    "equivariant_approximator":
+        "to_transformer_lens(equivariant_approximator(lambda x: x.sum(-1), seq_len=2, d=1, "
+        "grid=3))",
+}
 
 # --- the Boltzmann operator ------------------------------------------------------------------
 
@@ -264,6 +288,18 @@ class ContextualMapping(nn.Module):
         self.register_buffer("u", u.to(**kw))
         self.attention = rank_one_head(w, rho, u=u, out_scale=self.out_scale, dtype=dtype,
                                        device=device)
+
+    def residual_layout(self, name: str, n_ctx: int | None) -> ResidualLayout:
+        """The TransformerLens layout of ``x + Attn(x)``: one layer, the identity unembedding,
+        and the vocabulary as token embedding (token ids work too)."""
+        vocabulary = self.vocabulary.detach()
+        D = vocabulary.shape[1]
+        every = slice(None)
+        blocks = ((attention_block(name, self.attention, D, every, every), None),)
+        eye = torch.eye(D, dtype=vocabulary.dtype, device=vocabulary.device)
+        W_pos = vocabulary.new_zeros(context_length(name, n_ctx, self.seq_len), D)
+        return ResidualLayout(name, D, vocabulary, W_pos, eye, blocks,
+                              Interface("residual", width=D, dtype=vocabulary.dtype))
 
     @property
     def W_O(self) -> torch.Tensor:
@@ -478,6 +514,28 @@ class MemorizingTransformer(nn.Module):
     @property
     def hidden(self) -> int:
         return self.ffn.W_in.shape[1]
+
+    def residual_blocks(self, name: str, *, offset: int = 0, width: int | None = None
+                        ) -> tuple[tuple[AttentionBlock, MlpBlock], slice, int]:
+        """The TransformerLens block of ``FFN(y + Attn(y))``, with ``y`` in the residual
+        coordinates ``offset .. offset + d``: attention reads and writes them, the FFN writes
+        its scalar output into the coordinate after them, which the unembedding reads.
+        Returns ``(block, output coordinate, width)``; the width defaults to just enough."""
+        d = self.d_model
+        read = slice(offset, offset + d)
+        out = slice(read.stop, read.stop + 1)
+        D = out.stop if width is None else width
+        return (attention_block(name, self.attention, D, read, read),
+                mlp_block(name, self.ffn, D, read, out)), out, D
+
+    def residual_layout(self, name: str, n_ctx: int | None) -> ResidualLayout:
+        """The TransformerLens layout: :meth:`residual_blocks` and a scalar read-out."""
+        block, out, D = self.residual_blocks(name)
+        W = self.w
+        W_U = placed(torch.ones(1, 1, dtype=W.dtype, device=W.device), (D, 1), out)
+        W_pos = W.new_zeros(context_length(name, n_ctx, self.seq_len), D)
+        return ResidualLayout(name, D, W.new_zeros(1, D), W_pos, W_U, (block,),
+                              Interface("residual", width=D, scalar=True, dtype=W.dtype))
 
     def boltzmann_values(self, x: torch.Tensor) -> torch.Tensor:
         r""":math:`\mathrm{boltz}_{\rho s_q}(p)` per token, ``(B, n)``."""
@@ -759,6 +817,20 @@ class EquivariantApproximator(nn.Module):
         self.memorizer = memorizer
         self.grid = grid
         self.ramp = ramp
+
+    def residual_layout(self, name: str, n_ctx: int | None) -> ResidualLayout:
+        """The TransformerLens layout of ``FFN_2(SA(FFN_1(x)))``: block 1 has no attention
+        and the quantiser FFN writing ``FFN_1(x)`` into fresh coordinates; block 2 is the
+        memorizer on those coordinates."""
+        d = self.memorizer.d_model
+        D = 2 * d + 1
+        quantize = mlp_block(name, self.quantize, D, slice(0, d), slice(d, 2 * d))
+        block, out, _ = self.memorizer.residual_blocks(name, offset=d, width=D)
+        W = self.memorizer.w
+        W_U = placed(torch.ones(1, 1, dtype=W.dtype, device=W.device), (D, 1), out)
+        W_pos = W.new_zeros(context_length(name, n_ctx, self.memorizer.seq_len), D)
+        return ResidualLayout(name, D, W.new_zeros(1, D), W_pos, W_U, ((None, quantize), block),
+                              Interface("residual", width=D, scalar=True, dtype=W.dtype))
 
     def inexact(self, x: torch.Tensor) -> torch.Tensor:
         """``(B,)`` bool: some coordinate lies within ``ramp / 2`` of an interior boundary."""

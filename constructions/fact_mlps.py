@@ -39,7 +39,8 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.layers import Attention, fixed, resolve
+from constructions.layers import MLP, Attention, fixed, resolve
+from constructions.residual_layout import NO_SEQUENCE
 
 # The projected-value decoding margin below which a code dimension is rejected, relative to
 # max_j |P v_j|^2. The encoder's exact solve carries a relative error of order gamma_n ~ 1e-12
@@ -117,6 +118,11 @@ class LinearAssociativeMemory(nn.Module):
     def __init__(self, W: torch.Tensor) -> None:
         super().__init__()
         self.W = fixed(_validate.real_tensor("W", W, ndim=2))
+
+    def transformer_lens_lacks(self) -> list[str]:
+        """What this construction uses that a TransformerLens ``HookedTransformer`` lacks
+        (:func:`constructions.export.to_transformer_lens` names it in its error)."""
+        return [f"{NO_SEQUENCE} (a linear map on single vectors)"]
 
     def forward(self, k: torch.Tensor) -> torch.Tensor:
         if k.shape[-1] != self.W.shape[1]:
@@ -302,6 +308,12 @@ class GatedEncoderDecoder(nn.Module):
 
     def encode(self, k: torch.Tensor) -> torch.Tensor:
         return self.hidden(k) @ self.down.T
+
+    def transformer_lens_lacks(self) -> list[str]:
+        """What this construction uses that a TransformerLens ``HookedTransformer`` lacks
+        (:func:`constructions.export.to_transformer_lens` names it in its error)."""
+        return ["a sigmoid-gated MLP (TransformerLens's gated MLP has no sigmoid activation)",
+                f"{NO_SEQUENCE} (a map on single vectors)"]
 
     def forward(self, k: torch.Tensor) -> torch.Tensor:
         return self.encode(k) @ self.decoder
@@ -582,6 +594,17 @@ class FactTransformer(nn.Module):
         """What the MLP reads at the last position: the moved subject key, ``(B, d)``."""
         d = self.d
         return self.residual(tokens)[:, -1, d + 2:2 * d + 2]
+
+    def transformer_lens_lacks(self) -> list[str]:
+        """What this construction uses that a TransformerLens ``HookedTransformer`` lacks
+        (:func:`constructions.export.to_transformer_lens` names it in its error)."""
+        features = []
+        if self.attention.kind == "hardmax":
+            features.append("hardmax (average-hard) attention")
+        if not (isinstance(self.mlp, MLP) and self.mlp.activation in ("relu", "gelu")):
+            features.append("a fact-store MLP other than a ReLU/GELU MLP (linear, gated or "
+                            "encoder-decoder)")
+        return features
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits over the values at the last position, ``(B, |V|)``."""

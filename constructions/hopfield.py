@@ -43,6 +43,11 @@ class HopfieldUpdate(nn.Module):
                              f"got shape {tuple(xi.shape)}")
         return (self.beta * xi.to(self.patterns.dtype) @ self.patterns).softmax(dim=-1)
 
+    def transformer_lens_lacks(self) -> list[str]:
+        """What this construction uses that a TransformerLens ``HookedTransformer`` lacks
+        (:func:`constructions.export.to_transformer_lens` names it in its error)."""
+        return ["attention over a fixed set of stored patterns rather than over the sequence"]
+
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
         update = self.weights(xi) @ self.patterns.T
         return xi + update if self.residual else update

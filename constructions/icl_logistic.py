@@ -53,6 +53,7 @@ from torch import nn
 
 from constructions import _validate
 from constructions.layers import fixed, resolve
+from constructions.residual_layout import LOOPED
 
 # --- the task ----------------------------------------------------------------------------------
 
@@ -269,6 +270,14 @@ class LoopedNGD(nn.Module):
         z\\rangle)`."""
         _, patterns, batched = self._run(X, y)
         return patterns if batched else patterns[0]
+
+    def transformer_lens_lacks(self) -> list[str]:
+        """What this construction uses that a TransformerLens ``HookedTransformer`` lacks
+        (:func:`constructions.export.to_transformer_lens` names it in its error)."""
+        return [LOOPED] + ([] if self.normalize else [
+            "unnormalised exponential attention (exp of the scores, no softmax)"]) + [
+            "cross-attention from a separate query state to fixed example tokens (only the "
+            "query state is updated)"]
 
     def forward(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """:math:`w_{\\mathrm{loops}}`: ``(d,)`` or ``(B, d)``."""

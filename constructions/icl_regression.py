@@ -73,6 +73,7 @@ from constructions._validate import spd_matrix  # re-exported: empirics use it
 # IR.7's autoregressive layer lives in its own module; it is part of this area's API.
 from constructions.ar_mesa import ar_mesa_layer as ar_mesa_layer
 from constructions.layers import fixed, resolve
+from constructions.residual_layout import LINEAR_ATTENTION, LOOPED
 
 ResponseKind = Literal["linear", "sine"]
 RESPONSES = ("linear", "sine")
@@ -503,6 +504,11 @@ class LinearSelfAttention(nn.Module):
                              f"context column and one query column), got {n!r}")
         return Z.to(self.W_PV.dtype), n
 
+    def transformer_lens_lacks(self) -> list[str]:
+        """What this construction uses that a TransformerLens ``HookedTransformer`` lacks
+        (:func:`constructions.export.to_transformer_lens` names it in its error)."""
+        return [LINEAR_ATTENTION]
+
     def forward(self, Z: torch.Tensor, n_context: int | None = None) -> torch.Tensor:
         """:math:`f(Z)`, same shape as ``Z``; ``n_context`` defaults to all columns but the last."""
         Z, n = self._check(Z, n_context)
@@ -707,6 +713,12 @@ class MultiStepGD(nn.Module):
             raise ValueError(f"Z must have {2 * self.d + 2} rows (the (x, y, w, 1) layout), "
                              f"got shape {tuple(Z.shape)}")
         return Z.shape[-1] - 1
+
+    def transformer_lens_lacks(self) -> list[str]:
+        """What this construction uses that a TransformerLens ``HookedTransformer`` lacks
+        (:func:`constructions.export.to_transformer_lens` names it in its error)."""
+        return [LINEAR_ATTENTION] + ([LOOPED] if self.mode == "loop" else []) + (
+            ["chain-of-thought steps that append output tokens"] if self.mode == "cot" else [])
 
     def forward(self, Z: torch.Tensor) -> torch.Tensor:
         """The final token matrix (``loop``: same shape; ``cot``: ``steps`` columns longer)."""

@@ -47,11 +47,22 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.export import recorded
-from constructions.layers import Attention, causal_mask, fixed, resolve
+from constructions.layers import Attention, HookPoint, causal_mask, fixed, resolve
+from constructions.recording import recorded
+from constructions.residual_layout import (
+    Interface,
+    ResidualLayout,
+    attention_block,
+    fixed_context_length,
+)
 
 NO_MATCH = -1  # what induction_targets returns for \bot
 Rounding = Callable[[torch.Tensor], torch.Tensor]
+# One-line TransformerLens exports for the docs pages (constructions.export.export_line).
+TRANSFORMER_LENS_EXAMPLES = {
+    "two_layer_induction": "to_transformer_lens(two_layer_induction(vocab_size=5, max_len=8))",
+    "compact_induction": "to_transformer_lens(compact_induction(vocab_size=5, max_len=8))",
+}
 
 
 # --- the task -----------------------------------------------------------------------------
@@ -329,6 +340,10 @@ class InductionTransformer(nn.Module):
         super().__init__()
         self.W_E, self.W_pos, self.W_U = fixed(W_E), fixed(W_pos), fixed(W_U)
         self.layers = nn.ModuleList(layers)
+        # the residual stream before and after each layer (TransformerLens's
+        # blocks.L.hook_resid_pre/post), (B, n + 1, d_model) with the BOS at position 0
+        self.hook_resid_pre = nn.ModuleList(HookPoint() for _ in layers)
+        self.hook_resid_post = nn.ModuleList(HookPoint() for _ in layers)
 
     @property
     def vocab_size(self) -> int:
@@ -342,6 +357,20 @@ class InductionTransformer(nn.Module):
     @property
     def d_model(self) -> int:
         return self.W_E.shape[1]
+
+    def residual_layout(self, name: str, n_ctx: int | None) -> ResidualLayout:
+        """The TransformerLens layout (:mod:`constructions.residual_layout`): embeddings,
+        attention layers on the residual stream, unembedding; one-to-one, BOS passed
+        explicitly."""
+        D = self.d_model
+        fixed_context_length(name, n_ctx, self.max_len + 1)
+        every = slice(None)
+        blocks = tuple((attention_block(name, layer, D, every, every), None)
+                       for layer in self.layers)
+        return ResidualLayout(name, D, self.W_E.detach(), self.W_pos.detach(),
+                              self.W_U.detach(), blocks,
+                              Interface("tokens", vocab_size=self.vocab_size,
+                                        max_len=self.max_len, bos=self.vocab_size))
 
     def _validated(self, tokens: object) -> torch.Tensor:
         tokens = _validate.token_tensor("tokens", tokens, vocab_size=self.vocab_size,
@@ -365,13 +394,15 @@ class InductionTransformer(nn.Module):
         with_bos = torch.cat([bos, tokens.to(self.W_E.device)], dim=1)
         x = r(r(self.W_E)[with_bos] + r(self.W_pos)[: n + 1])
         patterns = []
-        for layer in self.layers:
+        for layer, pre, post in zip(self.layers, self.hook_resid_pre, self.hook_resid_post,
+                                    strict=True):
+            x = pre(x)
             if rounding is None:
                 out, pattern = layer(x, return_pattern=True)
             else:
                 out, pattern = _rounded_attention(layer, x, r)
             patterns.append(pattern)
-            x = r(x + out)
+            x = post(r(x + out))
         return r(x[:, 1:] @ r(self.W_U)), patterns
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -431,7 +462,7 @@ def _attention(W_Q, W_K, W_V, W_O, kw: dict) -> Attention:
     return Attention(*(w.to(**kw) for w in (W_Q, W_K, W_V, W_O)), causal=True)
 
 
-@recorded  # records its arguments, so that constructions.export.save can rebuild it
+@recorded  # records its arguments, so that constructions.files.save can rebuild it
 def two_layer_induction(vocab_size: int, max_len: int, *, beta1: float | None = None,
                         beta2: float | None = None, recency: float | None = None,
                         sink: float | None = None, dtype: torch.dtype = torch.float64,

@@ -27,6 +27,20 @@ from torch import nn
 
 from constructions import _validate
 from constructions.layers import Attention, LayerNorm, fixed, resolve
+from constructions.residual_layout import (
+    DEFAULT_N_CTX,
+    Interface,
+    ResidualLayout,
+    UnsupportedConstructionError,
+    attention_block,
+    context_length,
+    placed,
+)
+
+# One-line TransformerLens exports for the docs pages (constructions.export.export_line).
+TRANSFORMER_LENS_EXAMPLES = {
+    "majority_head": "to_transformer_lens(majority_head(vocab_size=3, d=8, normalize=False))",
+}
 
 
 def layer_norm(x: torch.Tensor) -> torch.Tensor:
@@ -66,6 +80,25 @@ class MajorityHead(nn.Module):
     @property
     def vocab_size(self) -> int:
         return self.embeddings.shape[0]
+
+    def residual_layout(self, name: str, n_ctx: int | None) -> ResidualLayout:
+        """The TransformerLens layout without the LayerNorm: the head reads the embedding
+        block and writes token frequencies into a fresh block that the unembedding reads
+        (the model has no residual around the head)."""
+        if self.normalize:
+            raise UnsupportedConstructionError(name, [
+                "LayerNorm on the embeddings alone, with no residual stream and no final "
+                "LayerNorm (TransformerLens normalises the whole residual stream before every "
+                "sublayer and before the unembedding)"],
+                hint="majority_head(..., normalize=False) exports")
+        E = self.embeddings.detach()
+        V, d = E.shape
+        D = d + V
+        blocks = ((attention_block(name, self.attention, D, slice(0, d), slice(d, D)), None),)
+        W_U = placed(torch.eye(V, dtype=E.dtype, device=E.device), (D, V), slice(d, D))
+        return ResidualLayout(name, D, placed(E, (V, D), slice(None), slice(0, d)),
+                              E.new_zeros(context_length(name, n_ctx, DEFAULT_N_CTX), D), W_U,
+                              blocks, Interface("tokens", vocab_size=V))
 
     def keys(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.embeddings[tokens]

@@ -22,6 +22,23 @@ Attention, for one head ``h`` with query, key, value and output maps
 where ``normalize`` is the row-wise softmax, the row-wise *average-hard* argmax (uniform on
 the maximal entries, zero elsewhere), or, for linear attention, :math:`S^h / c` with a fixed
 normaliser ``c`` (``None`` means no division). A causal mask keeps keys ``j <= i`` only.
+
+**Hook points.** Every intermediate that a circuit tool reads or patches passes through a
+:class:`HookPoint`, an identity submodule named as in TransformerLens, so that
+``register_forward_hook`` and nnsight's ``NNsight(model)`` reach it (with the construction's
+own shapes, which put heads before positions):
+
+* :class:`Attention`: ``hook_q``, ``hook_k`` ``(B, H, n, d_k)``, ``hook_v`` ``(B, H, n, d_v)``,
+  ``hook_attn_scores`` ``(B, H, n, n)`` (scaled, before the mask), ``hook_pattern``
+  ``(B, H, n, n)``, ``hook_z`` ``(B, H, n, d_v)`` and, with ``use_attn_result = True``,
+  ``hook_result`` ``(B, n, H, d_out)``, the per-head outputs;
+* :class:`MLP`: ``hook_mlp_in`` ``(..., d)``, ``hook_post`` ``(..., hidden)`` (after the
+  activation) and ``hook_mlp_out`` ``(..., d_out)``;
+* :class:`Residual`: ``hook_resid_pre`` and ``hook_resid_post``.
+
+A hook point returns its input itself, so with no hook attached the arithmetic is unchanged,
+bit for bit. ``use_attn_result`` is off by default, as in TransformerLens: summing per-head
+results is another summation order than the one fused head-and-value contraction.
 """
 
 from __future__ import annotations
@@ -32,6 +49,14 @@ import torch
 from torch import nn
 
 from constructions import _validate
+from constructions.residual_layout import (
+    DEFAULT_N_CTX,
+    Interface,
+    ResidualLayout,
+    attention_block,
+    context_length,
+    placed,
+)
 
 AttentionKind = Literal["softmax", "hardmax", "linear"]
 ATTENTION_KINDS = ("softmax", "hardmax", "linear")
@@ -70,6 +95,14 @@ def hardmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Ten
     winners = scores == scores.amax(dim=-1, keepdim=True)
     weights = winners.to(scores.dtype)
     return weights / weights.sum(dim=-1, keepdim=True)
+
+
+class HookPoint(nn.Module):
+    """An identity submodule at a named intermediate, for forward hooks and nnsight to read and
+    replace (TransformerLens's ``HookPoint``, without its hook registry)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
 
 
 def _as_heads(name: str, weight: object, d_in: int | None) -> torch.Tensor:
@@ -125,6 +158,10 @@ class Attention(nn.Module):
             linear_normalizer = _validate.positive_float("linear_normalizer", linear_normalizer)
         self.linear_normalizer = linear_normalizer
         self.W_Q, self.W_K, self.W_V, self.W_O = map(fixed, (W_Q, W_K, W_V, W_O))
+        self.use_attn_result = False  # route the per-head outputs through hook_result
+        self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
+        self.hook_attn_scores, self.hook_pattern = HookPoint(), HookPoint()
+        self.hook_z, self.hook_result = HookPoint(), HookPoint()
 
     @property
     def d_model(self) -> int:
@@ -134,17 +171,32 @@ class Attention(nn.Module):
     def n_heads(self) -> int:
         return self.W_Q.shape[0]
 
+    def residual_layout(self, name: str, n_ctx: int | None) -> ResidualLayout:
+        """The TransformerLens layout of a bare head (no residual): the input ``x`` (width d)
+        sits in the first d coordinates, the head writes the next ``d_out``, which the
+        unembedding reads, so the logits are ``Attn(x)``."""
+        d, d_out = self.d_model, self.W_O.shape[2]
+        D = d + d_out
+        W = self.W_Q
+        blocks = ((attention_block(name, self, D, slice(0, d), slice(d, D)), None),)
+        W_U = placed(torch.eye(d_out, dtype=W.dtype, device=W.device), (D, d_out), slice(d, D))
+        return ResidualLayout(name, D, W.new_zeros(1, D),
+                              W.new_zeros(context_length(name, n_ctx, DEFAULT_N_CTX), D),
+                              W_U, blocks, Interface("residual", width=D, dtype=W.dtype))
+
     def scores(self, x: torch.Tensor) -> torch.Tensor:
         """Raw scores :math:`S^h_{ij}`, shape ``(B, H, n, n)``, before masking."""
-        q = torch.einsum("bnd,hdk->bhnk", x, self.W_Q)
-        k = torch.einsum("bnd,hdk->bhnk", x, self.W_K)
-        return self.scale * q @ k.transpose(-1, -2)
+        q = self.hook_q(torch.einsum("bnd,hdk->bhnk", x, self.W_Q))  # (B, H, n, d_k)
+        k = self.hook_k(torch.einsum("bnd,hdk->bhnk", x, self.W_K))  # (B, H, n, d_k)
+        return self.hook_attn_scores(self.scale * q @ k.transpose(-1, -2))  # (B, H, n, n)
 
     def pattern(self, x: torch.Tensor) -> torch.Tensor:
         """Attention pattern :math:`A^h_{ij}`, shape ``(B, H, n, n)``; rows index queries."""
-        scores = self.scores(x)
-        n = x.shape[-2]
-        mask = causal_mask(n, x.device) if self.causal else None
+        return self.hook_pattern(self._normalized(self.scores(x)))
+
+    def _normalized(self, scores: torch.Tensor) -> torch.Tensor:
+        n = scores.shape[-1]
+        mask = causal_mask(n, scores.device) if self.causal else None
         if self.kind == "softmax":
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
@@ -160,9 +212,16 @@ class Attention(nn.Module):
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x must have width {self.d_model}, got shape {tuple(x.shape)}")
         x = x.to(self.W_Q.dtype)
-        pattern = self.pattern(x)
-        values = torch.einsum("bnd,hdv->bhnv", x, self.W_V)
-        out = torch.einsum("bhij,bhjv,hvo->bio", pattern, values, self.W_O)
+        pattern = self.pattern(x)                                          # (B, H, n, n)
+        values = self.hook_v(torch.einsum("bnd,hdv->bhnv", x, self.W_V))   # (B, H, n, d_v)
+        # torch.einsum (without opt_einsum) contracts "bhij,bhjv,hvo->bio" left to right: these
+        # two contractions are the ones it made before the hook between them, so bit for bit
+        z = self.hook_z(torch.einsum("bhij,bhjv->bhiv", pattern, values))  # (B, H, n, d_v)
+        if self.use_attn_result:
+            result = self.hook_result(torch.einsum("bhiv,hvo->biho", z, self.W_O))
+            out = result.sum(dim=2)                                        # (B, n, d_out)
+        else:
+            out = torch.einsum("bhiv,hvo->bio", z, self.W_O)               # (B, n, d_out)
         return (out, pattern) if return_pattern else out
 
 
@@ -184,15 +243,17 @@ class MLP(nn.Module):
                              f"got {activation!r}")
         self.activation = activation
         self.W_in, self.b_in, self.W_out, self.b_out = map(fixed, (W_in, b_in, W_out, b_out))
+        self.hook_mlp_in, self.hook_post, self.hook_mlp_out = HookPoint(), HookPoint(), HookPoint()
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
         """Post-activation hidden layer, shape ``(..., hidden)``."""
-        return self.ACTIVATIONS[self.activation](x @ self.W_in + self.b_in)
+        return self.hook_post(self.ACTIVATIONS[self.activation](x @ self.W_in + self.b_in))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.W_in.shape[0]:
             raise ValueError(f"x must have width {self.W_in.shape[0]}, got shape {tuple(x.shape)}")
-        return self.hidden(x.to(self.W_in.dtype)) @ self.W_out + self.b_out
+        x = self.hook_mlp_in(x.to(self.W_in.dtype))                     # (..., d)
+        return self.hook_mlp_out(self.hidden(x) @ self.W_out + self.b_out)  # (..., d_out)
 
 
 class LayerNorm(nn.Module):
@@ -237,9 +298,11 @@ class Residual(nn.Module):
         if not isinstance(block, nn.Module):
             raise TypeError(f"block must be an nn.Module, got {type(block).__name__}")
         self.block = block
+        self.hook_resid_pre, self.hook_resid_post = HookPoint(), HookPoint()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.block(x)
+        x = self.hook_resid_pre(x)
+        return self.hook_resid_post(x + self.block(x))
 
 
 class Looped(nn.Module):

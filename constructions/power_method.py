@@ -61,6 +61,7 @@ from torch import nn
 
 from constructions import _validate
 from constructions.layers import Attention, L2Norm, Residual, resolve
+from constructions.residual_layout import LINEAR_ATTENTION, LOOPED
 
 # --- the task (the oracle) -----------------------------------------------------------------
 
@@ -349,6 +350,12 @@ class LoopedPowerTransformer(nn.Module):
         for _ in range(loops):
             states.append(self.layer(states[-1]))
         return torch.stack(states, dim=1)
+
+    def transformer_lens_lacks(self) -> list[str]:
+        """What this construction uses that a TransformerLens ``HookedTransformer`` lacks
+        (:func:`constructions.export.to_transformer_lens` names it in its error)."""
+        return [LOOPED] + (["ℓ2 normalisation of each token (no mean-centring, unlike "
+                            "LayerNorm)"] if self.normalize else []) + [LINEAR_ATTENTION]
 
     def forward(self, X: torch.Tensor, a: torch.Tensor, loops: int, *,
                 return_iterates: bool = False):

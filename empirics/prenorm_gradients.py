@@ -13,8 +13,9 @@ initialisations (the sweep API) measures
 * the residual norms of Lemma 1: :math:`\mathbb E\lVert x^{post,5}_{L}\rVert^2 = 3d/2` and
   :math:`(1 + L/2)d \le \mathbb E\lVert x^{pre}_{L+1}\rVert^2 \le (1 + 3L/2)d`.
 
-**The model** (:class:`MeanFieldTransformer`; :math:`x_{1,i} \sim \mathcal N(0, I_d)` for
-tokens :math:`i = 1..n`, layers :math:`l = 1..L`, :math:`\bar v = \tfrac1n\sum_j v_j`,
+**The model** (:class:`~constructions.mean_field.MeanFieldTransformer`, re-exported here;
+:math:`x_{1,i} \sim \mathcal N(0, I_d)` for tokens :math:`i = 1..n`, layers :math:`l = 1..L`,
+:math:`\bar v = \tfrac1n\sum_j v_j`,
 :math:`\mathrm{LN}` without affine terms and with :math:`\epsilon = 0`,
 :math:`\mathrm{FFN}(v) = \mathrm{ReLU}(v W^{1,l}) W^{2,l}`, attention uniform so
 :math:`\mathrm{Attn}(v)_i = \bar v\, W^{V,l} W^{O,l}`):
@@ -58,119 +59,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from constructions import _validate
+from constructions.mean_field import ARCHS as ARCHS
+from constructions.mean_field import MeanFieldTransformer as MeanFieldTransformer
+from constructions.mean_field import mean_field_transformer as mean_field_transformer
 from empirics.experiment import Experiment, Result
 from empirics.plots import pyplot
 from empirics.sweep import sweep
-
-ARCHS = ("pre", "post")
-
-
-def _layer_norm(x: torch.Tensor) -> torch.Tensor:
-    return nn.functional.layer_norm(x, (x.shape[-1],), eps=0.0)
-
-
-class MeanFieldTransformer(nn.Module):
-    r"""``depth`` Pre-LN or Post-LN layers in the mean-field setting, for ``trials``
-    independent initialisations at once (a leading batch dim of every weight).
-
-    Weights ``W_V, W_O, W_1, W_2`` have shape ``(depth, trials, d, d)`` (``W_1``:
-    ``(..., d, ffn_width)``, ``W_2``: ``(..., ffn_width, d)``). Only ``W_2[-1]``, the last
-    layer's second FFN matrix, requires a gradient: it is the one Theorem 1 is about.
-    ``forward(x)`` maps ``(trials, n, d)`` to the output ``(trials, n, d)``;
-    :meth:`residual_norms` exposes the quantities of Lemma 1.
-    """
-
-    def __init__(self, arch: str, W_V: torch.Tensor, W_O: torch.Tensor, W_1: torch.Tensor,
-                 W_2: torch.Tensor, *, final_norm: bool) -> None:
-        super().__init__()
-        if arch not in ARCHS:
-            raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")
-        self.arch, self.final_norm = arch, final_norm
-        self.W_V = nn.Parameter(W_V, requires_grad=False)
-        self.W_O = nn.Parameter(W_O, requires_grad=False)
-        self.W_1 = nn.Parameter(W_1, requires_grad=False)
-        self.W_2_hidden = nn.Parameter(W_2[:-1], requires_grad=False)
-        self.W_2_last = nn.Parameter(W_2[-1])  # (trials, ffn_width, d): the measured one
-
-    @property
-    def depth(self) -> int:
-        return self.W_V.shape[0]
-
-    def _W_2(self, layer: int) -> torch.Tensor:
-        return self.W_2_last if layer == self.depth - 1 else self.W_2_hidden[layer]
-
-    def _attention(self, v: torch.Tensor, layer: int) -> torch.Tensor:
-        # uniform attention: every token receives the mean of the values
-        return v.mean(dim=-2, keepdim=True) @ self.W_V[layer] @ self.W_O[layer] \
-            + torch.zeros_like(v)
-
-    def _ffn(self, v: torch.Tensor, layer: int) -> torch.Tensor:
-        return torch.relu(v @ self.W_1[layer]) @ self._W_2(layer)
-
-    def states(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(output, Lemma-1 state): ``x^{post,5}_L`` for Post-LN, ``x_{L+1}`` for Pre-LN."""
-        for layer in range(self.depth):
-            if self.arch == "post":
-                x3 = _layer_norm(x + self._attention(x, layer))
-                lemma = x3 + self._ffn(x3, layer)
-                x = _layer_norm(lemma)
-            else:
-                x3 = x + self._attention(_layer_norm(x), layer)
-                x = x3 + self._ffn(_layer_norm(x3), layer)
-                lemma = x
-        output = _layer_norm(x) if (self.arch == "pre" and self.final_norm) else x
-        return output, lemma
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.states(x)[0]
-
-    @torch.no_grad()
-    def residual_norms(self, x: torch.Tensor) -> torch.Tensor:
-        r""":math:`\lVert s_i\rVert^2/d` averaged over tokens, per trial, for the Lemma-1
-        state :math:`s` (``x^{post,5}_L`` or ``x_{L+1}``); shape ``(trials,)``."""
-        lemma = self.states(x)[1]
-        return lemma.pow(2).sum(-1).mean(-1) / lemma.shape[-1]
-
-
-def mean_field_transformer(arch: str, depth: int, d: int, *, trials: int = 1, seed: int = 0,
-                           ffn_width: int | None = None, weight_std: float | None = None,
-                           final_norm: bool = True, dtype: torch.dtype = torch.float64,
-                           device: torch.device | str | None = None) -> MeanFieldTransformer:
-    r"""A :class:`MeanFieldTransformer` with weights drawn i.i.d. from
-    :math:`\mathcal N(0, \sigma^2)`, :math:`\sigma = 1/\sqrt d` by default (the paper's
-    initialisation), from a CPU generator seeded with ``seed``.
-
-    ``ffn_width`` defaults to ``d`` (the paper's :math:`W^{1}, W^{2} \in \mathbb R^{d\times d}`);
-    ``final_norm`` applies to Pre-LN only. Changing either, or ``weight_std``, leaves the
-    paper's setting (the suite's mutants do exactly that).
-    """
-    if arch not in ARCHS:
-        raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")
-    depth = _validate.positive_int("depth", depth)
-    d = _validate.positive_int("d", d, minimum=2)
-    trials = _validate.positive_int("trials", trials)
-    width = d if ffn_width is None else _validate.positive_int("ffn_width", ffn_width)
-    std = 1 / math.sqrt(d) if weight_std is None else _validate.positive_float("weight_std",
-                                                                                weight_std)
-    if not isinstance(final_norm, bool):
-        raise TypeError(f"final_norm must be a bool, got {type(final_norm).__name__}")
-    dtype = _validate.float_dtype("dtype", dtype)
-    device = torch.device(device or "cpu")
-    # Weights are drawn where they live: a full config holds ~1e11 weights, which only a GPU
-    # draws fast enough (so CUDA runs use the CUDA generator's stream, CPU runs the CPU one).
-    generator = torch.Generator(device=device).manual_seed(seed)
-
-    def gaussian(*shape: int) -> torch.Tensor:
-        # Drawn in float32, which torch samples ~3x faster than float64 on the CPU (drawing
-        # dominates the Monte Carlo); rounding a Gaussian draw to 24 bits is immaterial here.
-        draw = torch.randn(depth, trials, *shape, generator=generator, dtype=torch.float32,
-                           device=device)
-        return (std * draw).to(dtype=dtype)
-
-    return MeanFieldTransformer(arch, gaussian(d, d), gaussian(d, d), gaussian(d, width),
-                                gaussian(width, d), final_norm=final_norm)
-
 
 # --- one Monte Carlo point -------------------------------------------------------------------
 

@@ -41,7 +41,9 @@ from constructions.export import (
     build_call,
     load,
     save,
+    to_transformer_bridge,
     to_transformer_lens,
+    transformer_bridge_inputs,
     transformer_lens_inputs,
     transformer_lens_layout,
     transformer_lens_outputs,
@@ -78,7 +80,32 @@ def _interop(module: str):
 
 @pytest.fixture(scope="module")
 def transformer_lens():
-    return _interop("transformer_lens")
+    """TransformerLens with ``HookedTransformer`` (2.x, 3.x), which ``to_transformer_lens``
+    builds; TransformerLens 4 removed it, so there these tests skip, CI or not."""
+    module = _interop("transformer_lens")
+    try:
+        module.HookedTransformer  # noqa: B018 (4.x raises ImportError here)
+    except (AttributeError, ImportError):
+        pytest.skip(f"transformer-lens {_version('transformer-lens')} has no HookedTransformer "
+                    f"(4.0 removed it); to_transformer_bridge covers 4.x")
+    return module
+
+
+@pytest.fixture(scope="module")
+def transformer_bridge():
+    """TransformerLens with ``TransformerBridge.boot_native`` (3.9, 4.x)."""
+    module = _interop("transformer_lens.model_bridge")
+    if not hasattr(module.TransformerBridge, "boot_native"):
+        if os.environ.get("CI"):
+            pytest.fail("CI installs a transformer-lens with TransformerBridge.boot_native")
+        pytest.skip(f"transformer-lens {_version('transformer-lens')} has no boot_native")
+    return module
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return version(package)
 
 
 @pytest.fixture(scope="module")
@@ -90,10 +117,10 @@ def _gaussian(seed: int, *shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64)
 
 
-def _run(tl_model, model: nn.Module, x: torch.Tensor):
+def _run(tl_model, model: nn.Module, x: torch.Tensor, inputs=transformer_lens_inputs):
     """The export's output (in the construction's format) and its activation cache."""
     with torch.no_grad():
-        logits, cache = tl_model.run_with_cache(**transformer_lens_inputs(model, x))
+        logits, cache = tl_model.run_with_cache(**inputs(model, x))
     return transformer_lens_outputs(model, logits), cache
 
 
@@ -298,7 +325,7 @@ FAMILIES = ("rank_one_head", "contextual_mapping", "memorizing_transformer",
 
 
 def family_roundtrip_check(export_model=to_transformer_lens, families=FAMILIES,
-                           config: settings | None = None):
+                           config: settings | None = None, inputs=transformer_lens_inputs):
     """Every other exportable family: the export's outputs and patterns equal the
     construction's (within ISSUE_ATOL, or a derived read-out bound where it is larger)."""
     @functools.cache
@@ -311,7 +338,7 @@ def family_roundtrip_check(export_model=to_transformer_lens, families=FAMILIES,
     def run(family, model_seed, seed):
         model, tl_model = exported(family, model_seed)
         x = family_input(family, model, seed)
-        theirs, cache = _run(tl_model, model, x)
+        theirs, cache = _run(tl_model, model, x, inputs)
         for what, gap, tolerance in family_comparisons(family, model, x, theirs, cache):
             assert gap <= tolerance, (f"{family} (seed {model_seed}): {what} differs by "
                                       f"{gap:.3g} > {tolerance:.3g}")
@@ -358,6 +385,234 @@ def test_mean_field_export_uses_pre_layer_norm(transformer_lens):
     tl_model = to_transformer_lens(mean_field_transformer("pre", depth=2, d=8))
     assert tl_model.cfg.normalization_type == "LNPre" and tl_model.cfg.eps == 0.0
     assert not tl_model.cfg.attn_only and tl_model.cfg.act_fn == "relu"
+
+
+# --- the 3.x export with the hooks circuit tools need ---------------------------------------------
+
+circuit_export = functools.partial(to_transformer_lens, circuit_hooks=True)
+
+
+@pytest.mark.interop
+def test_circuit_hook_exports_round_trip(transformer_lens):
+    """With per-head results, split QKV inputs and hook_mlp_in, the export still computes the
+    construction (TransformerLens sums the heads' results: the same sums as the fused head
+    contraction in another order, within the same acceptance bound)."""
+    # a third of the examples: the same families and arithmetic as the default export's round
+    # trips, which run the full budget
+    induction_roundtrip_check(circuit_export, config=budget(1 / 3))()
+    family_roundtrip_check(circuit_export, config=budget(1 / 3))()
+
+
+@pytest.mark.interop
+def test_circuit_hooks_are_in_the_cache(transformer_lens):
+    model = mean_field_transformer("pre", depth=2, d=8)
+    tl_model = circuit_export(model)
+    assert tl_model.cfg.use_attn_result and tl_model.cfg.use_split_qkv_input
+    assert tl_model.cfg.use_hook_mlp_in
+    _, cache = _run(tl_model, model, torch.randn(2, 3, 8, dtype=F64))
+    for name in ("blocks.1.attn.hook_result", "blocks.1.hook_q_input", "blocks.1.hook_v_input",
+                 "blocks.1.hook_mlp_in"):
+        assert name in cache, name
+    assert cache["blocks.1.attn.hook_result"].shape == (2, 3, 1, 8)  # (B, n, H, D)
+    attention_only = circuit_export(two_layer_induction(3, 4))
+    assert attention_only.cfg.use_attn_result and not attention_only.cfg.use_hook_mlp_in
+    with pytest.raises(TypeError, match="circuit_hooks must be a bool"):
+        to_transformer_lens(model, circuit_hooks=1)
+
+
+@pytest.mark.interop
+def test_unfolded_scale_fails_the_circuit_hook_round_trip(transformer_lens):
+    def unfolded(model):
+        tl_model = circuit_export(model)
+        with torch.no_grad():
+            for block in tl_model.blocks:
+                block.attn.W_Q.div_(math.sqrt(tl_model.cfg.d_head))
+        return tl_model
+    expect_failure(induction_roundtrip_check(unfolded, config=MUTANT))
+
+
+# --- TransformerBridge (TransformerLens 3.9 and 4.x) ----------------------------------------------
+
+def _residual_stream(model, tokens: torch.Tensor) -> list[torch.Tensor]:
+    """The induction construction's residual stream after each layer, ``(B, n + 1, D)`` with
+    the BOS at position 0, by its own layers: ``x_0 = W_E[bos, tokens] + W_pos``,
+    ``x_{l+1} = x_l + Attn_l(x_l)`` (the sums :meth:`InductionTransformer.run` forms)."""
+    bos = torch.full((tokens.shape[0], 1), model.vocab_size)
+    x = model.W_E[torch.cat([bos, tokens], dim=1)] + model.W_pos[: tokens.shape[1] + 1]
+    out = []
+    for layer in model.layers:
+        x = x + layer(x)
+        out.append(x)
+    return out
+
+
+def bridge_roundtrip_check(export_model=to_transformer_bridge, config: settings | None = None):
+    """The bridge's logits equal the construction's, its ``cache["pattern", L]`` the
+    construction's patterns and its ``cache["resid_post", L]`` the construction's residual
+    stream after layer L, all within :data:`ISSUE_ATOL` (float64; the same sums as the
+    ``HookedTransformer`` round trip, so the same acceptance bound)."""
+    @functools.cache
+    def exported(kind: str, S: int, n: int):
+        model = INDUCTION[kind](S, n)
+        return model, export_model(model)
+
+    @(config or budget(1.0))
+    @given(case=induction_cases())
+    @example(case=("two_layer", 2, 8, [[0, 0, 0, 0, 0, 0, 1, 0]]))
+    @example(case=("compact", 6, 10, [[0, 1, 2, 3, 4, 5, 0, 1, 2, 3]]))
+    @example(case=("compact", 1, 1, [[0]]))
+    def run(case):
+        kind, S, n, rows = case
+        model, bridge = exported(kind, S, n)
+        tokens = torch.tensor(rows)
+        with torch.no_grad():
+            ours, patterns = model.run(tokens)
+            residuals = _residual_stream(model, tokens)
+            logits, cache = bridge.run_with_cache(**transformer_bridge_inputs(model, tokens))
+        compared = [("logits", transformer_lens_outputs(model, logits), ours)]
+        for layer, (pattern, resid) in enumerate(zip(patterns, residuals, strict=True)):
+            compared += [(f"pattern {layer}", cache["pattern", layer], pattern),
+                         (f"resid_post {layer}", cache["resid_post", layer], resid)]
+        for what, theirs, expected in compared:
+            assert theirs.dtype == expected.dtype, f"{what}: {theirs.dtype} vs {expected.dtype}"
+            gap = _gap(theirs, expected)
+            assert gap <= ISSUE_ATOL, f"{kind}({S}, {n}) on {rows}: {what} differs by {gap:.3g}"
+    return run
+
+
+def _bridge_families() -> tuple[str, ...]:
+    """The families the bridge exports: all but the mean-field transformer where this
+    TransformerLens's native LayerNorm rounds float64 through float32."""
+    from constructions.transformer_bridge import _native_layer_norm_keeps
+
+    return FAMILIES if _native_layer_norm_keeps(F64) else tuple(
+        f for f in FAMILIES if f != "mean_field_transformer")
+
+
+@pytest.mark.interop
+def test_bridge_exports_round_trip(transformer_bridge):
+    bridge_roundtrip_check()()
+    family_roundtrip_check(to_transformer_bridge, families=_bridge_families(),
+                           inputs=transformer_bridge_inputs, config=budget(0.5))()
+
+
+def _mutant_bridge(edit):
+    """Mutant exports: the converted state dict edited by ``edit`` and loaded with
+    ``strict=False``, so that what ``edit`` removes keeps the native model's initialisation."""
+    def export_model(model):
+        from transformer_lens.config import TransformerBridgeConfig
+        from transformer_lens.model_bridge import TransformerBridge
+
+        layout = transformer_lens_layout(model)
+        config = dict(layout.config)
+        dtype, device = config.pop("dtype"), config.pop("device")
+        bridge = TransformerBridge.boot_native(TransformerBridgeConfig.from_dict(config),
+                                               dtype=dtype, device=device)
+        state = export.bridge_state_dict(layout)
+        edit(state, layout)
+        bridge.load_state_dict(state, strict=False)
+        bridge.enable_compatibility_mode(disable_warnings=True, no_processing=True)
+        return bridge.eval()
+    return export_model
+
+
+def _drop_key(state, layout):
+    del state["blocks.0.attn.v.weight"]
+
+
+def _untransposed_W_O(state, layout):
+    # W_O as (H d_head, D), the HookedTransformer orientation, poured into nn.Linear's (D, H
+    # d_head) slot without the transpose
+    W_O = layout.state_dict["blocks.0.attn.W_O"]
+    state["blocks.0.attn.o.weight"] = W_O.reshape(-1, W_O.shape[-1]).reshape(W_O.shape[-1], -1)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("edit", [_drop_key, _untransposed_W_O], ids=["dropped-key",
+                                                                      "transposed-W_O"])
+def test_broken_bridges_fail_the_round_trip(transformer_bridge, edit):
+    expect_failure(bridge_roundtrip_check(_mutant_bridge(edit), config=MUTANT))
+
+
+@pytest.mark.interop
+def test_the_bridge_keeps_float64_and_every_weight(transformer_bridge):
+    model = two_layer_induction(3, 6)
+    bridge = to_transformer_bridge(model)
+    expected = export.bridge_state_dict(transformer_lens_layout(model))
+    loaded = bridge.state_dict()
+    assert set(loaded) == set(expected)
+    for key, value in expected.items():  # bit for bit: no folding, centring or rounding
+        assert loaded[key].dtype == F64 and torch.equal(loaded[key], value), key
+    assert bridge.cfg.d_model == model.d_model and bridge.cfg.n_ctx == model.max_len + 1
+
+
+@pytest.mark.interop
+def test_our_conversion_is_transformer_lens_own(transformer_bridge):
+    """Where TransformerLens has ``convert_tl_checkpoint`` (4.x) it gives the same tensors as
+    :func:`bridge_state_dict`, apart from what it drops, which must be zero."""
+    try:
+        from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
+    except ImportError:
+        pytest.skip("this TransformerLens has no convert_tl_checkpoint (3.9)")
+    for model in (compact_induction(4, 6), family_model("memorizing_transformer", 0)):
+        layout = transformer_lens_layout(model)
+        bridge = to_transformer_bridge(model)
+        theirs = convert_tl_checkpoint(dict(layout.state_dict), bridge.cfg)
+        ours = export.bridge_state_dict(layout)
+        assert set(theirs) <= set(ours)
+        for key in set(ours) - set(theirs):
+            assert not ours[key].any(), key
+        for key, value in theirs.items():
+            assert torch.equal(value, ours[key]), key
+
+
+@pytest.mark.interop
+def test_a_dropped_weight_stops_the_bridge_export(transformer_bridge, monkeypatch):
+    from constructions import transformer_bridge as tb
+
+    convert = tb._convert
+
+    def dropping(layout, cfg):
+        state = convert(layout, cfg)
+        del state["blocks.0.attn.o.weight"]
+        return state
+    monkeypatch.setattr(tb, "_convert", dropping)
+    with pytest.raises(RuntimeError, match=r"missing \['blocks.0.attn.o.weight'\]"):
+        to_transformer_bridge(two_layer_induction(3, 4))
+
+
+@pytest.mark.interop
+def test_a_float32_layer_norm_is_refused_in_float64(transformer_bridge):
+    from constructions.transformer_bridge import _native_layer_norm_keeps
+
+    model = mean_field_transformer("pre", depth=1, d=4)
+    if _native_layer_norm_keeps(F64):
+        to_transformer_bridge(model)  # exported, and round-tripped above
+    else:
+        with pytest.raises(UnsupportedConstructionError, match="normalises in float32"):
+            to_transformer_bridge(model)
+    with pytest.raises(UnsupportedConstructionError, match="Post-LN"):
+        to_transformer_bridge(mean_field_transformer("post", depth=1, d=4))
+
+
+EXAMPLES = sorted((Path(__file__).parents[1] / "examples").glob("*.py"))
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("script", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_the_upstream_reproducers_run(transformer_bridge, script, capsys):
+    """Each reproducer in examples/ runs and exits 1 (the gap is there) or 0 (fixed upstream)."""
+    import runpy
+
+    if "import to_transformer_lens" in script.read_text():
+        try:
+            importlib.import_module("transformer_lens").HookedTransformer  # noqa: B018
+        except (AttributeError, ImportError):
+            pytest.skip("needs HookedTransformer (transformer-lens 2.x/3.x)")
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(str(script), run_name="__main__")
+    assert exited.value.code in (0, 1)
+    assert capsys.readouterr().out
 
 
 # --- the docs: the README example and one line per construction -----------------------------------
@@ -412,12 +667,12 @@ README_OUTPUT = ["tensor([0, 0, 1, 2, 3, 4, 5, 6])", "tensor([0, 0, 0, 0, 0, 2, 
                  "tensor([4, 4, 4, 4, 1, 2, 3])"]
 
 
-def _readme_examples() -> list[str]:
-    """The README's python blocks that export, or the snippet proposed for it."""
+def _readme_examples(export_name: str = "to_transformer_lens") -> list[str]:
+    """The README's python blocks that call ``export_name``, or the snippet proposed."""
     readme = Path(__file__).parents[1] / "README.md"
     blocks = readme.read_text().split("```python\n")[1:] if readme.exists() else []
-    found = [b.split("```")[0] for b in blocks if "to_transformer_lens(" in b]
-    return found or [README_SNIPPET]
+    found = [b.split("```")[0] for b in blocks if f"{export_name}(" in b]
+    return found or [README_SNIPPET.replace("to_transformer_lens", export_name)]
 
 
 @pytest.mark.interop
@@ -427,6 +682,15 @@ def test_the_readme_example_runs_as_written(transformer_lens, snippet, capsys):
     printed = capsys.readouterr().out.splitlines()
     if snippet == README_SNIPPET:
         assert printed == README_OUTPUT
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("snippet", _readme_examples("to_transformer_bridge"))
+def test_the_readme_bridge_example_runs_as_written(transformer_bridge, snippet, capsys):
+    """On TransformerLens 3.9 and 4.x alike: the bridge prints what the HookedTransformer
+    does."""
+    exec(snippet, {})
+    assert capsys.readouterr().out.splitlines() == README_OUTPUT
 
 
 # --- what does not export -------------------------------------------------------------------------

@@ -13,8 +13,8 @@ def blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
 
 
-# The TransformerLens example runs in tests/test_export.py, with its printed output checked.
-PYTHON_BLOCKS = [b for b in blocks("python") if "to_transformer_lens" not in b]
+# The TransformerLens examples run in tests/test_export.py, with their printed output checked.
+PYTHON_BLOCKS = [b for b in blocks("python") if "to_transformer_" not in b]
 
 
 @pytest.mark.parametrize("code", PYTHON_BLOCKS,

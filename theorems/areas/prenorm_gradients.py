@@ -50,7 +50,7 @@ NORM_BAND = Claim(
             Source(where="exact expectations (FFN adds d/2, attention adds [0, d]) and the "
                          "indexing of the Pre-LN band, derived here", tag="D", **XIONG)),
     kind="bound",
-    construction="empirics.prenorm_gradients:mean_field_transformer",
+    construction="constructions.mean_field:mean_field_transformer",
 )
 
 LAST_LAYER_GRADIENT = Claim(
@@ -74,7 +74,7 @@ LAST_LAYER_GRADIENT = Claim(
             Source(where="the loss, the depth grid and the slope bands (a Monte Carlo of the "
                          "theorem's scaling), chosen here", tag="D", **XIONG)),
     kind="scaling",
-    construction="empirics.prenorm_gradients:mean_field_transformer",
+    construction="constructions.mean_field:mean_field_transformer",
     depends_on=("prenorm-gradients.residual-norm-band",),
 )
 

@@ -1,0 +1,123 @@
+r"""How a construction was built: :func:`recorded` builders and :func:`build` attach a
+:class:`BuildCall` (``builder(*args, **kwargs)``, the builder named ``"module:qualname"``) to the
+module they return, which :func:`constructions.files.save` writes and
+:func:`constructions.files.load` calls again.
+
+The area modules of ``constructions`` import this module (and nothing else of the export):
+it needs only the standard library, numpy and torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class BuildCall:
+    """How a construction was built: ``builder(*args, **kwargs)``, with ``builder`` given as
+    ``"module:qualname"``. Tensor arguments are stored as detached copies."""
+
+    builder: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+    def rebuild(self, **overrides) -> nn.Module:
+        """Call the builder again (with some keyword arguments replaced)."""
+        return import_builder(self.builder)(*self.args, **{**self.kwargs, **overrides})
+
+
+def _frozen(value: Any) -> Any:
+    """A copy that later in-place edits of the caller's tensors cannot change."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _frozen(v) for k, v in value.items()}
+    return value
+
+
+def import_builder(path: str) -> Any:
+    """The object named ``"module:qualname"`` (a builder)."""
+    module, _, name = path.partition(":")
+    if not module or not name:
+        raise ValueError(f"builder must be 'module:qualname', got {path!r}")
+    target: Any = importlib.import_module(module)
+    for part in name.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def _builder_path(builder: Callable) -> str:
+    """``module:qualname`` of a builder, checked to import back to the same function."""
+    if not callable(builder):
+        raise TypeError(f"builder must be callable, got {type(builder).__name__}")
+    module = getattr(builder, "__module__", None)
+    qualname = getattr(builder, "__qualname__", None)
+    if not module or not qualname or "<" in qualname:
+        raise ValueError(f"builder {builder!r} is not importable by name (a lambda, local "
+                         f"function or partial cannot be rebuilt from a file)")
+    path = f"{module}:{qualname}"
+    try:
+        found = import_builder(path)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"builder {path} does not import back: {error}") from error
+    if inspect.unwrap(found) is not inspect.unwrap(builder):
+        raise ValueError(f"builder {path} imports back to a different object")
+    return path
+
+
+def recorded(builder: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
+    """Decorate a builder so that every module it returns carries its :class:`BuildCall`
+    (as ``module.build_call``), which :func:`save` writes. The signature and docstring are
+    unchanged."""
+    path_cache: list[str] = []
+
+    @functools.wraps(builder)
+    def build_and_record(*args, **kwargs):
+        model = builder(*args, **kwargs)
+        if isinstance(model, nn.Module):
+            if not path_cache:
+                path_cache.append(_builder_path(build_and_record))
+            model.build_call = BuildCall(path_cache[0], _frozen(args), _frozen(kwargs))
+        return model
+
+    return build_and_record
+
+
+def build(builder: Callable[..., nn.Module] | str, *args, **kwargs) -> nn.Module:
+    """Call any importable builder (a function or ``"module:qualname"``) and record the call,
+    so that :func:`save` can write the result: ``build(contextual_mapping, vocabulary, 3)``."""
+    if isinstance(builder, str):
+        path, builder = builder, import_builder(builder)
+    else:
+        path = _builder_path(builder)
+    model = builder(*args, **kwargs)
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"{path} returned {type(model).__name__}, not an nn.Module")
+    model.build_call = BuildCall(path, _frozen(args), _frozen(kwargs))
+    return model
+
+
+def build_call(model: nn.Module) -> BuildCall | None:
+    """The recorded :class:`BuildCall` of ``model``, or ``None``."""
+    call = getattr(model, "build_call", None)
+    return call if isinstance(call, BuildCall) else None
+
+
+def construction_name(model: nn.Module) -> str:
+    """``builder (Class)`` when the build was recorded, else the class name."""
+    call = build_call(model)
+    cls = type(model).__name__
+    return f"{call.builder.rpartition(':')[2]} ({cls})" if call else cls

@@ -96,8 +96,9 @@ def run(config: dict, device: torch.device, seed: int, *, freeze_features: bool 
 
     for step in range(steps + 1):
         if freeze_features:   # mutant: the network moves along its linearisation
-            W = W0d + torch.stack([_delta_w(net, tasks[s].X, c[r]) for r, (net, (s, _))
-                                   in enumerate(zip(nets, runs, strict=True))]).to(W0d)
+            scale = 1 + eps * X @ W0.transpose(1, 2)                  # (R, P, N)
+            W = W0d + ((alpha / width)[:, None, None] * (scale * c[:, :, None]).transpose(1, 2)
+                       @ X).to(W0d)
         z = Xd @ W.transpose(1, 2)                                    # (R, P, N)
         residual = ad[:, None] * (z + eps / 2 * z ** 2).mean(-1) - f0 - yd
         if step % every == 0 or step == steps:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import torch
 
@@ -12,7 +14,8 @@ from constructions.grokking_lazy_rich import (
     quadratic_test_loss,
     teacher_task,
 )
-from theorems.areas.training_dynamics import grokking
+from constructions.scan_snap import YZModel, count_form, long_sequence_limit, synthetic_classes
+from theorems.areas.training_dynamics import grokking, scan_snap
 from theorems.evidence import expect_failure
 
 # --- grokking as lazy to rich ---------------------------------------------------------------------
@@ -56,7 +59,7 @@ def test_the_wrong_kernel_misses_the_ntk_level():
 
 @pytest.mark.mutant("training-dynamics.grokking-alpha-controls-laziness")
 def test_frozen_features_do_not_beat_the_ntk_level():
-    report = expect_failure(grokking.alpha_check({"steps": 1500, "seeds": 1},
+    report = expect_failure(grokking.alpha_check({"steps": 1200, "seeds": 1},
                                                  freeze_features=True))
     assert "NTK level" in report
 
@@ -76,6 +79,64 @@ def test_the_closed_form_vanishes_at_the_rank_one_solution():
     assert float(net.test_loss(beta)) <= 1e-12           # a few dozen roundings of O(10) terms
 
 
+# --- scan and snap -----------------------------------------------------------------------------
+
+def limit_ignoring_the_context_distribution(Z, query, probs):
+    """The limit with P(l|n) replaced by the uniform distribution over its support."""
+    support = (probs > 0).to(probs)
+    return long_sequence_limit(Z, query, support / support.sum())
+
+
+def shift_column(Z, row, constant):
+    """A false gauge: a constant added to a column (one key for every query)."""
+    out = Z.clone()
+    out[:, row] += constant
+    return out
+
+
+@pytest.mark.mutant("training-dynamics.scan-snap-long-sequence-limit")
+def test_a_residual_breaks_the_count_form():
+    report = expect_failure(scan_snap.count_check(build=partial(YZModel, residual=True)))
+    assert "Failing explicit example" in report or "count form" in report
+
+
+@pytest.mark.mutant("training-dynamics.scan-snap-long-sequence-limit")
+def test_the_wrong_limit_does_not_decay():
+    report = expect_failure(scan_snap.rate_check(limit=limit_ignoring_the_context_distribution,
+                                                 lengths=(64, 256, 1024, 4096),
+                                                 sequences=300))
+    assert "not T^-1" in report or "constant" in report
+
+
+@pytest.mark.mutant("training-dynamics.scan-snap-row-gauge")
+def test_a_column_shift_is_not_a_gauge():
+    assert "Failing explicit example" in expect_failure(scan_snap.gauge_check(shift=shift_column))
+
+
+@pytest.mark.mutant("training-dynamics.scan-snap-dynamics")
+def test_frozen_attention_does_not_scan():
+    report = expect_failure(scan_snap.dynamics_check({"steps": 200, "seeds": 1},
+                                                     lr_z_scale=0.0))
+    assert "distinct mass ends at 0.5000" in report
+
+
+def test_the_synthetic_classes_follow_the_catalogue():
+    classes = synthetic_classes()
+    assert classes.vocab_size == 22 and classes.query_of == (4, 5, 4, 5)
+    assert torch.allclose(classes.probs.sum(-1), torch.ones(4, dtype=torch.float64))
+    for n, distinct in enumerate(classes.distinct):
+        assert classes.probs[n, list(distinct)].tolist() == pytest.approx([0.25, 0.15, 0.1])
+        others = [d for m, ds in enumerate(classes.distinct) if m != n for d in ds]
+        assert float(classes.probs[n, others].sum()) == 0.0
+    tokens, targets = classes.sample(8, 5, torch.Generator().manual_seed(0))
+    assert tokens.shape == (8, 5) and targets.shape == (8,)
+    assert all(int(tokens[b, -1]) == classes.query_of[int(targets[b])] for b in range(8))
+    # the long-sequence limit at zero init is p itself, normalised
+    p = classes.probs[0]
+    assert torch.allclose(long_sequence_limit(torch.zeros(22, 22, dtype=torch.float64), 4, p),
+                          p / p.norm())
+
+
 # --- bad input ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call, error, match", [
@@ -91,6 +152,19 @@ def test_the_closed_form_vanishes_at_the_rank_one_solution():
     (lambda: ntk_regression("net", teacher_task(3, 2)), TypeError, "net"),
     (lambda: ntk_regression(quadratic_net(3, 2), "task"), TypeError, "task"),
     (lambda: ntk_regression(quadratic_net(4, 2), teacher_task(3, 2)), ValueError, "D"),
+    (lambda: YZModel(1), ValueError, "vocab_size"),
+    (lambda: YZModel(4, normalize=1), TypeError, "normalize"),
+    (lambda: YZModel(4)(torch.tensor([[0, 1, 9]])), ValueError, "tokens"),
+    (lambda: YZModel(4)(torch.tensor([[0.0, 1.0]])), TypeError, "tokens"),
+    (lambda: YZModel(4)(torch.tensor([[0]])), ValueError, "length"),
+    (lambda: count_form(torch.zeros(3, 3), torch.tensor([[0, 5]])), ValueError, "tokens"),
+    (lambda: long_sequence_limit(torch.zeros(3, 3), 3, torch.ones(3) / 3), ValueError, "query"),
+    (lambda: long_sequence_limit(torch.zeros(3, 3), 0, torch.ones(3)), ValueError, "probs"),
+    (lambda: long_sequence_limit(torch.zeros(3, 2), 0, torch.ones(3) / 3), ValueError, "Z"),
+    (lambda: synthetic_classes(n_next=3, n_query=2), ValueError, "n_next"),
+    (lambda: synthetic_classes(distinct_mass=1.0), ValueError, "distinct_mass"),
+    (lambda: synthetic_classes(distinct_weights=(0.5, -0.1)), ValueError, "distinct_weights"),
+    (lambda: synthetic_classes().sample(0, 5, torch.Generator()), ValueError, "batch"),
 ])
 def test_bad_input_is_rejected_with_the_parameter_named(call, error, match):
     with pytest.raises(error, match=match):

@@ -71,7 +71,7 @@ GK_NTK_LEVEL = Claim(
                r"(1+\varepsilon w_i^{0\top}x_p)x_p$, $a = K^{-1}y$, so its population test "
                r"loss is the closed form of training-dynamics.grokking-test-loss with "
                r"$\Delta = S - \frac12\beta\beta^\top$, and $h$ interpolates: $h(x_p) = y_p$."),
-    source=(Source(where="Section 3: the lazy network fits a kernel-regression solution with "
+    source=(Source(where="Abstract: the network first fits a kernel-regression solution with "
                          "its initial features", tag="V", **KUMAR),
             NOTEBOOK,
             Source(where="the exact level, derived here", tag="D", **KUMAR)),

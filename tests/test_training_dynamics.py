@@ -7,6 +7,13 @@ from functools import partial
 import pytest
 import torch
 
+from constructions.conditioned_init import (
+    attention_jacobian,
+    attention_layer,
+    condition_number,
+    conditioned_init,
+    gaussian_init,
+)
 from constructions.grokking_lazy_rich import (
     QuadraticNet,
     ntk_regression,
@@ -15,7 +22,13 @@ from constructions.grokking_lazy_rich import (
     teacher_task,
 )
 from constructions.scan_snap import YZModel, count_form, long_sequence_limit, synthetic_classes
-from theorems.areas.training_dynamics import grokking, scan_snap
+from constructions.truth_encoding import (
+    TruthProcess,
+    bayes_log_probs,
+    truth_levels,
+    truth_process,
+)
+from theorems.areas.training_dynamics import conditioning, grokking, scan_snap, truth
 from theorems.evidence import expect_failure
 
 # --- grokking as lazy to rich ---------------------------------------------------------------------
@@ -137,6 +150,92 @@ def test_the_synthetic_classes_follow_the_catalogue():
                           p / p.norm())
 
 
+# --- linear truth encodings ----------------------------------------------------------------------
+
+def levels_of_the_second_token_only(rho, n):
+    """L_truth without averaging over the two attribute tokens."""
+    L0, Lmem, Ltruth = truth_levels(rho, n)
+    return L0, Lmem, 2 * Ltruth - Lmem
+
+
+def levels_with_swapped_plateaus(rho, n):
+    L0, Lmem, Ltruth = truth_levels(rho, n)
+    return L0, Ltruth, Lmem
+
+
+def process_with_false_attributes_never_true(n_subjects, n_attributes, rho, *, seed=0):
+    """A different process: false attributes uniform over A minus {g(s)} (what the catalogue
+    says to recompute for); the closed forms of the assumed process no longer hold."""
+    base = truth_process(n_subjects, n_attributes, rho, seed=seed)
+
+    class Shifted(TruthProcess):
+        def sample(self, batch, generator):
+            rows, true = TruthProcess.sample(self, batch, generator)
+            for col, subj in ((1, 0), (3, 2)):
+                hit = (~true) & (rows[:, col] == self.truth[rows[:, subj]])
+                rows[hit, col] = (rows[hit, col] + 1) % self.n_attributes
+            return rows, true
+
+    return Shifted(base.n_subjects, base.n_attributes, base.rho, base.truth)
+
+
+@pytest.mark.mutant("training-dynamics.truth-loss-levels")
+def test_an_unaveraged_truth_level_misses_its_predictor():
+    report = expect_failure(truth.levels_check(levels=levels_of_the_second_token_only,
+                                               cases=((0.5, 50),), samples=20_000))
+    assert "L_truth closed form" in report
+
+
+@pytest.mark.mutant("training-dynamics.truth-loss-levels")
+def test_a_different_false_attribute_law_breaks_the_levels():
+    report = expect_failure(truth.levels_check(
+        process=process_with_false_attributes_never_true, cases=((0.5, 5),), samples=50_000))
+    assert "Monte Carlo" in report
+
+
+@pytest.mark.mutant("training-dynamics.truth-loss-levels")
+def test_swapped_plateaus_are_out_of_order():
+    assert "out of order" in expect_failure(truth.ordering_check(
+        levels=levels_with_swapped_plateaus))
+
+
+# --- conditioned initialisation -------------------------------------------------------------
+
+def value_path_through_tanh(X, W_Q, W_K, W_V):
+    """A layer whose output is not linear in W_V: the Jacobian then depends on W_V."""
+    return attention_layer(X, W_Q, W_K, torch.tanh(W_V))
+
+
+def inverse_condition_number(J):
+    """sigma_min / sigma_max: the measurement the refutation relies on, inverted."""
+    return 1 / condition_number(J)
+
+
+@pytest.mark.mutant("training-dynamics.conditioned-init-value-jacobian")
+def test_a_nonlinear_value_path_is_not_a_kronecker_product():
+    report = expect_failure(conditioning.value_jacobian_check(layer=value_path_through_tanh))
+    assert "case=" in report
+
+
+@pytest.mark.mutant("training-dynamics.conditioned-init-condition-number")
+def test_an_inverted_condition_number_breaks_the_refutation():
+    report = expect_failure(conditioning.kappa_refutation_check(kappa=inverse_condition_number))
+    assert "expected to fail" in report
+
+
+def test_the_schemes_have_the_summarised_spectra():
+    W_Q, W_K, W_V = conditioned_init(12, 5, 7, seed=3)
+    for W in (W_Q, W_K):
+        s = torch.linalg.svdvals(W)
+        assert torch.allclose(s, torch.ones_like(s))     # semi-orthogonal: every sigma is 1
+    assert torch.equal(W_V, torch.eye(12, 7, dtype=torch.float64))
+    G = gaussian_init(12, 5, 7, seed=3)
+    assert [tuple(w.shape) for w in G] == [(12, 5), (12, 5), (12, 7)]
+    blocks = attention_jacobian(torch.randn(4, 12, dtype=torch.float64), *G)
+    assert {k: tuple(v.shape) for k, v in blocks.items()} == {
+        "W_Q": (28, 60), "W_K": (28, 60), "W_V": (28, 84)}
+
+
 # --- bad input ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call, error, match", [
@@ -165,6 +264,20 @@ def test_the_synthetic_classes_follow_the_catalogue():
     (lambda: synthetic_classes(distinct_mass=1.0), ValueError, "distinct_mass"),
     (lambda: synthetic_classes(distinct_weights=(0.5, -0.1)), ValueError, "distinct_weights"),
     (lambda: synthetic_classes().sample(0, 5, torch.Generator()), ValueError, "batch"),
+    (lambda: truth_levels(1.0, 50), ValueError, "rho"),
+    (lambda: truth_levels("0.5", 50), TypeError, "rho"),
+    (lambda: truth_levels(0.5, 1), ValueError, "n_attributes"),
+    (lambda: truth_process(0), ValueError, "n_subjects"),
+    (lambda: bayes_log_probs("process", torch.zeros(1, 4)), TypeError, "process"),
+    (lambda: attention_layer(torch.zeros(3), torch.zeros(3, 2), torch.zeros(3, 2),
+                             torch.zeros(3, 2)), ValueError, "X"),
+    (lambda: attention_layer(torch.zeros(2, 3), torch.zeros(3, 2), torch.zeros(3, 4),
+                             torch.zeros(3, 2)), ValueError, "W_K"),
+    (lambda: attention_layer(torch.zeros(2, 3), torch.zeros(3, 2), torch.zeros(3, 2),
+                             torch.zeros(4, 2)), ValueError, "W_V"),
+    (lambda: conditioned_init(0, 2, 2), ValueError, "d"),
+    (lambda: gaussian_init(3, 2, 2, dtype=torch.int32), ValueError, "dtype"),
+    (lambda: condition_number(torch.zeros(3)), ValueError, "J"),
 ])
 def test_bad_input_is_rejected_with_the_parameter_named(call, error, match):
     with pytest.raises(error, match=match):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from constructions.conditioned_init import (
@@ -97,6 +97,9 @@ def layer_cases(draw):
 def value_jacobian_check(layer=attention_layer):
     @budget(0.2)
     @given(case=layer_cases())
+    @example(case=(torch.tensor([[1.0, 0.0], [0.0, 2.0]], dtype=torch.float64),
+                   *(torch.eye(2, dtype=torch.float64),) * 3,
+                   2 * torch.eye(2, dtype=torch.float64)))
     def run(case):
         X, W_Q, W_K, W_V, W_V2 = case
         n, d_v = X.shape[0], W_V.shape[1]

@@ -193,6 +193,14 @@ def test_a_different_false_attribute_law_breaks_the_levels():
     assert "Monte Carlo" in report
 
 
+@pytest.mark.slow
+@pytest.mark.mutant("training-dynamics.truth-two-phases")
+def test_without_truth_co_occurrence_the_truth_level_is_not_reached():
+    """The two facts' truths drawn independently: the a' token can only reach L_mem."""
+    report = expect_failure(truth.phases_check({"co_occurrence": False}))
+    assert "Bayes level" in report
+
+
 @pytest.mark.mutant("training-dynamics.truth-loss-levels")
 def test_swapped_plateaus_are_out_of_order():
     assert "out of order" in expect_failure(truth.ordering_check(

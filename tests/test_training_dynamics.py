@@ -231,6 +231,38 @@ def test_an_inverted_condition_number_breaks_the_refutation():
     assert "expected to fail" in report
 
 
+@pytest.mark.slow
+@pytest.mark.mutant("training-dynamics.conditioned-init-trains-faster")
+def test_a_measurement_crediting_half_the_steps_breaks_the_refutation():
+    """The refutation relies on the measured steps: credit the conditioned arm with half of
+    them and the claim as stated passes, so the refutation must fail."""
+    real = conditioning._speed_result()
+
+    def rigged():
+        real.metrics["conditioned/steps_mean"] = real.metrics["conditioned/steps_mean"] / 2
+        return real
+
+    report = expect_failure(conditioning.speed_refutation_check(result_of=rigged))
+    assert "expected to fail" in report
+
+
+def test_conditioning_overwrites_only_the_attention_weights():
+    from empirics.conditioned_init import condition
+    from empirics.induction_heads import attention_only
+
+    model = attention_only(8, 6, d_model=8, n_layers=2, n_heads=2, seed=0)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    condition(model, 0)
+    after = model.state_dict()
+    changed = sorted(k for k in before if not torch.equal(before[k], after[k]))
+    assert all(k.split(".")[-1] in ("W_Q", "W_K", "W_V") for k in changed) and changed
+    for layer in model.layers:
+        for h in range(2):
+            s = torch.linalg.svdvals(layer.W_Q[h].double())
+            assert torch.allclose(s, torch.ones_like(s), atol=1e-6)   # float32 storage
+        assert torch.equal(torch.cat(list(layer.W_V.detach()), 1), torch.eye(8))
+
+
 def test_the_schemes_have_the_summarised_spectra():
     W_Q, W_K, W_V = conditioned_init(12, 5, 7, seed=3)
     for W in (W_Q, W_K):

@@ -4,14 +4,15 @@ cKNOCYPo2W; anonymous).
 The abstract was read [V]; the scheme (semi-orthogonal W_Q, W_K, identity W_V) is from a
 secondary summary [S]. The Jacobian fact is ours (catalogue CI.2). The catalogue's measured
 condition numbers (CI.3) do not reproduce here at the stated input scale; that measurement is
-registered as stated and refuted, with the scale dependence as its correction. The training-
-speed experiment is not encoded yet.
+registered as stated and refuted, with the scale dependence as its correction. The summarised
+20–30% speed-up is not seen on induction heads at CPU size (slow tier, refuted as stated).
 """
 
 from __future__ import annotations
 
 import statistics
 
+import pytest
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -77,6 +78,33 @@ CI_KAPPA = Claim(
                 r"against 4943, and 2249 against 6318). The direction depends on the input "
                 r"scale, which the scheme as summarised does not fix; the catalogue's CI.3 "
                 r"numbers were not reproduced."),
+)
+
+CI_SPEED = Claim(
+    id="training-dynamics.conditioned-init-trains-faster",
+    title="Conditioned initialisation speeds up training by 20–30% (not seen on induction heads "
+          "at CPU size)",
+    statement=(r"On the induction task of empirics.induction_heads (uniform sequences of "
+               r"length 32 over 16 tokens; accuracy on the positions with an earlier "
+               r"occurrence), a two-layer attention-only transformer ($d = 32$, one head per "
+               r"layer, Adam at rate $10^{-2}$, batch 32, evaluation every 10 steps on 256 "
+               r"held-out sequences) reaches 95% held-out accuracy in at least 20% fewer steps "
+               r"on average over seeds 0–5 when every head's $W_Q, W_K$ start semi-orthogonal "
+               r"and $W_V$ as a slice of the identity than when they start with "
+               r"$\mathcal N(0, 1/d)$ entries, the rest of the initialisation and the data "
+               r"stream being the same for the two arms (a matched seed budget)."),
+    source=(Source(where="Abstract: conditioned initialisation gives faster convergence and "
+                         "more stable optimisation", tag="V", **CI),
+            Source(where="20–30% faster convergence (a secondary summary; the paper's tasks "
+                         "are image classification, object detection, NLP)", tag="S", **CI),
+            Source(where="the induction-heads transfer, sizes and seeds, chosen here", tag="D",
+                   **CI)),
+    kind="dynamics",
+    construction="constructions.conditioned_init:conditioned_init",
+    correction=(r"At this size the conditioned arm saves a few steps on average (about 5 of "
+                r"180, 3%, paired standard deviation about 13 over 6 seeds, effect size about "
+                r"0.4): no speed-up of the summarised size is seen on induction heads at "
+                r"$d = 32$. The paper's own tasks were not run."),
 )
 
 
@@ -177,3 +205,50 @@ def kappa_refutation_check(kappa=condition_number):
 
 test_the_condition_number_claim_fails_at_unit_scale = check(CI_KAPPA, "refutation")(
     kappa_refutation_check())
+
+
+# --- training speed ------------------------------------------------------------------------------
+
+SPEED_UP = 0.20   # the secondary summary's lower end
+
+
+def _speed_result():
+    from empirics.conditioned_init import EXPERIMENT, run
+
+    return run(dict(EXPERIMENT.configs["smoke"]), torch.device("cpu"), 0)
+
+
+def speed_as_stated_check(result_of=_speed_result):
+    def run():
+        m = result_of().metrics
+        gaussian, conditioned = m["gaussian/steps_mean"], m["conditioned/steps_mean"]
+        saving = 1 - conditioned / gaussian
+        assert saving >= SPEED_UP, (
+            f"conditioned init reaches the target in {conditioned:.1f} steps against "
+            f"{gaussian:.1f} for Gaussian: {100 * saving:.1f}% fewer, not >= "
+            f"{100 * SPEED_UP:.0f}% (paired saving {m['steps_saved_mean']:.1f} ± "
+            f"{m['steps_saved_std']:.1f} steps, effect size {m['effect_size']:.2f})")
+    return run
+
+
+def speed_refutation_check(result_of=_speed_result):
+    def run():
+        result = result_of()
+        report = expect_failure(speed_as_stated_check(lambda: result))
+        m = result.metrics
+        for key in ("gaussian/steps_mean", "conditioned/steps_mean", "steps_saved_mean",
+                    "steps_saved_std", "effect_size"):
+            evidence.metric(key, m[key])
+        assert m["gaussian/reached"] == m["conditioned/reached"] == 1.0, (
+            "an arm did not reach the target: the comparison of steps is not matched")
+        evidence.counterexample(report)
+        table = result.tables["steps to the target accuracy"]
+        evidence.table("steps to the target accuracy", table["header"], table["rows"])
+        if "accuracy" in result.figures:
+            evidence.figure(result.figures["accuracy"], "accuracy")
+    return run
+
+
+# about 26 CPU-seconds (12 training runs): beyond this area's share of the default run
+test_conditioned_init_is_not_20_percent_faster_on_induction = pytest.mark.slow(
+    check(CI_SPEED, "refutation")(speed_refutation_check()))

@@ -169,7 +169,8 @@ def _figure(steps, norms, attn, runs, ratios, classes):
                          lw=1, label=label)
             axes[0].plot(steps, attn[:, r, n, list(classes.common)].sum(-1), "--",
                          color=f"C{k}", lw=1)
-        axes[1].semilogy(np.arange(1, len(norms) + 1), norms[:, r] + 1e-30, color=f"C{k}",
+        # the first step moves only Y (Z's gradient is 0 while Y = 0): start from step 2
+        axes[1].semilogy(np.arange(2, len(norms) + 1), norms[1:, r], color=f"C{k}",
                          lw=0.6, label=f"{ratio:g}")
     axes[0].axhline(0.5, color="black", lw=0.8)
     axes[0].set_title("attention mass (T→∞): distinct —, common --; exact start 0.5",

@@ -184,3 +184,51 @@ def checks(*pairs):
 ])
 def test_status_is_derived_from_outcomes(records, status):
     assert derive_status(records) == status
+
+
+# --- sources without an arXiv id -----------------------------------------------------------------
+
+OPENREVIEW = {"openreview": "cKNOCYPo2W", "where": "Abstract", "tag": "V"}
+
+
+def test_openreview_source_has_its_url_and_label():
+    source = Source(**OPENREVIEW)
+    assert source.arxiv is None
+    assert source.url == "https://openreview.net/forum?id=cKNOCYPo2W"
+    assert source.label == "OpenReview:cKNOCYPo2W"
+    assert source.as_dict()["openreview"] == "cKNOCYPo2W" and source.as_dict()["arxiv"] is None
+    assert Source(**SOURCE).label == "arXiv:2408.14332"
+
+
+@pytest.mark.parametrize("value", ["cKNOCYPo2", "cKNOCYPo2Wx", "cKNOCYPo 2", "cKNOCYPo2W\n",
+                                   "https://openreview.net/forum?id=cKNOCYPo2W", 17])
+def test_openreview_id_is_validated_as_strictly_as_arxiv(value):
+    with pytest.raises(ValueError, match="openreview"):
+        Source(**(OPENREVIEW | {"openreview": value}))
+
+
+@pytest.mark.parametrize("ids", [{}, {"arxiv": "2408.14332", "openreview": "cKNOCYPo2W"}])
+def test_source_needs_exactly_one_identifier(ids):
+    with pytest.raises(ValueError, match="exactly one of arxiv and openreview"):
+        Source(where="Abstract", tag="V", **ids)
+
+
+def test_openreview_source_renders_in_cli_and_docs():
+    import sys
+
+    from theorems import docs
+    from theorems.cli import _describe
+
+    sys.path.insert(0, str(docs.DOCS / "_ext"))
+    from theorems_site import data, render
+
+    with isolated_registry() as registry:
+        claim = Claim(id="x.y", title="t", statement="s", kind="identity",
+                      source=Source(ref="Anonymous (2025)", **OPENREVIEW))
+        text = _describe(claim)
+        site = data.collect(registry, None, [])
+        pages = render.pages(site, graph_svg="", graph_renderer="python", figures={})
+    assert "OpenReview:cKNOCYPo2W" in text and "openreview.net/forum?id=cKNOCYPo2W" in text
+    page = pages[data.area_docname("x")]
+    assert "OpenReview:cKNOCYPo2W](https://openreview.net/forum?id=cKNOCYPo2W)" in page
+    assert "arXiv" not in page.split("**Source.**", 1)[1].split("\n\n", 1)[0]

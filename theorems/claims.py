@@ -40,38 +40,60 @@ Status = Literal["verified", "refuted", "failing", "unchecked"]
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\.[a-z0-9]+(?:-[a-z0-9]+)*$")
 _ARXIV = re.compile(r"^\d{4}\.\d{4,5}$")
+# An OpenReview forum id: ten characters from the URL-safe base-64 alphabet (``cKNOCYPo2W``).
+_OPENREVIEW = re.compile(r"^[A-Za-z0-9_-]{10}$")
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Source:
     """Where a claim comes from.
 
-    ``arxiv`` is the identifier (``2305.02582``), ``where`` the theorem, lemma or section, and
-    ``tag`` how well the detail is sourced (see :data:`TAGS`). ``ref`` is a short citation.
+    Exactly one of ``arxiv`` (the identifier, ``2305.02582``) and ``openreview`` (the forum id,
+    ``cKNOCYPo2W``, for a paper with no arXiv version) names the paper; :attr:`url` follows
+    from it. ``where`` is the theorem, lemma or section, and ``tag`` how well the detail is
+    sourced (see :data:`TAGS`). ``ref`` is a short citation.
     """
 
-    arxiv: str
+    arxiv: str | None = None
     where: str
     tag: Tag
     ref: str = ""
+    openreview: str | None = None
 
     def __post_init__(self) -> None:
-        if not _ARXIV.match(self.arxiv):
+        if (self.arxiv is None) == (self.openreview is None):
+            raise ValueError("give exactly one of arxiv and openreview, "
+                             f"got arxiv={self.arxiv!r}, openreview={self.openreview!r}")
+        if self.arxiv is not None and not (isinstance(self.arxiv, str)
+                                           and _ARXIV.fullmatch(self.arxiv)):
             raise ValueError(f"arxiv must look like 2305.02582, got {self.arxiv!r}")
+        if self.openreview is not None and not (isinstance(self.openreview, str)
+                                                and _OPENREVIEW.fullmatch(self.openreview)):
+            raise ValueError("openreview must be a ten-character forum id like cKNOCYPo2W, "
+                             f"got {self.openreview!r}")
         if self.tag not in TAGS:
             raise ValueError(f"tag must be one of {sorted(TAGS)}, got {self.tag!r}")
         if not self.where.strip():
             raise ValueError("where must name the theorem, lemma or section")
 
     @property
+    def label(self) -> str:
+        """The identifier as people cite it: ``arXiv:2305.02582`` or ``OpenReview:cKNOCYPo2W``."""
+        if self.arxiv is not None:
+            return f"arXiv:{self.arxiv}"
+        return f"OpenReview:{self.openreview}"
+
+    @property
     def url(self) -> str:
-        return f"https://arxiv.org/abs/{self.arxiv}"
+        if self.arxiv is not None:
+            return f"https://arxiv.org/abs/{self.arxiv}"
+        return f"https://openreview.net/forum?id={self.openreview}"
 
     def as_dict(self) -> dict:
-        return {"arxiv": self.arxiv, "where": self.where, "tag": self.tag, "ref": self.ref,
-                "url": self.url}
+        return {"arxiv": self.arxiv, "openreview": self.openreview, "label": self.label,
+                "where": self.where, "tag": self.tag, "ref": self.ref, "url": self.url}
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     for claim in registry:
         source = claim.sources[0]
-        print(f"{claim.id:<44} [{claim.tags}] {claim.kind:<12} arXiv:{source.arxiv} "
+        print(f"{claim.id:<44} [{claim.tags}] {claim.kind:<12} {source.label} "
               f"{source.where}")
         print(f"    {claim.title}")
         if claim.construction:
@@ -47,7 +47,7 @@ def _describe(claim: Claim) -> str:
     lines = [claim.id, "=" * len(claim.id), claim.title, "", "Statement:",
              textwrap.indent(textwrap.fill(claim.statement, 96), "  "), "", "Sources:"]
     for s in claim.sources:
-        lines.append(f"  [{s.tag}] {s.ref} arXiv:{s.arxiv}, {s.where} ({s.url})")
+        lines.append(f"  [{s.tag}] {s.ref} {s.label}, {s.where} ({s.url})")
     if claim.construction:
         lines.append(f"Construction: {claim.construction}")
     if claim.depends_on:

@@ -1,0 +1,324 @@
+"""Mutants and bad input for the training-dynamics area (theorems/areas/training_dynamics)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+import torch
+
+from constructions.conditioned_init import (
+    attention_jacobian,
+    attention_layer,
+    condition_number,
+    conditioned_init,
+    gaussian_init,
+)
+from constructions.grokking_lazy_rich import (
+    QuadraticNet,
+    ntk_regression,
+    quadratic_net,
+    quadratic_test_loss,
+    teacher_task,
+)
+from constructions.scan_snap import YZModel, count_form, long_sequence_limit, synthetic_classes
+from constructions.truth_encoding import (
+    TruthProcess,
+    bayes_log_probs,
+    truth_levels,
+    truth_process,
+)
+from theorems.areas.training_dynamics import conditioning, grokking, scan_snap, truth
+from theorems.evidence import expect_failure
+
+# --- grokking as lazy to rich ---------------------------------------------------------------------
+
+
+def loss_without_the_factor_two(g, delta):
+    """The closed form with 2||Delta||_F^2 replaced by ||Delta||_F^2 (Isserlis miscounted)."""
+    d = g.shape[-1]
+    sym = (delta + delta.transpose(-1, -2)) / 2
+    trace = sym.diagonal(dim1=-2, dim2=-1).sum(-1)
+    return (g * g).sum(-1) / d + trace ** 2 / d ** 2 + (sym * sym).sum((-1, -2)) / d ** 2
+
+
+def regression_without_feature_gradients(net, task):
+    """NTK regression with the eps-term of the gradient dropped: the linear kernel's
+    weights, which the closed form of the true kernel predictor does not match."""
+    broken = QuadraticNet(net.W0, net.alpha, 0.0)
+    return ntk_regression(broken, task)
+
+
+@pytest.mark.mutant("training-dynamics.grokking-test-loss")
+def test_a_miscounted_isserlis_term_fails_monte_carlo():
+    # the pinned example (Delta = -beta beta^T / 2) fails first, so nothing is shrunk
+    report = expect_failure(grokking.monte_carlo_check(loss=loss_without_the_factor_two))
+    assert "Failing explicit example" in report
+
+
+@pytest.mark.mutant("training-dynamics.grokking-test-loss")
+def test_a_miscounted_isserlis_term_fails_the_exact_expectation():
+    report = expect_failure(grokking.isserlis_check(loss=loss_without_the_factor_two,
+                                                    dims=((2, 1),)))
+    assert "Isserlis gives" in report
+
+
+@pytest.mark.mutant("training-dynamics.grokking-ntk-level")
+def test_the_wrong_kernel_misses_the_ntk_level():
+    report = expect_failure(grokking.ntk_level_check(
+        regression=regression_without_feature_gradients, cases=grokking.NTK_CASES[:1]))
+    assert "misses the targets" in report or "NTK level" in report
+
+
+@pytest.mark.mutant("training-dynamics.grokking-alpha-controls-laziness")
+def test_frozen_features_do_not_beat_the_ntk_level():
+    report = expect_failure(grokking.alpha_check({"steps": 600, "seeds": 1},
+                                                 freeze_features=True))
+    assert "NTK level" in report
+
+
+def test_the_closed_form_vanishes_at_the_rank_one_solution():
+    """N/2 row pairs (u, u) -> (u + v, u - v) keep m and add (N/2) 2vv^T/N = vv^T to C; with
+    v = beta / sqrt(alpha eps) that is beta beta^T/(alpha eps): zero test loss."""
+    alpha, eps, width = 2.0, 0.5, 4
+    u = torch.randn(width // 2, 3, generator=torch.Generator().manual_seed(0),
+                    dtype=torch.float64)
+    beta = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    v = beta / (alpha * eps) ** 0.5
+    net = QuadraticNet(torch.cat([u, u]), alpha, eps)
+    assert float(net.test_loss(beta)) > 1.0            # unmoved: the target is not fitted
+    with torch.no_grad():
+        net.W.copy_(torch.cat([u + v, u - v]))
+    assert float(net.test_loss(beta)) <= 1e-12           # a few dozen roundings of O(10) terms
+
+
+# --- scan and snap -----------------------------------------------------------------------------
+
+def limit_ignoring_the_context_distribution(Z, query, probs):
+    """The limit with P(l|n) replaced by the uniform distribution over its support."""
+    support = (probs > 0).to(probs)
+    return long_sequence_limit(Z, query, support / support.sum())
+
+
+def shift_column(Z, row, constant):
+    """A false gauge: a constant added to a column (one key for every query)."""
+    out = Z.clone()
+    out[:, row] += constant
+    return out
+
+
+@pytest.mark.mutant("training-dynamics.scan-snap-long-sequence-limit")
+def test_a_residual_breaks_the_count_form():
+    report = expect_failure(scan_snap.count_check(build=partial(YZModel, residual=True)))
+    assert "Failing explicit example" in report or "count form" in report
+
+
+@pytest.mark.mutant("training-dynamics.scan-snap-long-sequence-limit")
+def test_the_wrong_limit_does_not_decay():
+    report = expect_failure(scan_snap.rate_check(limit=limit_ignoring_the_context_distribution,
+                                                 lengths=(64, 256, 1024, 4096),
+                                                 sequences=300))
+    assert "not T^-1" in report or "constant" in report
+
+
+@pytest.mark.mutant("training-dynamics.scan-snap-row-gauge")
+def test_a_column_shift_is_not_a_gauge():
+    assert "Failing explicit example" in expect_failure(scan_snap.gauge_check(shift=shift_column))
+
+
+@pytest.mark.mutant("training-dynamics.scan-snap-dynamics")
+def test_frozen_attention_does_not_scan():
+    report = expect_failure(scan_snap.dynamics_check({"steps": 200, "seeds": 1},
+                                                     lr_z_scale=0.0))
+    assert "distinct mass ends at 0.5000" in report
+
+
+def test_the_synthetic_classes_follow_the_catalogue():
+    classes = synthetic_classes()
+    assert classes.vocab_size == 22 and classes.query_of == (4, 5, 4, 5)
+    assert torch.allclose(classes.probs.sum(-1), torch.ones(4, dtype=torch.float64))
+    for n, distinct in enumerate(classes.distinct):
+        assert classes.probs[n, list(distinct)].tolist() == pytest.approx([0.25, 0.15, 0.1])
+        others = [d for m, ds in enumerate(classes.distinct) if m != n for d in ds]
+        assert float(classes.probs[n, others].sum()) == 0.0
+    tokens, targets = classes.sample(8, 5, torch.Generator().manual_seed(0))
+    assert tokens.shape == (8, 5) and targets.shape == (8,)
+    assert all(int(tokens[b, -1]) == classes.query_of[int(targets[b])] for b in range(8))
+    # the long-sequence limit at zero init is p itself, normalised
+    p = classes.probs[0]
+    assert torch.allclose(long_sequence_limit(torch.zeros(22, 22, dtype=torch.float64), 4, p),
+                          p / p.norm())
+
+
+# --- linear truth encodings ----------------------------------------------------------------------
+
+def levels_of_the_second_token_only(rho, n):
+    """L_truth without averaging over the two attribute tokens."""
+    L0, Lmem, Ltruth = truth_levels(rho, n)
+    return L0, Lmem, 2 * Ltruth - Lmem
+
+
+def levels_with_swapped_plateaus(rho, n):
+    L0, Lmem, Ltruth = truth_levels(rho, n)
+    return L0, Ltruth, Lmem
+
+
+def process_with_false_attributes_never_true(n_subjects, n_attributes, rho, *, seed=0):
+    """A different process: false attributes uniform over A minus {g(s)} (what the catalogue
+    says to recompute for); the closed forms of the assumed process no longer hold."""
+    base = truth_process(n_subjects, n_attributes, rho, seed=seed)
+
+    class Shifted(TruthProcess):
+        def sample(self, batch, generator):
+            rows, true = TruthProcess.sample(self, batch, generator)
+            for col, subj in ((1, 0), (3, 2)):
+                hit = (~true) & (rows[:, col] == self.truth[rows[:, subj]])
+                rows[hit, col] = (rows[hit, col] + 1) % self.n_attributes
+            return rows, true
+
+    return Shifted(base.n_subjects, base.n_attributes, base.rho, base.truth)
+
+
+@pytest.mark.mutant("training-dynamics.truth-loss-levels")
+def test_an_unaveraged_truth_level_misses_its_predictor():
+    report = expect_failure(truth.levels_check(levels=levels_of_the_second_token_only,
+                                               cases=((0.5, 50),), samples=20_000))
+    assert "L_truth closed form" in report
+
+
+@pytest.mark.mutant("training-dynamics.truth-loss-levels")
+def test_a_different_false_attribute_law_breaks_the_levels():
+    report = expect_failure(truth.levels_check(
+        process=process_with_false_attributes_never_true, cases=((0.5, 5),), samples=50_000))
+    assert "Monte Carlo" in report
+
+
+@pytest.mark.slow
+@pytest.mark.mutant("training-dynamics.truth-two-phases")
+def test_without_truth_co_occurrence_the_truth_level_is_not_reached():
+    """The two facts' truths drawn independently: the a' token can only reach L_mem."""
+    report = expect_failure(truth.phases_check({"co_occurrence": False}))
+    assert "Bayes level" in report
+
+
+@pytest.mark.mutant("training-dynamics.truth-loss-levels")
+def test_swapped_plateaus_are_out_of_order():
+    assert "out of order" in expect_failure(truth.ordering_check(
+        levels=levels_with_swapped_plateaus))
+
+
+# --- conditioned initialisation -------------------------------------------------------------
+
+def value_path_through_tanh(X, W_Q, W_K, W_V):
+    """A layer whose output is not linear in W_V: the Jacobian then depends on W_V."""
+    return attention_layer(X, W_Q, W_K, torch.tanh(W_V))
+
+
+def inverse_condition_number(J):
+    """sigma_min / sigma_max: the measurement the refutation relies on, inverted."""
+    return 1 / condition_number(J)
+
+
+@pytest.mark.mutant("training-dynamics.conditioned-init-value-jacobian")
+def test_a_nonlinear_value_path_is_not_a_kronecker_product():
+    report = expect_failure(conditioning.value_jacobian_check(layer=value_path_through_tanh))
+    assert "Failing explicit example" in report
+
+
+@pytest.mark.mutant("training-dynamics.conditioned-init-condition-number")
+def test_an_inverted_condition_number_breaks_the_refutation():
+    report = expect_failure(conditioning.kappa_refutation_check(kappa=inverse_condition_number))
+    assert "expected to fail" in report
+
+
+@pytest.mark.slow
+@pytest.mark.mutant("training-dynamics.conditioned-init-trains-faster")
+def test_a_measurement_crediting_half_the_steps_breaks_the_refutation():
+    """The refutation relies on the measured steps: credit the conditioned arm with half of
+    them and the claim as stated passes, so the refutation must fail."""
+    real = conditioning._speed_result()
+
+    def rigged():
+        real.metrics["conditioned/steps_mean"] = real.metrics["conditioned/steps_mean"] / 2
+        return real
+
+    report = expect_failure(conditioning.speed_refutation_check(result_of=rigged))
+    assert "expected to fail" in report
+
+
+def test_conditioning_overwrites_only_the_attention_weights():
+    from empirics.conditioned_init import condition
+    from empirics.induction_heads import attention_only
+
+    model = attention_only(8, 6, d_model=8, n_layers=2, n_heads=2, seed=0)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    condition(model, 0)
+    after = model.state_dict()
+    changed = sorted(k for k in before if not torch.equal(before[k], after[k]))
+    assert all(k.split(".")[-1] in ("W_Q", "W_K", "W_V") for k in changed) and changed
+    for layer in model.layers:
+        for h in range(2):
+            s = torch.linalg.svdvals(layer.W_Q[h].double())
+            assert torch.allclose(s, torch.ones_like(s), atol=1e-6)   # float32 storage
+        assert torch.equal(torch.cat(list(layer.W_V.detach()), 1), torch.eye(8))
+
+
+def test_the_schemes_have_the_summarised_spectra():
+    W_Q, W_K, W_V = conditioned_init(12, 5, 7, seed=3)
+    for W in (W_Q, W_K):
+        s = torch.linalg.svdvals(W)
+        assert torch.allclose(s, torch.ones_like(s))     # semi-orthogonal: every sigma is 1
+    assert torch.equal(W_V, torch.eye(12, 7, dtype=torch.float64))
+    G = gaussian_init(12, 5, 7, seed=3)
+    assert [tuple(w.shape) for w in G] == [(12, 5), (12, 5), (12, 7)]
+    blocks = attention_jacobian(torch.randn(4, 12, dtype=torch.float64), *G)
+    assert {k: tuple(v.shape) for k, v in blocks.items()} == {
+        "W_Q": (28, 60), "W_K": (28, 60), "W_V": (28, 84)}
+
+
+# --- bad input ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: quadratic_test_loss(torch.zeros(3), torch.zeros(2, 2)), ValueError, "delta"),
+    (lambda: quadratic_test_loss([1.0], torch.zeros(1, 1)), TypeError, "g"),
+    (lambda: teacher_task(0), ValueError, "dim"),
+    (lambda: teacher_task(3, 2.5), TypeError, "train_size"),
+    (lambda: quadratic_net(3, 2, alpha=-1.0), ValueError, "alpha"),
+    (lambda: quadratic_net(3, 2, eps=float("nan")), ValueError, "eps"),
+    (lambda: quadratic_net(3, 2, dtype=torch.int64), ValueError, "dtype"),
+    (lambda: QuadraticNet(torch.zeros(3), 1.0, 0.1), ValueError, "W0"),
+    (lambda: quadratic_net(3, 2)(torch.zeros(4, 5)), ValueError, "x"),
+    (lambda: ntk_regression("net", teacher_task(3, 2)), TypeError, "net"),
+    (lambda: ntk_regression(quadratic_net(3, 2), "task"), TypeError, "task"),
+    (lambda: ntk_regression(quadratic_net(4, 2), teacher_task(3, 2)), ValueError, "D"),
+    (lambda: YZModel(1), ValueError, "vocab_size"),
+    (lambda: YZModel(4, normalize=1), TypeError, "normalize"),
+    (lambda: YZModel(4)(torch.tensor([[0, 1, 9]])), ValueError, "tokens"),
+    (lambda: YZModel(4)(torch.tensor([[0.0, 1.0]])), TypeError, "tokens"),
+    (lambda: YZModel(4)(torch.tensor([[0]])), ValueError, "length"),
+    (lambda: count_form(torch.zeros(3, 3), torch.tensor([[0, 5]])), ValueError, "tokens"),
+    (lambda: long_sequence_limit(torch.zeros(3, 3), 3, torch.ones(3) / 3), ValueError, "query"),
+    (lambda: long_sequence_limit(torch.zeros(3, 3), 0, torch.ones(3)), ValueError, "probs"),
+    (lambda: long_sequence_limit(torch.zeros(3, 2), 0, torch.ones(3) / 3), ValueError, "Z"),
+    (lambda: synthetic_classes(n_next=3, n_query=2), ValueError, "n_next"),
+    (lambda: synthetic_classes(distinct_mass=1.0), ValueError, "distinct_mass"),
+    (lambda: synthetic_classes(distinct_weights=(0.5, -0.1)), ValueError, "distinct_weights"),
+    (lambda: synthetic_classes().sample(0, 5, torch.Generator()), ValueError, "batch"),
+    (lambda: truth_levels(1.0, 50), ValueError, "rho"),
+    (lambda: truth_levels("0.5", 50), TypeError, "rho"),
+    (lambda: truth_levels(0.5, 1), ValueError, "n_attributes"),
+    (lambda: truth_process(0), ValueError, "n_subjects"),
+    (lambda: bayes_log_probs("process", torch.zeros(1, 4)), TypeError, "process"),
+    (lambda: attention_layer(torch.zeros(3), torch.zeros(3, 2), torch.zeros(3, 2),
+                             torch.zeros(3, 2)), ValueError, "X"),
+    (lambda: attention_layer(torch.zeros(2, 3), torch.zeros(3, 2), torch.zeros(3, 4),
+                             torch.zeros(3, 2)), ValueError, "W_K"),
+    (lambda: attention_layer(torch.zeros(2, 3), torch.zeros(3, 2), torch.zeros(3, 2),
+                             torch.zeros(4, 2)), ValueError, "W_V"),
+    (lambda: conditioned_init(0, 2, 2), ValueError, "d"),
+    (lambda: gaussian_init(3, 2, 2, dtype=torch.int32), ValueError, "dtype"),
+    (lambda: condition_number(torch.zeros(3)), ValueError, "J"),
+])
+def test_bad_input_is_rejected_with_the_parameter_named(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

@@ -17,8 +17,7 @@ import functools
 import math
 from collections.abc import Callable
 
-# The construction lives in empirics until it moves to constructions (the house issue).
-from empirics.prenorm_gradients import mean_field_transformer
+from constructions.mean_field import mean_field_transformer
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 

@@ -19,10 +19,10 @@ A session-scoped ``evidence`` fixture returns the same object, for tests that pr
 
 ``evidence`` methods: ``margin(x)`` (worst = min), ``ratio(x)`` (tightness, worst = max),
 ``metric(name, value, worse="higher"|"lower")``, ``figure(fig, name)``,
-``table(name, header, rows)``, ``cases(n)`` (examples checked without Hypothesis) and
-``counterexample(value)``. Inside a Hypothesis test, each example's smallest margin and
-largest ratio are also passed to ``hypothesis.target``, which steers the search towards the
-bound.
+``table(name, header, rows)``, ``cases(n)`` (examples checked without Hypothesis),
+``counterexample(value)`` and ``proof(record)`` (what a proved-tier check compiled or
+solved). Inside a Hypothesis test, each example's smallest margin and largest ratio are also
+passed to ``hypothesis.target``, which steers the search towards the bound.
 
 Evidence file schema (version 1)
 --------------------------------
@@ -47,6 +47,8 @@ Evidence file schema (version 1)
               "tables": {"<name>": {"header": [...], "rows": [[...]]}},
               "figures": ["<path relative to the evidence file>"],
               "counterexample": str|null,     # pinned by a refutation check
+              "proof": {"tool", "version", "source", "theorem", "trusts", "assumptions",
+                        "seconds", "sha256", "cached"} | null,  # a proved-tier check
               "falsifying_example": str|null, # Hypothesis' report when the check failed
               "message": str|null,            # failure or skip reason, first lines
               "duration": float               # seconds (a time: not compared between runs)
@@ -55,7 +57,9 @@ Evidence file schema (version 1)
       }
     }
 
-Non-finite floats are written as the strings ``"inf"``, ``"-inf"`` and ``"nan"``. Checks are
+Non-finite floats are written as the strings ``"inf"``, ``"-inf"`` and ``"nan"``.
+``proof.seconds`` (compile or solve time) and ``proof.cached`` (whether it came from the proof
+cache, see :mod:`theorems.proving`) depend on the run, like the times. Checks are
 sorted by node id, so runs under pytest-xdist give the same file as serial runs. Under xdist
 each worker attaches its records to the test report's ``user_properties``; the controller
 aggregates them. Only the ``started``/``finished``/``duration`` fields are times; with the
@@ -131,6 +135,7 @@ class Recorder:
     tables: dict[str, dict] = field(default_factory=dict)
     figures: list[str] = field(default_factory=list)
     counterexample_: str | None = None
+    proof_: dict | None = None
     # per-Hypothesis-example extremes, passed to hypothesis.target at the end of the example
     _example_margin: float | None = None
     _example_ratio: float | None = None
@@ -165,6 +170,10 @@ class Recorder:
         """Pin the counterexample a refutation check found; it counts as one example."""
         self.counterexample_ = value if isinstance(value, str) else repr(value)
         self.examples += 1
+
+    def proof(self, record: dict) -> None:
+        """What a proved-tier check ran: tool, version, trusted axioms, time (theorems.proving)."""
+        self.proof_ = dict(record)
 
     def figure(self, fig, name: str = "") -> str | None:
         """Save a matplotlib figure as PNG beside the evidence file and close it."""
@@ -207,6 +216,7 @@ class Recorder:
             "tables": self.tables,
             "figures": self.figures,
             "counterexample": self.counterexample_,
+            "proof": self.proof_,
         }
 
 

@@ -1,0 +1,109 @@
+"""The proved tier: its runner (theorems.proving), and one falsified-statement mutant per proof.
+
+A mutant edits the statement of a proof file (an inequality flipped, a constant changed) and
+asserts that the check then fails: the edited file must not compile, or z3 must answer sat.
+Results are cached by content hash, so a mutant costs one compile per change of its file.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from theorems import proving
+from theorems.evidence import expect_failure
+from theorems.proving import check_coq, coq_proof
+
+needs_coq = pytest.mark.skipif(proving.missing_coq() is not None,
+                               reason=proving.missing_coq() or "")
+needs_z3 = pytest.mark.skipif(proving.missing_z3() is not None,
+                              reason=proving.missing_z3() or "")
+
+
+def falsified(path: str, theorem: str, old: str, new: str) -> str:
+    """Run the proof of ``theorem`` with its statement edited; it must fail. Returns why."""
+    return expect_failure(coq_proof(path, theorem=theorem, replace=(old, new)))
+
+
+# --- the runner --------------------------------------------------------------------------
+
+def test_unproved_markers_ignore_comments():
+    text = "(* Admitted (* nested admit *) *) Lemma x : True. Proof. admit. Admitted."
+    assert proving.unproved_markers(text) == ["Admitted", "admit"]
+    assert proving.unproved_markers("(* Axiom *) Lemma x : True. Proof. exact I. Qed.") == []
+
+
+def test_parse_assumptions():
+    closed = "Closed under the global context\n"
+    assert proving.parse_assumptions(closed) == ()
+    listed = ("Axioms:\nClassical_Prop.classic : forall P : Prop, P \\/ ~ P\n"
+              "ClassicalDedekindReals.sig_forall_dec\n  : forall P : nat -> Prop,\n"
+              "    (forall n : nat, {P n} + {~ P n}) -> True\n")
+    assert proving.parse_assumptions(listed) == ("Classical_Prop.classic",
+                                                 "ClassicalDedekindReals.sig_forall_dec")
+    with pytest.raises(ValueError, match="unrecognised"):
+        proving.parse_assumptions("Error: something else")
+
+
+def test_mutate_requires_a_unique_match():
+    assert proving.mutate("a <= b", ("<=", ">=")) == "a >= b"
+    with pytest.raises(ValueError, match="occurs 2 times"):
+        proving.mutate("a <= b <= c", ("<=", ">="))
+    with pytest.raises(ValueError, match="occurs 0 times"):
+        proving.mutate("a <= b", ("==", ">="))
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="theorem"):
+        check_coq("proofs/coq/hopfield_twicing.v", theorem="not an identifier")
+    with pytest.raises(ValueError, match="path"):
+        check_coq("proofs/coq/missing.v", theorem="x")
+
+
+@needs_coq
+def test_admitted_proof_is_rejected_before_compiling():
+    message = falsified("proofs/coq/hopfield_twicing.v", "twicing_identity", "Qed.", "Admitted.")
+    assert "not a proof" in message and "Admitted" in message
+
+
+@needs_coq
+def test_an_axiom_smuggled_in_through_a_module_type_is_rejected(tmp_path, monkeypatch):
+    """An axiom that the text scan cannot see (a Module Type's field) is caught by
+    Print Assumptions, and named."""
+    source = tmp_path / "sneaky.v"
+    source.write_text("Module Type T. Variable cheat : False. End T.\n"
+                      "Declare Module M : T.\n"
+                      "Theorem sneaky : 1 = 2. Proof. destruct M.cheat. Qed.\n")
+    monkeypatch.setattr(proving, "ROOT", tmp_path)
+    monkeypatch.setattr(proving, "CACHE_DIR", tmp_path / "cache")
+    result = check_coq("sneaky.v", theorem="sneaky")
+    assert not result.ok and "M.cheat" in result.message, result
+
+
+@needs_coq
+def test_a_cached_proof_is_not_recompiled(tmp_path, monkeypatch):
+    monkeypatch.setattr(proving, "CACHE_DIR", tmp_path)
+    first = check_coq("proofs/coq/hopfield_twicing.v", theorem="twicing_identity")
+    second = check_coq("proofs/coq/hopfield_twicing.v", theorem="twicing_identity")
+    assert first.ok and not first.cached and second.cached
+    assert second.seconds == first.seconds  # the recorded compile time is the cold one
+    assert len(list(tmp_path.glob("*.json"))) == 1
+
+
+def test_missing_coq_skips_with_a_reason(monkeypatch):
+    proving.coq_version.cache_clear()
+    monkeypatch.setattr(proving.shutil, "which", lambda name: None)
+    try:
+        assert "coqc not found" in proving.missing_coq()
+        with pytest.raises(pytest.skip.Exception, match="coqc not found"):
+            coq_proof("proofs/coq/hopfield_twicing.v", theorem="twicing_identity")()
+    finally:
+        proving.coq_version.cache_clear()
+
+
+# --- one falsified statement per proof -----------------------------------------------------
+
+@needs_coq
+@pytest.mark.mutant("hopfield.twicing-identity")
+def test_twicing_with_a_flipped_residual_sign_is_not_provable():
+    falsified("proofs/coq/hopfield_twicing.v", "twicing_identity",
+              "A *m V + A *m (V - A *m V)", "A *m V + A *m (V + A *m V)")

@@ -107,3 +107,23 @@ def test_missing_coq_skips_with_a_reason(monkeypatch):
 def test_twicing_with_a_flipped_residual_sign_is_not_provable():
     falsified("proofs/coq/hopfield_twicing.v", "twicing_identity",
               "A *m V + A *m (V - A *m V)", "A *m V + A *m (V + A *m V)")
+
+
+@needs_coq
+@pytest.mark.mutant("bilinear.tensor-identity")
+def test_tensor_with_w2_on_the_wrong_index_is_not_provable():
+    falsified("proofs/coq/bilinear.v", "tensor_identity",
+              "= W1 i j * W2 i k).", "= W1 i j * W2 i j).")
+
+
+@needs_coq
+@pytest.mark.mutant("bilinear.symmetric-part")
+def test_symmetric_part_with_a_flipped_sign_is_not_provable():
+    falsified("proofs/coq/bilinear.v", "symmetric_part",
+              "x x a = layer WO W1 W2 x a ord0.", "x x a = - layer WO W1 W2 x a ord0.")
+
+
+@needs_coq
+@pytest.mark.mutant("bilinear.quadratic-form")
+def test_cubic_homogeneity_is_not_provable():
+    falsified("proofs/coq/bilinear.v", "quadratic_form", "alpha ^+ 2 *:", "alpha ^+ 3 *:")

@@ -127,3 +127,10 @@ def test_symmetric_part_with_a_flipped_sign_is_not_provable():
 @pytest.mark.mutant("bilinear.quadratic-form")
 def test_cubic_homogeneity_is_not_provable():
     falsified("proofs/coq/bilinear.v", "quadratic_form", "alpha ^+ 2 *:", "alpha ^+ 3 *:")
+
+
+@needs_coq
+@pytest.mark.mutant("icl-regression.one-step-gd")
+def test_one_step_gd_with_the_prediction_negated_is_not_provable():
+    falsified("proofs/coq/icl_regression_one_step_gd.v", "one_step_gd",
+              "prediction mask_query = (xq^T", "prediction mask_query = - (xq^T")

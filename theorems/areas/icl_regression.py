@@ -1192,3 +1192,14 @@ def cot_products_check(build=multi_step_layer):
 
 
 test_cot_training_learns_the_products = check(IR_COT_TRAINED, "empirical")(cot_products_check())
+
+
+# --- proved (appended: machine-checked proofs, see theorems/proving.py) ----------------------
+
+from theorems.proving import coq_proof  # noqa: E402
+
+# The exact-arithmetic identity (masked and unmasked query) as a block-matrix identity for
+# every d, n, eta and P, over any field: MathComp matrices. The float64 part is the property
+# check's.
+test_one_step_gd_proved = check(IR_ONE_STEP, "proved")(
+    coq_proof("proofs/coq/icl_regression_one_step_gd.v", theorem="one_step_gd"))

@@ -134,3 +134,10 @@ def test_cubic_homogeneity_is_not_provable():
 def test_one_step_gd_with_the_prediction_negated_is_not_provable():
     falsified("proofs/coq/icl_regression_one_step_gd.v", "one_step_gd",
               "prediction mask_query = (xq^T", "prediction mask_query = - (xq^T")
+
+
+@needs_coq
+@pytest.mark.mutant("layernorm.projection-decomposition")
+def test_layer_norm_with_squared_norm_d_plus_one_is_not_provable():
+    falsified("proofs/coq/layernorm_projection_decomposition.v", "projection_decomposition",
+              "i ^+ 2 = d%:R].", "i ^+ 2 = (d.+1)%:R].")

@@ -394,3 +394,14 @@ def majority_learnable_check(build=None):
 
 test_majority_training_aligns_the_query_with_ones = check(LN_MAJORITY_LEARNABLE, "empirical")(
     majority_learnable_check())
+
+
+# --- proved (appended: machine-checked proofs, see theorems/proving.py) ----------------------
+
+from theorems.proving import coq_proof  # noqa: E402
+
+# LN(x) = sqrt(d) Px/||Px||, 1^T LN(x) = 0 and ||LN(x)||^2 = d for every d and every x with
+# Px != 0, over any real closed field: MathComp big sums and Num.sqrt.
+test_decomposition_proved = check(LN_DECOMPOSITION, "proved")(
+    coq_proof("proofs/coq/layernorm_projection_decomposition.v",
+              theorem="projection_decomposition"))

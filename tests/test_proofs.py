@@ -141,3 +141,11 @@ def test_one_step_gd_with_the_prediction_negated_is_not_provable():
 def test_layer_norm_with_squared_norm_d_plus_one_is_not_provable():
     falsified("proofs/coq/layernorm_projection_decomposition.v", "projection_decomposition",
               "i ^+ 2 = d%:R].", "i ^+ 2 = (d.+1)%:R].")
+
+
+@needs_coq
+@pytest.mark.mutant("boltzmann.max-bounds")
+def test_boltzmann_strictly_below_the_max_is_not_provable():
+    """False for n = 1 (boltz(a) = a = max a), so no proof can exist."""
+    falsified("proofs/coq/boltzmann_max_bounds.v", "max_bounds",
+              "<= boltz beta l <= max_list l.", "<= boltz beta l < max_list l.")

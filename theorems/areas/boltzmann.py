@@ -1253,3 +1253,13 @@ def gd_check(**overrides):
 
 
 test_gradient_descent_beats_the_token_only_ceiling = check(BZ_GD, "empirical")(gd_check())
+
+
+# --- proved (appended: machine-checked proofs, see theorems/proving.py) ----------------------
+
+from theorems.proving import coq_proof  # noqa: E402
+
+# max a - ln(n)/beta <= boltz_beta(a) <= max a for every n >= 1 and beta > 0: Coq
+# standard-library reals (so the classical-reals axioms are trusted), by x ln(nx) >= x - 1/n.
+test_max_bounds_proved = check(BZ_MAX_BOUNDS, "proved")(
+    coq_proof("proofs/coq/boltzmann_max_bounds.v", theorem="max_bounds"))

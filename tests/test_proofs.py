@@ -7,11 +7,13 @@ Results are cached by content hash, so a mutant costs one compile per change of 
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from theorems import proving
 from theorems.evidence import expect_failure
-from theorems.proving import check_coq, coq_proof
+from theorems.proving import check_coq, coq_proof, smt_proof
 
 needs_coq = pytest.mark.skipif(proving.missing_coq() is not None,
                                reason=proving.missing_coq() or "")
@@ -149,3 +151,56 @@ def test_boltzmann_strictly_below_the_max_is_not_provable():
     """False for n = 1 (boltz(a) = a = max a), so no proof can exist."""
     falsified("proofs/coq/boltzmann_max_bounds.v", "max_bounds",
               "<= boltz beta l <= max_list l.", "<= boltz beta l < max_list l.")
+
+
+def tightened(conditions):
+    """The margin conditions with every bound divided by 10: false for the two-layer (A) at
+    n = 1 and for the compact (D') at g = 1, where lhs/bound is a constant above 1/10."""
+    def run(n, params, *, lib):
+        return {name: (lhs, lib.sympify(bound) / 10) for name, (lhs, bound) in
+                conditions(n, params, lib=lib).items()}
+    return run
+
+
+@needs_z3
+@pytest.mark.mutant("induction-heads.two-layer-margins")
+def test_two_layer_margins_ten_times_tighter_come_back_sat():
+    from constructions.induction_heads import two_layer_conditions
+    from theorems.areas.induction_heads import margin_query
+
+    message = expect_failure(smt_proof(
+        functools.partial(margin_query, conditions=tightened(two_layer_conditions)),
+        name="tightened two-layer margins", source="tests/test_proofs.py"))
+    assert "counterexample" in message
+
+
+@needs_z3
+@pytest.mark.mutant("induction-heads.compact-margins")
+def test_compact_margins_ten_times_tighter_come_back_sat():
+    from constructions.induction_heads import compact_conditions, compact_parameters
+    from theorems.areas.induction_heads import margin_query
+
+    message = expect_failure(smt_proof(
+        functools.partial(margin_query, compact_parameters, tightened(compact_conditions),
+                          geometry=True),
+        name="tightened compact margins", source="tests/test_proofs.py"))
+    assert "counterexample" in message
+
+
+def test_sympy_translation_refuses_what_it_cannot_translate_exactly():
+    sympy = pytest.importorskip("sympy")
+    pytest.importorskip("z3")
+    x = sympy.Symbol("x", positive=True)
+    with pytest.raises(ValueError, match="cannot translate"):
+        proving.z3_from_sympy(sympy.sin(x), {x: __import__("z3").Real("x")}, [])
+    with pytest.raises(ValueError, match="log of a non-atom"):
+        proving.z3_from_sympy(sympy.log(x + 1), {x: __import__("z3").Real("x")}, [])
+
+
+def test_series_bounds_enclose_e_and_ln3():
+    mpmath = pytest.importorskip("mpmath")
+    with mpmath.workdps(100):
+        for key, value in (("E", mpmath.e), ("3", mpmath.log(3)), ("2", mpmath.log(2))):
+            lo, hi = (mpmath.mpf(b.numerator) / b.denominator
+                      for b in proving._series_bounds(key))
+            assert lo <= value <= hi and hi - lo < 1e-12, key

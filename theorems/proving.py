@@ -353,3 +353,94 @@ def smt_proof(build: Callable, name: str, source: str) -> Callable:
     run.__name__ = "smt_" + re.sub(r"\W", "_", name)
     run.__doc__ = f"SMT proof of {name} (query from {source})."
     return pytest.mark.skipif(missing_z3() is not None, reason=missing_z3() or "")(run)
+
+
+# --- from SymPy to z3 --------------------------------------------------------------------
+
+def _series_bounds(name: str) -> tuple:
+    """Rational enclosures ``(lo, hi)`` of e or ln k (integer k >= 2), from series with tails.
+
+    e = sum 1/j! (tail after J terms < 2/(J+1)!); ln k = 2 atanh((k-1)/(k+1)) =
+    2 sum t^(2j+1)/(2j+1), t = (k-1)/(k+1) (tail after J terms < 2 t^(2J+1)/((2J+1)(1-t^2))).
+    """
+    from fractions import Fraction
+    from math import factorial
+
+    if name == "E":
+        lower = sum(Fraction(1, factorial(j)) for j in range(30))
+        return lower, lower + Fraction(2, factorial(30))
+    k = int(name)
+    if k < 2:
+        raise ValueError(f"ln of {k}: only integers >= 2 have series bounds here")
+    t = Fraction(k - 1, k + 1)
+    terms = 60
+    lower = 2 * sum(t ** (2 * j + 1) / (2 * j + 1) for j in range(terms))
+    tail = 2 * t ** (2 * terms + 1) / ((2 * terms + 1) * (1 - t * t))
+    return lower, lower + tail
+
+
+def z3_from_sympy(expr, variables: dict, facts: list) -> object:
+    """Translate a SymPy expression in positive symbols, their logarithms, logarithms of
+    integers and e into a z3 real term, appending to ``facts`` what is known of each atom.
+
+    ``variables`` maps each SymPy symbol to its z3 real. ``log(s)`` of a positive symbol
+    becomes a fresh real with the sound bounds ``1 - 1/s <= log s <= s - 1``; ``log(k)`` of
+    an integer and ``E`` become fresh reals inside the rational enclosures of
+    :func:`_series_bounds`, and ``exp(k)`` of an integer is ``E**k``. Anything else (another
+    function, a float, a non-integer power) raises ``ValueError``: the translation is exact
+    or it refuses.
+    """
+    import sympy
+    import z3
+
+    atoms: dict = variables.setdefault("_atoms", {})
+
+    def atom(key, make):
+        if key not in atoms:
+            atoms[key] = make()
+        return atoms[key]
+
+    def bounded(name: str, key) -> object:
+        def make():
+            real = z3.Real(name)
+            lo, hi = _series_bounds(key)
+            facts.extend([real >= z3.RealVal(f"{lo.numerator}/{lo.denominator}"),
+                          real <= z3.RealVal(f"{hi.numerator}/{hi.denominator}")])
+            return real
+        return atom(("const", key), make)
+
+    def walk(e):
+        if e.is_Symbol:
+            if e not in variables:
+                raise ValueError(f"no z3 variable for symbol {e}")
+            return variables[e]
+        if e.is_Integer or e.is_Rational:
+            return z3.RealVal(f"{e.p}/{e.q}")
+        if e == sympy.E:
+            return bounded("e", "E")
+        if isinstance(e, sympy.exp) and e.args[0].is_Integer:  # e^k = E^k, exactly
+            return walk(sympy.Pow(sympy.E, e.args[0], evaluate=False))
+        if isinstance(e, sympy.log):
+            (arg,) = e.args
+            if arg.is_Integer and arg >= 2:
+                return bounded(f"ln_{arg}", str(arg))
+            if arg.is_Symbol and arg.is_positive:
+                def make():
+                    real, s = z3.Real(f"ln_{arg}"), walk(arg)
+                    facts.extend([real >= 1 - 1 / s, real <= s - 1])
+                    return real
+                return atom(("log", arg), make)
+            raise ValueError(f"cannot translate {e}: log of a non-atom (expand_log first)")
+        if e.is_Add:
+            return z3.Sum([walk(a) for a in e.args])
+        if e.is_Mul:
+            return z3.Product([walk(a) for a in e.args])
+        if e.is_Pow and e.exp.is_Integer:
+            base, power = walk(e.base), int(e.exp)
+            result = z3.RealVal(1)
+            for _ in range(abs(power)):
+                result = result * base
+            return result if power >= 0 else 1 / result
+        raise ValueError(f"cannot translate {e} ({type(e).__name__}) to z3")
+
+    return walk(expr)

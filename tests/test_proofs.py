@@ -204,3 +204,11 @@ def test_series_bounds_enclose_e_and_ln3():
             lo, hi = (mpmath.mpf(b.numerator) / b.denominator
                       for b in proving._series_bounds(key))
             assert lo <= value <= hi and hi - lo < 1e-12, key
+
+
+@needs_coq
+@pytest.mark.mutant("addition.failure-set")
+def test_failure_set_without_the_carry_out_digit_is_not_provable():
+    """Dropping the answer's top digit A_{n_d} makes every carry-out a failure: 5 + 5."""
+    falsified("proofs/coq/addition_failure_set.v", "failure_set",
+              "value (algorithm_digit s) (S nd)", "value (algorithm_digit s) nd")

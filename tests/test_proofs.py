@@ -56,14 +56,15 @@ def test_mutate_requires_a_unique_match():
 
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="theorem"):
-        check_coq("proofs/coq/hopfield_twicing.v", theorem="not an identifier")
+        check_coq("proofs/coq/hopfield_twicing_identity.v", theorem="not an identifier")
     with pytest.raises(ValueError, match="path"):
         check_coq("proofs/coq/missing.v", theorem="x")
 
 
 @needs_coq
 def test_admitted_proof_is_rejected_before_compiling():
-    message = falsified("proofs/coq/hopfield_twicing.v", "twicing_identity", "Qed.", "Admitted.")
+    message = falsified("proofs/coq/hopfield_twicing_identity.v", "twicing_identity",
+                        "Qed.", "Admitted.")
     assert "not a proof" in message and "Admitted" in message
 
 
@@ -84,8 +85,8 @@ def test_an_axiom_smuggled_in_through_a_module_type_is_rejected(tmp_path, monkey
 @needs_coq
 def test_a_cached_proof_is_not_recompiled(tmp_path, monkeypatch):
     monkeypatch.setattr(proving, "CACHE_DIR", tmp_path)
-    first = check_coq("proofs/coq/hopfield_twicing.v", theorem="twicing_identity")
-    second = check_coq("proofs/coq/hopfield_twicing.v", theorem="twicing_identity")
+    first = check_coq("proofs/coq/hopfield_twicing_identity.v", theorem="twicing_identity")
+    second = check_coq("proofs/coq/hopfield_twicing_identity.v", theorem="twicing_identity")
     assert first.ok and not first.cached and second.cached
     assert second.seconds == first.seconds  # the recorded compile time is the cold one
     assert len(list(tmp_path.glob("*.json"))) == 1
@@ -97,7 +98,7 @@ def test_missing_coq_skips_with_a_reason(monkeypatch):
     try:
         assert "coqc not found" in proving.missing_coq()
         with pytest.raises(pytest.skip.Exception, match="coqc not found"):
-            coq_proof("proofs/coq/hopfield_twicing.v", theorem="twicing_identity")()
+            coq_proof("proofs/coq/hopfield_twicing_identity.v", theorem="twicing_identity")()
     finally:
         proving.coq_version.cache_clear()
 
@@ -107,7 +108,7 @@ def test_missing_coq_skips_with_a_reason(monkeypatch):
 @needs_coq
 @pytest.mark.mutant("hopfield.twicing-identity")
 def test_twicing_with_a_flipped_residual_sign_is_not_provable():
-    falsified("proofs/coq/hopfield_twicing.v", "twicing_identity",
+    falsified("proofs/coq/hopfield_twicing_identity.v", "twicing_identity",
               "A *m V + A *m (V - A *m V)", "A *m V + A *m (V + A *m V)")
 
 

@@ -23,6 +23,7 @@ torch; ``z3`` is imported only inside :func:`smt_proof`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -218,8 +219,8 @@ def check_coq(path: str | os.PathLike, theorem: str, *, replace: tuple[str, str]
     sha = hashlib.sha256(text.encode()).hexdigest()
     key = _cache_key("coq", version or "", theorem, text)
     hit = _cached(key)
-    if hit is not None:
-        return hit
+    if hit is not None:  # the key is the content: the file may have moved since
+        return dataclasses.replace(hit, source=source)
 
     def result(ok: bool, assumptions=None, seconds=0.0, message="") -> ProofResult:
         if assumptions is None:  # never got as far as Print Assumptions

@@ -242,4 +242,4 @@ from theorems.proving import coq_proof  # noqa: E402
 
 # (2A - A^2)V = AV + A(V - AV) for every n, d_v and ring: MathComp matrices.
 test_twicing_identity_proved = check(HP_TWICING, "proved")(
-    coq_proof("proofs/coq/hopfield_twicing.v", theorem="twicing_identity"))
+    coq_proof("proofs/coq/hopfield_twicing_identity.v", theorem="twicing_identity"))

@@ -84,12 +84,16 @@ def test_an_axiom_smuggled_in_through_a_module_type_is_rejected(tmp_path, monkey
 
 @needs_coq
 def test_a_cached_proof_is_not_recompiled(tmp_path, monkeypatch):
-    monkeypatch.setattr(proving, "CACHE_DIR", tmp_path)
-    first = check_coq("proofs/coq/hopfield_twicing_identity.v", theorem="twicing_identity")
-    second = check_coq("proofs/coq/hopfield_twicing_identity.v", theorem="twicing_identity")
-    assert first.ok and not first.cached and second.cached
+    (tmp_path / "trivial.v").write_text("Theorem trivial : True. Proof. exact I. Qed.\n")
+    monkeypatch.setattr(proving, "ROOT", tmp_path)
+    monkeypatch.setattr(proving, "CACHE_DIR", tmp_path / "cache")
+    first = check_coq("trivial.v", theorem="trivial")
+    second = check_coq("trivial.v", theorem="trivial")
+    assert first.ok and not first.cached and second.cached and first.assumptions == ()
     assert second.seconds == first.seconds  # the recorded compile time is the cold one
-    assert len(list(tmp_path.glob("*.json"))) == 1
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 1
+    monkeypatch.setenv("THEOREMS_PROOF_CACHE", "off")
+    assert not check_coq("trivial.v", theorem="trivial").cached
 
 
 def test_missing_coq_skips_with_a_reason(monkeypatch):

@@ -146,8 +146,15 @@ def test_one_step_gd_with_the_prediction_negated_is_not_provable():
 @needs_coq
 @pytest.mark.mutant("layernorm.projection-decomposition")
 def test_layer_norm_with_squared_norm_d_plus_one_is_not_provable():
-    falsified("proofs/coq/layernorm_projection_decomposition.v", "projection_decomposition",
+    falsified("proofs/coq/layernorm.v", "projection_decomposition",
               "i ^+ 2 = d%:R].", "i ^+ 2 = (d.+1)%:R].")
+
+
+@needs_coq
+@pytest.mark.mutant("layernorm.two-dimensions")
+def test_two_dimensional_layer_norm_with_the_sign_flipped_is_not_provable():
+    falsified("proofs/coq/layernorm.v", "two_dimensions",
+              "i0 = Num.sg (x i0 - x i1) /\\", "i0 = Num.sg (x i1 - x i0) /\\")
 
 
 @needs_coq

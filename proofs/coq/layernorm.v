@@ -1,4 +1,5 @@
-(* Claim layernorm.projection-decomposition (theorems/areas/layernorm.py).
+(* Claims layernorm.projection-decomposition (theorem projection_decomposition) and
+   layernorm.two-dimensions (theorem two_dimensions, at the end); theorems/areas/layernorm.py.
 
    For x in R^d, with mean xbar = (1/d) sum_i x_i, centred vector (Px)_i = x_i - xbar
    (P = I - (1/d) 1 1^T), population standard deviation sigma(x) = sqrt((1/d) sum_i (Px)_i^2)
@@ -89,3 +90,41 @@ case=> j nonconstant; split; [exact: decomposition nonconstant | |].
 exact: sumsq_layer_norm nonconstant.
 Qed.
 End LayerNorm.
+
+(* Claim layernorm.two-dimensions: for x = (x_1, x_2) with x_1 <> x_2,
+   LN(x) = sign(x_1 - x_2) (1, -1), with LN as above (here d = 2, indices 0 and 1). *)
+Section TwoDimensions.
+Variable R : rcfType.
+Local Notation i0 := (ord0 : 'I_2).
+Local Notation i1 := (ord_max : 'I_2).
+
+Lemma sum2 (F : 'I_2 -> R) : \sum_i F i = F i0 + F i1.
+Proof. by rewrite big_ord_recl big_ord_recl big_ord0 addr0; congr (_ + F _); apply: val_inj. Qed.
+
+Theorem two_dimensions (x : 'I_2 -> R) : x i0 != x i1 ->
+  layer_norm x i0 = Num.sg (x i0 - x i1) /\ layer_norm x i1 = - Num.sg (x i0 - x i1).
+Proof.
+move=> distinct.
+have opp : center x i1 = - center x i0.
+  by apply/eqP; rewrite -addr_eq0 addrC -sum2 (sum_center x i0).
+have diff : x i0 - x i1 = center x i0 *+ 2.
+  have e : center x i0 - center x i1 = x i0 - x i1 by rewrite /center opprB addrA subrK.
+  by rewrite -e opp opprK mulr2n.
+have nz : center x i0 != 0.
+  by apply/eqP => c0; move: distinct; rewrite -subr_eq0 diff c0 mul0rn eqxx.
+have ln1 : layer_norm x i1 = - layer_norm x i0 by rewrite /layer_norm opp mulNr.
+have sq : layer_norm x i0 ^+ 2 = 1.
+  have := sumsq_layer_norm nz; rewrite sum2 ln1 sqrrN -mulr2n => /eqP.
+  have two : 2%:R != 0 :> R by rewrite pnatr_eq0.
+  by move=> twice; apply: (mulIf two); rewrite mul1r mulr_natr; apply/eqP.
+have sigma_gt0 : 0 < sigma x.
+  rewrite lt_neqAle sqrtr_ge0 andbT eq_sym; apply/eqP => s0; move: sq.
+  by rewrite /layer_norm s0 invr0 mulr0 expr0n /= => /eqP; rewrite eq_sym oner_eq0.
+have unit : layer_norm x i0 = Num.sg (layer_norm x i0).
+  by move/eqP: sq; rewrite sqrf_eq1 => /orP[] /eqP ->; rewrite ?sgr1 ?sgrN1.
+have sign : layer_norm x i0 = Num.sg (x i0 - x i1).
+  rewrite unit {1}/layer_norm sgrM sgrV (gtr0_sg sigma_gt0) mulr1 diff sgrMn /=.
+  by rewrite mul1r.
+by split; rewrite ?ln1 sign.
+Qed.
+End TwoDimensions.

@@ -103,12 +103,18 @@ def coq_version() -> str | None:
 
 @functools.cache
 def z3_version() -> str | None:
-    """z3's version, or None when the ``z3-solver`` package is not installed."""
+    """The installed ``z3-solver``'s version (read from its metadata: importing z3 costs
+    seconds, and a cached proof never needs it), or None when it is not installed."""
+    return _distribution_version("z3-solver")
+
+
+def _distribution_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        import z3
-    except ImportError:
+        return version(name)
+    except PackageNotFoundError:
         return None
-    return z3.get_version_string()
 
 
 def missing_coq() -> str | None:
@@ -306,11 +312,25 @@ def coq_proof(path: str, theorem: str, *, replace: tuple[str, str] | None = None
 
 # --- SMT ---------------------------------------------------------------------------------
 
-def check_smt(build: Callable, name: str, source: str) -> ProofResult:
+def check_smt(build: Callable, name: str, source: str,
+              depends: tuple[str, ...] = ()) -> ProofResult:
     """Ask z3 whether the formulas ``build()`` returns can all hold; ``unsat`` is a proof.
 
     ``build`` returns the statement's negation (with its hypotheses) as a list of z3 Booleans.
+    With ``depends`` (paths, relative to the repository root, of every file the query is
+    generated from), the cache is keyed on those files' contents and the SymPy and z3
+    versions, so a cached proof does not even rebuild its query; without it, on the query's
+    SMT-LIB text.
     """
+    version = z3_version() or ""
+    early_key = None
+    if depends:
+        contents = [(ROOT / path).read_text() for path in depends]
+        early_key = _cache_key("z3-inputs", version, _distribution_version("sympy") or "",
+                               name, source, *depends, *contents)
+        hit = _cached(early_key)
+        if hit is not None:
+            return hit
     import z3
 
     formulas = list(build())
@@ -318,7 +338,6 @@ def check_smt(build: Callable, name: str, source: str) -> ProofResult:
     solver.set("timeout", SMT_TIMEOUT_MS)
     solver.add(*formulas)
     query = solver.to_smt2()
-    version = z3_version() or ""
     sha = hashlib.sha256(query.encode()).hexdigest()
     key = _cache_key("z3", version, name, query)
     hit = _cached(key)
@@ -327,6 +346,7 @@ def check_smt(build: Callable, name: str, source: str) -> ProofResult:
     start = time.perf_counter()
     answer = solver.check()
     seconds = time.perf_counter() - start
+    version = z3.get_version_string()  # the library's own word, recorded with the proof
     message = ""
     if answer == z3.sat:
         message = f"z3 found a counterexample to {name}: {solver.model()}"
@@ -337,19 +357,23 @@ def check_smt(build: Callable, name: str, source: str) -> ProofResult:
                           seconds=round(seconds, 3), sha256=sha, message=message)
     if answer in (z3.sat, z3.unsat):  # an 'unknown' (a timeout) may differ next time
         _store(key, outcome)
+        if early_key is not None:
+            _store(early_key, outcome)
     return outcome
 
 
-def smt_proof(build: Callable, name: str, source: str) -> Callable:
+def smt_proof(build: Callable, name: str, source: str, depends: tuple[str, ...] = ()
+              ) -> Callable:
     """A check that proves ``name`` by z3 answering ``unsat`` on ``build()`` (its negation).
 
-    ``source`` names the Python function the query comes from (shown with the evidence).
+    ``source`` names the Python function the query comes from (shown with the evidence);
+    ``depends`` lists the files it is generated from (see :func:`check_smt`).
     """
     def run() -> None:
         reason = missing_z3()
         if reason:
             pytest.skip(reason)
-        _report(check_smt(build, name, source))
+        _report(check_smt(build, name, source, depends))
 
     run.__name__ = "smt_" + re.sub(r"\W", "_", name)
     run.__doc__ = f"SMT proof of {name} (query from {source})."

@@ -933,10 +933,15 @@ def margin_query(parameters=two_layer_parameters, conditions=two_layer_condition
     return [*facts, z3.Or(failures)]
 
 
+# Every file the margin queries are generated from: a change to any re-checks the proofs.
+MARGIN_QUERY_INPUTS = ("constructions/induction_heads.py", "theorems/areas/induction_heads.py",
+                       "theorems/proving.py")
 test_two_layer_margins_proved = check(IH_TWO_LAYER_MARGINS, "proved")(smt_proof(
     margin_query, name="two-layer margins (A)-(D) for every n >= 1",
-    source="constructions.induction_heads:two_layer_conditions (lib=sympy)"))
+    source="constructions.induction_heads:two_layer_conditions (lib=sympy)",
+    depends=MARGIN_QUERY_INPUTS))
 test_compact_margins_proved = check(IH_COMPACT_MARGINS, "proved")(smt_proof(
     functools.partial(margin_query, compact_parameters, compact_conditions, geometry=True),
     name="compact margins (A')-(D') for every n >= 1 and geometry",
-    source="constructions.induction_heads:compact_conditions (lib=sympy)"))
+    source="constructions.induction_heads:compact_conditions (lib=sympy)",
+    depends=MARGIN_QUERY_INPUTS))

@@ -32,6 +32,8 @@ def test_unproved_markers_ignore_comments():
     text = "(* Admitted (* nested admit *) *) Lemma x : True. Proof. admit. Admitted."
     assert proving.unproved_markers(text) == ["Admitted", "admit"]
     assert proving.unproved_markers("(* Axiom *) Lemma x : True. Proof. exact I. Qed.") == []
+    assert proving.unproved_markers("Unset Guard Checking. Fixpoint f (n : nat) := f n.") == [
+        "Unset Guard Checking"]
 
 
 def test_parse_assumptions():

@@ -63,7 +63,8 @@ def test_verify_writes_evidence_and_prints_one_row_per_claim(verified):
     assert data["run"]["hypothesis_profile"] == "ci"
     assert data["claims"]["bilinear.tensor-identity"]["status"] == "verified"
     assert data["claims"]["addition.failure-probability-linear"]["status"] == "refuted"
-    assert re.search(r"✔ verified\s+bilinear\.tensor-identity\s+property\s+\d+", result.stdout)
+    assert re.search(r"✔ verified\s+bilinear\.tensor-identity\s+property(,proved)?\s+\d+",
+                     result.stdout)
     assert re.search(r"✘ refuted\s+addition\.failure-probability-linear\s+refutation",
                      result.stdout)
 

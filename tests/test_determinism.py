@@ -48,6 +48,8 @@ def without_times(data: dict, *, noise: bool = True) -> dict:
             record["summary"].pop("max_ratio")
         for check in record["checks"]:
             check.pop("duration")
+            for key in ("seconds", "cached"):  # a proof's compile time and cache hit
+                (check.get("proof") or {}).pop(key, None)
             for key in NOISE if not noise else ():
                 check.pop(key, None)
     return data

@@ -181,6 +181,10 @@ def checks(*pairs):
     (checks(("refutation", "failed")), "failing"),
     (checks(("refutation", "passed"), ("property", "failed")), "failing"),
     (checks(("property", "passed"), ("empirical", "skipped")), "verified"),
+    (checks(("proved", "passed")), "verified"),  # a machine-checked proof is beyond symbolic
+    (checks(("symbolic", "passed"), ("proved", "passed")), "verified"),
+    (checks(("proved", "skipped")), "unchecked"),  # no coqc: the proof did not run
+    (checks(("proved", "failed"), ("property", "passed")), "failing"),
 ])
 def test_status_is_derived_from_outcomes(records, status):
     assert derive_status(records) == status

@@ -5,7 +5,8 @@ LaTeX statement in which every symbol is defined. Creating a ``Claim`` registers
 (pytest tests marked with :func:`theorems.evidence.check`) produce evidence, and a claim's
 status is computed from that evidence by :func:`derive_status`, never set by hand:
 
-* ``verified``: every check passed, and at least one is beyond the ``symbolic`` tier;
+* ``verified``: every check passed, and at least one is beyond the ``symbolic`` tier (a
+  ``proved`` check, a machine-checked proof, counts as beyond it);
 * ``refuted``: a ``refutation`` check passed, so a counterexample to the claim *as stated*
   is pinned (and no check failed);
 * ``failing``: some check failed;
@@ -31,7 +32,7 @@ TAGS = {
     "D": "derived in this project and checked numerically; the statement is ours",
 }
 KINDS = ("identity", "bound", "construction", "lower-bound", "dynamics", "scaling")
-TIERS = ("property", "exhaustive", "symbolic", "numeric", "empirical", "refutation")
+TIERS = ("property", "exhaustive", "symbolic", "numeric", "empirical", "refutation", "proved")
 STATUSES = ("verified", "refuted", "failing", "unchecked")
 
 Tag = Literal["V", "S", "R", "D"]

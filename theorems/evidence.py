@@ -23,10 +23,11 @@ broken construction).
 
 ``evidence`` methods: ``margin(x)`` (worst = min), ``ratio(x)`` (tightness, worst = max),
 ``metric(name, value, worse="higher"|"lower")``, ``figure(fig, name)``,
-``table(name, header, rows)``, ``cases(n)`` (examples checked without Hypothesis) and
-``counterexample(value)``. Inside a Hypothesis test, each example's smallest margin and
-largest ratio are also passed to ``hypothesis.target``, which steers the search towards the
-bound. The evidence file these records end up in is described in :mod:`theorems.evidence_file`.
+``table(name, header, rows)``, ``cases(n)`` (examples checked without Hypothesis),
+``counterexample(value)`` and ``proof(record)`` (what a proved-tier check compiled or
+solved). Inside a Hypothesis test, each example's smallest margin and largest ratio are also
+passed to ``hypothesis.target``, which steers the search towards the bound. The evidence file
+these records end up in is described in :mod:`theorems.evidence_file`.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class Recorder:
     tables: dict[str, dict] = field(default_factory=dict)
     figures: list[str] = field(default_factory=list)
     counterexample_: str | None = None
+    proof_: dict | None = None
     # per-Hypothesis-example extremes, passed to hypothesis.target at the end of the example
     _example_margin: float | None = None
     _example_ratio: float | None = None
@@ -122,6 +124,10 @@ class Recorder:
         """Pin the counterexample a refutation check found; it counts as one example."""
         self.counterexample_ = value if isinstance(value, str) else repr(value)
         self.examples += 1
+
+    def proof(self, record: dict) -> None:
+        """What a proved-tier check ran: tool, version, trusted axioms, time (theorems.proving)."""
+        self.proof_ = dict(record)
 
     def figure(self, fig, name: str = "") -> str | None:
         """Save a matplotlib figure as PNG beside the evidence file and close it."""
@@ -162,6 +168,7 @@ class Recorder:
             "tables": self.tables,
             "figures": self.figures,
             "counterexample": self.counterexample_,
+            "proof": self.proof_,
         }
 
 

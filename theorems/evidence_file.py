@@ -28,6 +28,8 @@ Schema (version 1)
               "tables": {"<name>": {"header": [...], "rows": [[...]]}},
               "figures": ["<path relative to the evidence file>"],
               "counterexample": str|null,     # pinned by a refutation check
+              "proof": {"tool", "version", "source", "theorem", "trusts", "assumptions",
+                        "seconds", "sha256", "cached"} | null,  # a proved-tier check
               "falsifying_example": str|null, # Hypothesis' report when the check failed
               "message": str|null,            # failure or skip reason, first lines
               "duration": float               # seconds (a time: not compared between runs)
@@ -36,7 +38,9 @@ Schema (version 1)
       }
     }
 
-Non-finite floats are written as the strings ``"inf"``, ``"-inf"`` and ``"nan"``. Checks are
+Non-finite floats are written as the strings ``"inf"``, ``"-inf"`` and ``"nan"``.
+``proof.seconds`` (compile or solve time) and ``proof.cached`` (whether it came from the proof
+cache, see :mod:`theorems.proving`) depend on the run, like the times. Checks are
 sorted by node id, so runs under pytest-xdist give the same file as serial runs. Only the
 ``started``/``finished``/``duration`` fields are times; with the ``ci`` profile two runs give the
 same file apart from those. ``partial`` and ``selection`` were added within version 1: a reader

@@ -210,3 +210,14 @@ def linear_probability_refutation(probability=failure_probability):
 
 test_linear_failure_probability_breaks_at_six_digits = check(
     AD_LINEAR_PROBABILITY, "refutation")(linear_probability_refutation())
+
+
+# --- proved (appended: machine-checked proofs, see theorems/proving.py) ----------------------
+
+from theorems.proving import coq_proof  # noqa: E402
+
+# The iff for every number of digits, by induction over the digit lists (Coq, nat and lists;
+# no axioms): the algorithm's carry-in equals the true carry at every column unless a carry
+# meets two 9-sum columns, and base-10 digit strings are unique.
+test_failure_set_proved = check(AD_FAILURE_SET, "proved")(
+    coq_proof("proofs/coq/addition_failure_set.v", theorem="failure_set"))

@@ -136,3 +136,17 @@ def quadratic_form_check(build=bilinear_layer):
 
 test_bilinear_layer_is_a_quadratic_form = check(BL_QUADRATIC, "property")(
     quadratic_form_check())
+
+
+# --- proved (appended: machine-checked proofs, see theorems/proving.py) ----------------------
+
+from theorems.proving import coq_proof  # noqa: E402
+
+# The three identities for every h, d, o, over any commutative ring (numeric field where the
+# statement divides by 2): MathComp matrices and big sums in proofs/coq/bilinear.v.
+test_tensor_identity_proved = check(BL_TENSOR, "proved")(
+    coq_proof("proofs/coq/bilinear.v", theorem="tensor_identity"))
+test_symmetric_part_proved = check(BL_SYMMETRIC, "proved")(
+    coq_proof("proofs/coq/bilinear.v", theorem="symmetric_part"))
+test_quadratic_form_proved = check(BL_QUADRATIC, "proved")(
+    coq_proof("proofs/coq/bilinear.v", theorem="quadratic_form"))

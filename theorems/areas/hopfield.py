@@ -234,3 +234,12 @@ def twicing_check(boost=twicing):
 
 
 test_twicing_identity = check(HP_TWICING, "property")(twicing_check())
+
+
+# --- proved (appended: machine-checked proofs, see theorems/proving.py) ----------------------
+
+from theorems.proving import coq_proof  # noqa: E402
+
+# (2A - A^2)V = AV + A(V - AV) for every n, d_v and ring: MathComp matrices.
+test_twicing_identity_proved = check(HP_TWICING, "proved")(
+    coq_proof("proofs/coq/hopfield_twicing_identity.v", theorem="twicing_identity"))

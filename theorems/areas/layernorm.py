@@ -394,3 +394,16 @@ def majority_learnable_check(build=None):
 
 test_majority_training_aligns_the_query_with_ones = check(LN_MAJORITY_LEARNABLE, "empirical")(
     majority_learnable_check())
+
+
+# --- proved (appended: machine-checked proofs, see theorems/proving.py) ----------------------
+
+from theorems.proving import coq_proof  # noqa: E402
+
+# LN(x) = sqrt(d) Px/||Px||, 1^T LN(x) = 0 and ||LN(x)||^2 = d for every d and every x with
+# Px != 0, over any real closed field: MathComp big sums and Num.sqrt.
+test_decomposition_proved = check(LN_DECOMPOSITION, "proved")(
+    coq_proof("proofs/coq/layernorm.v", theorem="projection_decomposition"))
+# LN(x_1, x_2) = sign(x_1 - x_2)(1, -1) for x_1 != x_2, from the d = 2 case of the above.
+test_two_dimensions_proved = check(LN_TWO_DIMENSIONS, "proved")(
+    coq_proof("proofs/coq/layernorm.v", theorem="two_dimensions"))

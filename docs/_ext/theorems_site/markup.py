@@ -33,6 +33,8 @@ TIER_MEANING = {
     "numeric": "a numerical solver (SciPy, cvxpy, mpmath) with a stated tolerance",
     "empirical": "a model trained by gradient descent compared with the construction",
     "refutation": "a counterexample to the claim as stated, pinned and re-checked",
+    "proved": "a machine-checked proof: compiled by Coq (trusting its kernel and the listed "
+              "axioms) or an SMT solver's unsat answer",
 }
 OUTCOME_MEANING = {
     "passed": "the check passed",

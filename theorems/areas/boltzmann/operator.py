@@ -30,6 +30,7 @@ from theorems.areas.boltzmann._shared import (
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
 from theorems.numerics import gamma
+from theorems.proving import coq_proof
 from theorems.strategies import seeds
 
 # --- BZ.1: six facts about the Boltzmann operator ---------------------------------------------
@@ -345,3 +346,9 @@ def rank_one_check(head=rank_one_head):
 test_rank_one_head_computes_boltzmann = check(BZ_RANK_ONE, "property")(rank_one_check())
 
 
+# --- proved: machine-checked proofs (theorems/proving.py) ---------------------------------------
+
+# max a - ln(n)/beta <= boltz_beta(a) <= max a for every n >= 1 and beta > 0: Coq
+# standard-library reals (so the classical-reals axioms are trusted), by x ln(nx) >= x - 1/n.
+test_max_bounds_proved = check(BZ_MAX_BOUNDS, "proved")(
+    coq_proof("proofs/coq/boltzmann_max_bounds.v", theorem="max_bounds"))

@@ -43,6 +43,7 @@ from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma
 from theorems.profiles import budget
+from theorems.proving import coq_proof
 from theorems.strategies import spd_matrices
 
 # --- claims --------------------------------------------------------------------------------
@@ -457,3 +458,10 @@ test_preconditioner_is_the_stationary_point_and_symmetric = check(
     IR_PRECONDITIONED, "property")(closed_form_property_check())
 
 
+# --- proved: machine-checked proofs (theorems/proving.py) ---------------------------------------
+
+# The exact-arithmetic identity (masked and unmasked query) as a block-matrix identity for
+# every d, n, eta and P, over any field: MathComp matrices. The float64 part is the property
+# check's.
+test_one_step_gd_proved = check(IR_ONE_STEP, "proved")(
+    coq_proof("proofs/coq/icl_regression_one_step_gd.v", theorem="one_step_gd"))

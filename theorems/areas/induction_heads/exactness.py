@@ -579,3 +579,57 @@ test_predicted_precision_sweep = pytest.mark.slow(check(IH_PRECISION, "numeric")
     precision_check(lengths=SLOW_PRECISION_LENGTHS)))
 
 
+# --- proved (appended: machine-checked proofs, see theorems/proving.py) ----------------------
+
+from theorems.proving import smt_proof, z3_from_sympy  # noqa: E402
+
+
+def margin_query(parameters=two_layer_parameters, conditions=two_layer_conditions, *,
+                 geometry: bool = False):
+    r"""A z3 query whose ``unsat`` proves the margin conditions for every real :math:`n \ge 1`
+    (and, with ``geometry``, every :math:`\rho, g \in (0, 1]`, :math:`g_{pos} > 0`).
+
+    It is generated from the same ``parameters``/``conditions`` functions the symbolic and
+    numeric checks use, called with ``lib=sympy``. Each condition ``lhs < bound`` (both
+    positive) is equivalent to ``log(lhs) - log(bound) < 0``; SymPy's ``expand_log`` turns
+    that into an expression in :math:`n, \rho, g, g_{pos}, \ln n, \ln\rho, \ln 3, e` with no
+    other transcendental left (the exponent of :math:`e^{\beta_1} = e\,n\beta_2` cancels
+    exactly), and :func:`theorems.proving.z3_from_sympy` translates it with sound bounds on
+    each logarithm and rational enclosures of :math:`\ln 3` and :math:`e`. The query asserts
+    the hypotheses and that some condition fails; ``unsat`` means none can.
+    """
+    import sympy
+    import z3
+
+    n = sympy.Symbol("n", positive=True)
+    variables = {n: z3.Real("n")}
+    facts = [variables[n] >= 1]
+    if geometry:
+        rho, g, g_pos = sympy.symbols("rho g g_pos", positive=True)
+        variables.update({s: z3.Real(str(s)) for s in (rho, g, g_pos)})
+        facts += [variables[rho] > 0, variables[rho] <= 1, variables[g] > 0,
+                  variables[g] <= 1, variables[g_pos] > 0]
+        params = parameters(None, n, lib=sympy, gaps=(rho, g, g_pos))
+    else:
+        params = parameters(n, lib=sympy)
+    failures = []
+    for lhs, bound in conditions(n, params, lib=sympy).values():
+        gap = sympy.expand(sympy.log(lhs) - sympy.log(bound), power_exp=True)
+        gap = sympy.expand_log(sympy.expand(sympy.expand_log(gap, force=True),
+                                            power_exp=True), force=True)
+        failures.append(z3_from_sympy(gap, variables, facts) >= 0)
+    return [*facts, z3.Or(failures)]
+
+
+# Every file the margin queries are generated from: a change to any re-checks the proofs.
+MARGIN_QUERY_INPUTS = ("constructions/induction_heads.py",
+                       "theorems/areas/induction_heads/exactness.py", "theorems/proving.py")
+test_two_layer_margins_proved = check(IH_TWO_LAYER_MARGINS, "proved")(smt_proof(
+    margin_query, name="two-layer margins (A)-(D) for every n >= 1",
+    source="constructions.induction_heads:two_layer_conditions (lib=sympy)",
+    depends=MARGIN_QUERY_INPUTS))
+test_compact_margins_proved = check(IH_COMPACT_MARGINS, "proved")(smt_proof(
+    functools.partial(margin_query, compact_parameters, compact_conditions, geometry=True),
+    name="compact margins (A')-(D') for every n >= 1 and geometry",
+    source="constructions.induction_heads:compact_conditions (lib=sympy)",
+    depends=MARGIN_QUERY_INPUTS))

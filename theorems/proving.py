@@ -1,0 +1,474 @@
+r"""The ``proved`` tier: machine-checked proofs, run as checks.
+
+A proved check compiles a Coq file with ``coqc`` (:func:`coq_proof`) or asks an SMT solver to
+refute the negation of a statement (:func:`smt_proof`). It passes only if the kernel accepts
+the proof *and* the main theorem rests on nothing but the axioms listed in
+:data:`ALLOWED_AXIOMS` (the classical axioms of Coq's standard-library reals), or if the
+solver answers ``unsat``. It records, through ``evidence.proof``:
+
+* the tool and its version (``coqc --version``, ``z3.get_version_string()``);
+* what it trusts: the Coq kernel plus the axioms ``Print Assumptions`` lists, or the solver;
+* the compile (or solve) time, and whether the result came from the cache.
+
+Proofs are cached by content hash under ``build/proofs-cache/`` (gitignored): the key covers
+the proof text, the theorem's name, the tool's version, the allowed axioms and
+:data:`RUNNER_VERSION`, so an unchanged proof is not re-checked. Failures are cached too, so a
+mutant (a falsified statement, see ``tests/test_proofs.py``) costs one compile per change.
+Set ``THEOREMS_PROOF_CACHE=off`` to check every proof cold.
+
+When ``coqc`` or ``z3`` is missing, the checks skip and say why (they are marked at
+collection, and skip again if called directly). This module imports neither hypothesis nor
+torch; ``z3`` is imported only inside :func:`smt_proof`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE_DIR = ROOT / "build" / "proofs-cache"
+RUNNER_VERSION = 1  # bump when what a cached result means changes
+
+# The axioms that ``Print Assumptions`` reports for lemmas of Coq 8.16's standard-library
+# reals (``Require Import Reals``): the classical construction of R needs the first two, and
+# parts of the library use functional extensionality and excluded middle. Nothing else is
+# accepted: an ``Admitted`` lemma or an ``Axiom`` shows up in the same list and fails the check.
+ALLOWED_AXIOMS = frozenset({
+    "ClassicalDedekindReals.sig_forall_dec",
+    "ClassicalDedekindReals.sig_not_dec",
+    "FunctionalExtensionality.functional_extensionality_dep",
+    "Classical_Prop.classic",
+})
+# Vernacular that ends or replaces a proof without proving it, or switches a kernel check off
+# (or loads a plugin that could); rejected before compiling, so the message names the offence
+# even when the file would compile.
+_UNPROVED = re.compile(r"\b(Admitted|admit|give_up|Axiom|Axioms|Conjecture|Parameter|"
+                       r"Parameters|bypass_check|Declare ML Module|"
+                       r"Unset (?:Guard|Positivity|Universe) Checking)\b")
+_COMMENT = re.compile(r"\(\*.*?\*\)", re.S)
+COQ_TIMEOUT = 600  # seconds; a proof that takes longer is reported as a failure
+SMT_TIMEOUT_MS = 120_000
+
+
+@dataclass(frozen=True)
+class ProofResult:
+    """What a proof check found; ``ok`` False means the proof was rejected (``message`` says
+    why). ``seconds`` is the compile or solve time of the run that produced the result."""
+
+    ok: bool
+    tool: str
+    version: str
+    source: str
+    theorem: str
+    trusts: str
+    assumptions: tuple[str, ...]
+    seconds: float
+    sha256: str
+    message: str = ""
+    cached: bool = False
+
+    def record(self) -> dict:
+        """The ``evidence.proof`` record (``seconds`` is a time, like ``duration``)."""
+        data = asdict(self)
+        data["assumptions"] = list(self.assumptions)
+        data.pop("ok")
+        data.pop("message")
+        return data
+
+
+# --- tools -------------------------------------------------------------------------------
+
+@functools.cache
+def coq_version() -> str | None:
+    """``coqc``'s version (``8.16.1``), or None when it is not installed."""
+    coqc = shutil.which("coqc")
+    if coqc is None:
+        return None
+    out = subprocess.run([coqc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    found = re.search(r"version (\S+)", out)
+    return found.group(1) if found else out.strip()
+
+
+@functools.cache
+def z3_version() -> str | None:
+    """The installed ``z3-solver``'s version (read from its metadata: importing z3 costs
+    seconds, and a cached proof never needs it), or None when it is not installed."""
+    return _distribution_version("z3-solver")
+
+
+def _distribution_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def missing_coq() -> str | None:
+    """Why Coq proofs cannot run here, or None."""
+    if coq_version() is None:
+        return ("coqc not found: install Coq 8.16 and MathComp (apt-get install coq "
+                "libcoq-mathcomp-ssreflect libcoq-mathcomp-algebra) to run proved checks")
+    return None
+
+
+def missing_z3() -> str | None:
+    """Why SMT proofs cannot run here, or None."""
+    if z3_version() is None:
+        return "z3 not found: pip install z3-solver to run SMT proved checks"
+    return None
+
+
+# --- the cache ---------------------------------------------------------------------------
+
+def _cache_enabled() -> bool:
+    return os.environ.get("THEOREMS_PROOF_CACHE", "on").lower() not in ("off", "0", "no")
+
+
+def _cache_key(*parts: str) -> str:
+    digest = hashlib.sha256()
+    for part in (str(RUNNER_VERSION), ",".join(sorted(ALLOWED_AXIOMS)), *parts):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _cached(key: str) -> ProofResult | None:
+    path = CACHE_DIR / f"{key}.json"
+    if not _cache_enabled() or not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        data["assumptions"] = tuple(data["assumptions"])
+        return ProofResult(**{**data, "cached": True})
+    except (ValueError, TypeError, KeyError):
+        return None  # a corrupt or outdated entry is re-checked
+
+
+def _store(key: str, result: ProofResult) -> None:
+    if not _cache_enabled():
+        return
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    data = asdict(result)
+    data.pop("cached")
+    temporary = CACHE_DIR / f"{key}.{os.getpid()}.tmp"  # atomic under xdist
+    temporary.write_text(json.dumps(data, indent=1))
+    temporary.replace(CACHE_DIR / f"{key}.json")
+
+
+# --- Coq ---------------------------------------------------------------------------------
+
+def mutate(text: str, replace: tuple[str, str] | None) -> str:
+    """``text`` with ``replace = (old, new)`` applied; ``old`` must occur exactly once."""
+    if replace is None:
+        return text
+    old, new = replace
+    count = text.count(old)
+    if count != 1:
+        raise ValueError(f"replace: {old!r} occurs {count} times in the proof, expected once")
+    return text.replace(old, new)
+
+
+def unproved_markers(text: str) -> list[str]:
+    """The ``Admitted``/``admit``/``Axiom``-like words outside comments (nested ones too)."""
+    previous = None
+    while previous != text:  # strip innermost comments first
+        previous, text = text, _COMMENT.sub(" ", text)
+    return sorted(set(_UNPROVED.findall(text)))
+
+
+def parse_assumptions(output: str) -> tuple[str, ...]:
+    """Axiom names from ``Print Assumptions`` output (names start a line, types are indented).
+
+    ``Closed under the global context`` gives ``()``.
+    """
+    if "Closed under the global context" in output:
+        return ()
+    names: list[str] = []
+    section = False
+    for line in output.splitlines():
+        if re.match(r"^(Axioms|Opaque constants|Transparent constants|Section Variables):",
+                    line):
+            section = line.startswith("Axioms")
+            continue
+        if section and line and not line[0].isspace():
+            names.append(line.split(" : ", 1)[0].strip())
+    if not names and "Axioms:" not in output:
+        raise ValueError(f"unrecognised Print Assumptions output: {output[:200]!r}")
+    return tuple(names)
+
+
+def check_coq(path: str | os.PathLike, theorem: str, *, replace: tuple[str, str] | None = None,
+              ) -> ProofResult:
+    """Compile ``path`` (relative to the repository root) and audit ``theorem``'s axioms."""
+    if not re.fullmatch(r"[A-Za-z_][\w']*", theorem):
+        raise ValueError(f"theorem must be a Coq identifier, got {theorem!r}")
+    file = ROOT / path
+    if file.suffix != ".v" or not file.is_file():
+        raise ValueError(f"path must name an existing .v file, got {str(path)!r}")
+    text = mutate(file.read_text(), replace)
+    version = coq_version()
+    source = file.relative_to(ROOT).as_posix()
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    key = _cache_key("coq", version or "", theorem, text)
+    hit = _cached(key)
+    if hit is not None:  # the key is the content: the file may have moved since
+        return dataclasses.replace(hit, source=source)
+
+    def result(ok: bool, assumptions=None, seconds=0.0, message="") -> ProofResult:
+        if assumptions is None:  # never got as far as Print Assumptions
+            assumptions, trusts = (), "nothing: the proof was not accepted"
+        else:
+            trusts = f"the Coq {version} kernel" + (
+                " and the axioms " + ", ".join(assumptions) if assumptions
+                else "; closed under the global context (no axioms)")
+        return ProofResult(ok=ok, tool="Coq", version=version or "", source=source,
+                           theorem=theorem, trusts=trusts, assumptions=tuple(assumptions),
+                           seconds=round(seconds, 3), sha256=sha, message=message)
+
+    markers = unproved_markers(text)
+    if markers:
+        outcome = result(False, message=f"{source} is not a proof: it uses {', '.join(markers)}")
+        _store(key, outcome)
+        return outcome
+    with tempfile.TemporaryDirectory(prefix="theorems-coq-") as tmp:
+        stem = re.sub(r"\W", "_", file.stem)
+        (Path(tmp) / f"{stem}.v").write_text(text)
+        (Path(tmp) / "Audit.v").write_text(
+            f"Require Proofs.{stem}.\nPrint Assumptions Proofs.{stem}.{theorem}.\n")
+        flags = ["-q", "-w", "-notation-overridden,-ambiguous-paths", "-Q", tmp, "Proofs"]
+        start = time.perf_counter()
+        compiled = _run(["coqc", *flags, f"{tmp}/{stem}.v"], cwd=tmp)
+        seconds = time.perf_counter() - start
+        if compiled.returncode != 0:
+            outcome = result(False, seconds=seconds,
+                             message=f"coqc rejected {source}:\n{_tail(compiled)}")
+            if compiled.returncode != 124:  # a timeout may pass on a quieter machine
+                _store(key, outcome)
+            return outcome
+        audit = _run(["coqc", *flags, f"{tmp}/Audit.v"], cwd=tmp)
+        if audit.returncode != 0:
+            outcome = result(False, seconds=seconds,
+                             message=f"Print Assumptions {theorem} failed:\n{_tail(audit)}")
+            _store(key, outcome)
+            return outcome
+    assumptions = parse_assumptions(audit.stdout)
+    extra = sorted(set(assumptions) - ALLOWED_AXIOMS)
+    message = (f"{theorem} rests on axioms outside the standard library's classical reals: "
+               f"{', '.join(extra)}") if extra else ""
+    outcome = result(not extra, assumptions, seconds, message)
+    _store(key, outcome)
+    return outcome
+
+
+def _run(command: list[str], cwd: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(command, capture_output=True, text=True, cwd=cwd,
+                              timeout=COQ_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(command, 124, "", f"timed out after {COQ_TIMEOUT}s")
+
+
+def _tail(process: subprocess.CompletedProcess, lines: int = 12) -> str:
+    return "\n".join((process.stdout + process.stderr).strip().splitlines()[-lines:])
+
+
+def _report(result: ProofResult) -> None:
+    from theorems.evidence import evidence
+
+    evidence.proof(result.record())
+    assert result.ok, result.message
+
+
+def coq_proof(path: str, theorem: str, *, replace: tuple[str, str] | None = None) -> Callable:
+    """A check that compiles the Coq file ``path`` and audits ``theorem``.
+
+    ``replace = (old, new)`` edits the file's text first: that is how a mutant falsifies the
+    statement (the edited file must then fail to compile). Use as
+    ``test_x = check(CLAIM, "proved")(coq_proof("proofs/coq/x.v", theorem="x"))``.
+    """
+    def run() -> None:
+        reason = missing_coq()
+        if reason:
+            pytest.skip(reason)
+        _report(check_coq(path, theorem, replace=replace))
+
+    run.__name__ = f"coq_{Path(path).stem.replace('-', '_')}"
+    run.__doc__ = f"Coq proof of {theorem} in {path}."
+    return pytest.mark.skipif(missing_coq() is not None, reason=missing_coq() or "")(run)
+
+
+# --- SMT ---------------------------------------------------------------------------------
+
+def check_smt(build: Callable, name: str, source: str,
+              depends: tuple[str, ...] = ()) -> ProofResult:
+    """Ask z3 whether the formulas ``build()`` returns can all hold; ``unsat`` is a proof.
+
+    ``build`` returns the statement's negation (with its hypotheses) as a list of z3 Booleans.
+    With ``depends`` (paths, relative to the repository root, of every file the query is
+    generated from), the cache is keyed on those files' contents and the SymPy and z3
+    versions, so a cached proof does not even rebuild its query; without it, on the query's
+    SMT-LIB text.
+    """
+    version = z3_version() or ""
+    early_key = None
+    if depends:
+        contents = [(ROOT / path).read_text() for path in depends]
+        early_key = _cache_key("z3-inputs", version, _distribution_version("sympy") or "",
+                               name, source, *depends, *contents)
+        hit = _cached(early_key)
+        if hit is not None:
+            return hit
+    import z3
+
+    formulas = list(build())
+    solver = z3.Solver()
+    solver.set("timeout", SMT_TIMEOUT_MS)
+    solver.add(*formulas)
+    query = solver.to_smt2()
+    sha = hashlib.sha256(query.encode()).hexdigest()
+    key = _cache_key("z3", version, name, query)
+    hit = _cached(key)
+    if hit is not None:
+        return hit
+    start = time.perf_counter()
+    answer = solver.check()
+    seconds = time.perf_counter() - start
+    version = z3.get_version_string()  # the library's own word, recorded with the proof
+    message = ""
+    if answer == z3.sat:
+        message = f"z3 found a counterexample to {name}: {solver.model()}"
+    elif answer != z3.unsat:
+        message = f"z3 answered {answer} on {name} ({solver.reason_unknown()})"
+    outcome = ProofResult(ok=answer == z3.unsat, tool="z3", version=version, source=source,
+                          theorem=name, trusts=f"z3 {version}'s unsat answer", assumptions=(),
+                          seconds=round(seconds, 3), sha256=sha, message=message)
+    if answer in (z3.sat, z3.unsat):  # an 'unknown' (a timeout) may differ next time
+        _store(key, outcome)
+        if early_key is not None:
+            _store(early_key, outcome)
+    return outcome
+
+
+def smt_proof(build: Callable, name: str, source: str, depends: tuple[str, ...] = ()
+              ) -> Callable:
+    """A check that proves ``name`` by z3 answering ``unsat`` on ``build()`` (its negation).
+
+    ``source`` names the Python function the query comes from (shown with the evidence);
+    ``depends`` lists the files it is generated from (see :func:`check_smt`).
+    """
+    def run() -> None:
+        reason = missing_z3()
+        if reason:
+            pytest.skip(reason)
+        _report(check_smt(build, name, source, depends))
+
+    run.__name__ = "smt_" + re.sub(r"\W", "_", name)
+    run.__doc__ = f"SMT proof of {name} (query from {source})."
+    return pytest.mark.skipif(missing_z3() is not None, reason=missing_z3() or "")(run)
+
+
+# --- from SymPy to z3 --------------------------------------------------------------------
+
+def _series_bounds(name: str) -> tuple:
+    """Rational enclosures ``(lo, hi)`` of e or ln k (integer k >= 2), from series with tails.
+
+    e = sum 1/j! (tail after J terms < 2/(J+1)!); ln k = 2 atanh((k-1)/(k+1)) =
+    2 sum t^(2j+1)/(2j+1), t = (k-1)/(k+1) (tail after J terms < 2 t^(2J+1)/((2J+1)(1-t^2))).
+    """
+    from fractions import Fraction
+    from math import factorial
+
+    if name == "E":
+        lower = sum(Fraction(1, factorial(j)) for j in range(30))
+        return lower, lower + Fraction(2, factorial(30))
+    k = int(name)
+    if k < 2:
+        raise ValueError(f"ln of {k}: only integers >= 2 have series bounds here")
+    t = Fraction(k - 1, k + 1)
+    terms = 60
+    lower = 2 * sum(t ** (2 * j + 1) / (2 * j + 1) for j in range(terms))
+    tail = 2 * t ** (2 * terms + 1) / ((2 * terms + 1) * (1 - t * t))
+    return lower, lower + tail
+
+
+def z3_from_sympy(expr, variables: dict, facts: list) -> object:
+    """Translate a SymPy expression in positive symbols, their logarithms, logarithms of
+    integers and e into a z3 real term, appending to ``facts`` what is known of each atom.
+
+    ``variables`` maps each SymPy symbol to its z3 real. ``log(s)`` of a positive symbol
+    becomes a fresh real with the sound bounds ``1 - 1/s <= log s <= s - 1``; ``log(k)`` of
+    an integer and ``E`` become fresh reals inside the rational enclosures of
+    :func:`_series_bounds`, and ``exp(k)`` of an integer is ``E**k``. Anything else (another
+    function, a float, a non-integer power) raises ``ValueError``: the translation is exact
+    or it refuses.
+    """
+    import sympy
+    import z3
+
+    atoms: dict = variables.setdefault("_atoms", {})
+
+    def atom(key, make):
+        if key not in atoms:
+            atoms[key] = make()
+        return atoms[key]
+
+    def bounded(name: str, key) -> object:
+        def make():
+            real = z3.Real(name)
+            lo, hi = _series_bounds(key)
+            facts.extend([real >= z3.RealVal(f"{lo.numerator}/{lo.denominator}"),
+                          real <= z3.RealVal(f"{hi.numerator}/{hi.denominator}")])
+            return real
+        return atom(("const", key), make)
+
+    def walk(e):
+        if e.is_Symbol:
+            if e not in variables:
+                raise ValueError(f"no z3 variable for symbol {e}")
+            return variables[e]
+        if e.is_Integer or e.is_Rational:
+            return z3.RealVal(f"{e.p}/{e.q}")
+        if e == sympy.E:
+            return bounded("e", "E")
+        if isinstance(e, sympy.exp) and e.args[0].is_Integer:  # e^k = E^k, exactly
+            return walk(sympy.Pow(sympy.E, e.args[0], evaluate=False))
+        if isinstance(e, sympy.log):
+            (arg,) = e.args
+            if arg.is_Integer and arg >= 2:
+                return bounded(f"ln_{arg}", str(arg))
+            if arg.is_Symbol and arg.is_positive:
+                def make():
+                    real, s = z3.Real(f"ln_{arg}"), walk(arg)
+                    facts.extend([real >= 1 - 1 / s, real <= s - 1])
+                    return real
+                return atom(("log", arg), make)
+            raise ValueError(f"cannot translate {e}: log of a non-atom (expand_log first)")
+        if e.is_Add:
+            return z3.Sum([walk(a) for a in e.args])
+        if e.is_Mul:
+            return z3.Product([walk(a) for a in e.args])
+        if e.is_Pow and e.exp.is_Integer:
+            base, power = walk(e.base), int(e.exp)
+            result = z3.RealVal(1)
+            for _ in range(abs(power)):
+                result = result * base
+            return result if power >= 0 else 1 / result
+        raise ValueError(f"cannot translate {e} ({type(e).__name__}) to z3")
+
+    return walk(expr)

@@ -68,6 +68,17 @@ def _builder_path(builder: Callable) -> str:
     if not module or not qualname or "<" in qualname:
         raise ValueError(f"builder {builder!r} is not importable by name (a lambda, local "
                          f"function or partial cannot be rebuilt from a file)")
+    # An area that is a package re-exports its builders: record the public path (the package),
+    # so that saved files do not depend on which of its modules defines the builder.
+    while "." in module and "." not in qualname:
+        parent = module.rpartition(".")[0]
+        try:
+            found = import_builder(f"{parent}:{qualname}")
+        except (ImportError, AttributeError):
+            break
+        if inspect.unwrap(found) is not inspect.unwrap(builder) or parent == "constructions":
+            break
+        module = parent
     path = f"{module}:{qualname}"
     try:
         found = import_builder(path)

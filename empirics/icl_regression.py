@@ -32,7 +32,6 @@ import torch
 
 from constructions.icl_regression import (
     RegressionPrompts,
-    _draw_prompts,
     cot_prompt,
     gd_iterates,
     key_moment,
@@ -48,6 +47,7 @@ from constructions.icl_regression import (
     spd_matrix,
     zfb_init,
 )
+from constructions.icl_regression.task import _draw_prompts  # the sampler's unchecked loop
 from empirics.experiment import Experiment, Result
 from empirics.plots import pyplot
 from empirics.training import TrainConfig, train

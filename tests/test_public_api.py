@@ -45,8 +45,12 @@ def public_functions() -> dict[str, Callable]:
         if info.name.startswith("_") or info.name in SKIPPED_MODULES:
             continue
         module = importlib.import_module(f"constructions.{info.name}")
+        # a package's functions are those of its modules, named by the package that exports them
+        own = (module.__name__,) if not info.ispkg else (
+            module.__name__, *(f"{module.__name__}.{m.name}"
+                               for m in pkgutil.iter_modules(module.__path__)))
         for name, function in inspect.getmembers(module, inspect.isfunction):
-            if not name.startswith("_") and function.__module__ == module.__name__:
+            if not name.startswith("_") and function.__module__ in own:
                 found[f"{info.name}.{name}"] = function
     return dict(sorted(found.items()))
 

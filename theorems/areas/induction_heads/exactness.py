@@ -622,7 +622,7 @@ def margin_query(parameters=two_layer_parameters, conditions=two_layer_condition
 
 
 # Every file the margin queries are generated from: a change to any re-checks the proofs.
-MARGIN_QUERY_INPUTS = ("constructions/induction_heads.py",
+MARGIN_QUERY_INPUTS = ("constructions/induction_heads/margins.py",
                        "theorems/areas/induction_heads/exactness.py", "theorems/proving.py")
 test_two_layer_margins_proved = check(IH_TWO_LAYER_MARGINS, "proved")(smt_proof(
     margin_query, name="two-layer margins (A)-(D) for every n >= 1",

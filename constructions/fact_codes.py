@@ -136,7 +136,7 @@ class CodedFactMLP(nn.Module):
         return self.decoder(self.encoder(k))
 
 
-# --- buckets ---------------------------------------------------------------------------------------
+# --- buckets ---------------------------------------------------------------------------------
 
 def peel_buckets(keys: torch.Tensor, bucket_size: int, seed: int):
     r"""Routing vectors, thresholds and buckets (lists of key indices), peeled in order.
@@ -335,7 +335,7 @@ def scalar_code_mlp(keys, values, facts, *, code_dim: int | None = None,
                         decoder)
 
 
-# --- precision and the counting bound -------------------------------------------------------------
+# --- precision and the counting bound --------------------------------------------------------
 
 def rounded(model: nn.Module, bits: int, *, only: str | None = None) -> nn.Module:
     """A copy of ``model`` with every weight (or those under the submodule ``only``) rounded to

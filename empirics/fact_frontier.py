@@ -116,7 +116,7 @@ def frontier_table(rows: list[dict], gd: list[dict]) -> tuple[list[str], list[li
 def frontier_figure(rows: list[dict], gd: list[dict], config: dict):
     """Bits per parameter against F (verified points filled), and against the precision p."""
     plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 5.2))
     styles = {"single-bucket": ("s", "C1"), "multi-bucket": ("D", "C2"),
               "scalar-code": ("*", "C3"), "hebbian": ("v", "C4")}
     for name, (marker, color) in styles.items():
@@ -137,7 +137,7 @@ def frontier_figure(rows: list[dict], gd: list[dict], config: dict):
     left.axhline(1.0, color="grey", lw=0.8, ls=":")
     left.set_xlabel("facts F")
     left.set_ylabel(r"bits per parameter, $F\log_2|V|/P$")
-    left.legend(fontsize=7)
+    left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     ps = [r["precision_bits"] for r in rows if r["precision_bits"] is not None]
     if ps:
         grid = np.arange(1, max(ps) + 2)
@@ -147,7 +147,7 @@ def frontier_figure(rows: list[dict], gd: list[dict], config: dict):
     right.set_yscale("log")
     right.set_xlabel("significand bits p needed for 100% recall")
     right.set_ylabel("bits per parameter")
-    right.legend(fontsize=7)
+    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     fig.suptitle(f"d={config['d']}, |V|={config['num_values']}")
     tidy(left)
     fig.tight_layout()

@@ -141,3 +141,8 @@ def test_precision_arguments():
         fc.min_precision_bits(model, keys, values, facts, max_bits=0)
     with pytest.raises(ValueError, match="exponent"):
         fc.counting_bound(8, -1)
+
+
+@pytest.mark.mutant("fact-mlps.frontier-construction")
+def test_published_frontier_tightened_fails():
+    expect_failure(frontier.published_frontier_check(floor=2.5))

@@ -151,7 +151,8 @@ FM_FRONTIER = Claim(
     depends_on=("fact-mlps.multi-bucket-efficiency",),
     notes=("The published full sweep (fact-mlps-frontier) verifies it up to F = 4096, where it "
            "stores 2.1 bits per parameter. Asymptotically the decoder's fixed cost vanishes "
-           "and the encoder's 2d + 1 weights per bucket of mean size b give b log2|V|/(2d + 1) bits "
+           "and the encoder's 2d + 1 weights per bucket of mean size b give "
+           "b log2|V|/(2d + 1) bits "
            "per parameter: at most 2.95 (b = d = 32), about 2.5 at the measured b = 27.3 "
            "(150 buckets at F = 4096). The MLP has two "
            "hidden layers (gadgets, then the ladder's ramps), GD's one."),

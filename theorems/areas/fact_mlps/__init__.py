@@ -6,6 +6,12 @@ Each claim is followed by its checks; a check is built by a factory that takes t
 construction (or bound) under test, so ``tests/test_fact_mlps.py`` rebuilds it around a broken
 one and asserts that it then fails.
 
+The efficiency frontier (``frontier.py``, published as ``fact-mlps-frontier``): bits stored per
+parameter against the number of facts and against the weight precision needed, for the
+single-bucket, multi-bucket and bucketed scalar-code constructions, the Hebbian memory and the
+published GD widths. The scalar code stores at least 1 bit per parameter from F = 512 (2.1 at
+F = 4096); GD's smallest widths still store about twice as many at F = 512.
+
 What was read in the primary sources: the abstract and section titles of Dugan et al. (v1, a
 working draft; no public code) and the first page of its blog post; ROME's ``compute_u.py`` and
 ``compute_v.py`` (kmeng01/rome), which fix the update and the :math:`\bar k`/:math:`k_p`

@@ -53,14 +53,13 @@ from torch import nn
 from constructions import _validate
 from constructions.fact_mlps import (
     DECODE_FLOOR,
-    conflicting_keys,
-    fact_set,
     orthonormal_projection,
-    projection_decoding_margin,
     recall,
     smallest_code_dim,
     value_margin,
 )
+from constructions.fact_mlps.encoder_decoder import _projection_decoding_margin
+from constructions.fact_mlps.task import _conflicting_keys, _fact_set
 from constructions.induction_heads import round_significand
 from constructions.layers import fixed, resolve
 
@@ -204,10 +203,10 @@ def solve_buckets(keys: torch.Tensor, codes: torch.Tensor, routes: torch.Tensor,
 # --- builders ----------------------------------------------------------------------------------
 
 def _prepare(keys, values, facts, seed, bucket_size, num_buckets):
-    keys, values, facts = fact_set(keys, values, facts)
+    keys, values, facts = _fact_set(keys, values, facts)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    conflict = conflicting_keys(keys, facts)
+    conflict = _conflicting_keys(keys, facts)
     if conflict is not None:
         i, j = conflict
         raise ValueError(f"facts are infeasible: keys {i} and {j} are equal but map to values "
@@ -239,7 +238,7 @@ def _code_projection(values, facts, seed, code_dim):
     if code_dim > d_v:
         raise ValueError(f"code_dim must be <= d_v = {d_v}, got {code_dim}")
     projection = orthonormal_projection(d_v, d_v, seed)[:code_dim]
-    margin = projection_decoding_margin(values, projection, facts)
+    margin = _projection_decoding_margin(values, projection, facts)
     if margin <= DECODE_FLOOR:
         raise ValueError(f"code_dim={code_dim} is too small: the projected values do not decode "
                          f"(relative margin {margin:.3g} <= {DECODE_FLOOR:.1e}); the smallest "

@@ -268,8 +268,7 @@ def limit_check(decompose=prefix_decomposition, copies=COPIES):
     return run
 
 
-@check(PX_LIMIT, "property")
-def test_a_growing_prefix_converges_at_the_derived_rate():
+def a_growing_prefix_converges_at_the_derived_rate():
     run = limit_check()
     run()
     evidence.cases(run.examples)
@@ -290,3 +289,7 @@ def test_a_growing_prefix_converges_at_the_derived_rate():
     evidence.figure(fig, "prefix-limit")
     assert rows[-1][1] < rows[0][1] or rows[0][1] <= 2 * math.ulp(1.0), (
         "the distance to the prefix's attention does not shrink as the prefix grows")
+
+
+test_a_growing_prefix_converges_at_the_derived_rate = check(PX_LIMIT, "property")(
+    a_growing_prefix_converges_at_the_derived_rate)

@@ -188,13 +188,16 @@ def refutation(build=random_single_layer):
     return run
 
 
-@check(UA_STATED, "refutation")
-def test_no_single_layer_without_positions_copies_token_one():
+def no_single_layer_without_positions_copies_token_one():
     report = refutation()()
     evidence.counterexample(
         "g(X)_i = x_1 (copy token 1) on K = [-1,1]^{2x1}, eps = 1/4: X = (1, -1), X' = (-1, 1). "
         "Every single layer without positions has T(X')_2 = T(X)_1, so it errs by >= 1 on one "
         f"of them (approximation.equivariance-lower-bound). As-stated check: {report}")
+
+
+test_no_single_layer_without_positions_copies_token_one = check(UA_STATED, "refutation")(
+    no_single_layer_without_positions_copies_token_one)
 
 
 # --- the corrected statement (i): positions ------------------------------------------------

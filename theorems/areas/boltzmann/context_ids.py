@@ -243,8 +243,7 @@ def worst_case_ratios(op=arb_boltz, log_bound=lemma_log_bound, max_n: int = 5) -
     return rows
 
 
-@check(BZ_LEMMA, "numeric")
-def test_lemma1_worst_case_gap_search():
+def lemma1_worst_case_gap_search():
     plt = pyplot()
 
     rows = worst_case_ratios()
@@ -266,6 +265,9 @@ def test_lemma1_worst_case_gap_search():
     evidence.figure(fig, "tightness")
     for n, ratio, pattern, _ in rows:
         assert ratio > 1, f"n={n}: pattern {pattern} has gap / delta' = {ratio:.3g} <= 1"
+
+
+test_lemma1_worst_case_gap_search = check(BZ_LEMMA, "numeric")(lemma1_worst_case_gap_search)
 
 
 # --- BZ.3: Theorem 2 -------------------------------------------------------------------------
@@ -421,8 +423,7 @@ test_rank_one_attention_is_a_contextual_mapping = check(BZ_CONTEXTUAL, "property
     contextual_mapping_check())
 
 
-@check(BZ_CONTEXTUAL, "numeric")
-def test_paper_delta_certified_on_the_catalogue_example():
+def paper_delta_certified_on_the_catalogue_example():
     """The paper's own rho and delta (worst-case projection constant) on the catalogue's
     example, |V| = 4, d = 2, n = 2: delta is about e^{-34447}; certified at ~10^5 bits."""
     plt = pyplot()
@@ -457,6 +458,10 @@ def test_paper_delta_certified_on_the_catalogue_example():
     ax.set_title("Theorem 2: certified gap vs δ (smaller bar = larger gap)")
     ax.legend(fontsize=8)
     evidence.figure(fig, "delta-vs-gap")
+
+
+test_paper_delta_certified_on_the_catalogue_example = check(BZ_CONTEXTUAL, "numeric")(
+    paper_delta_certified_on_the_catalogue_example)
 
 
 def ordered_separation_check(lift_positions: bool = False):
@@ -500,11 +505,14 @@ def ordered_refutation(lift_positions: bool = False):
     return run
 
 
-@check(BZ_ORDERED, "refutation")
-def test_permuted_sequences_cannot_be_separated():
+def permuted_sequences_cannot_be_separated():
     report = ordered_refutation()()
     evidence.counterexample(
         "X = (v0, v1) and X' = (v1, v0): F(X)_0 = F(X')_1 exactly, although X != X' as ordered "
         f"sequences. Check: {report}")
+
+
+test_permuted_sequences_cannot_be_separated = check(BZ_ORDERED, "refutation")(
+    permuted_sequences_cannot_be_separated)
 
 

@@ -345,8 +345,7 @@ def approximation_check(build=equivariant_approximator, grids=(2, 4, 8, 16, 32),
     return run
 
 
-@check(BZ_APPROXIMATION, "numeric")
-def test_approximation_error_shrinks_in_lp_as_the_grid_refines():
+def approximation_error_shrinks_in_lp_as_the_grid_refines():
     plt = pyplot()
 
     rows = approximation_check()()
@@ -369,11 +368,17 @@ def test_approximation_error_shrinks_in_lp_as_the_grid_refines():
     assert float(rows[-1][1]) < float(rows[0][1]) / 4, "the L2 error does not shrink with g"
 
 
-@pytest.mark.slow
-@check(BZ_APPROXIMATION, "numeric")
-def test_approximation_in_two_dimensions_and_three_tokens():
+test_approximation_error_shrinks_in_lp_as_the_grid_refines = check(BZ_APPROXIMATION, "numeric")(
+    approximation_error_shrinks_in_lp_as_the_grid_refines)
+
+
+def approximation_in_two_dimensions_and_three_tokens():
     approximation_check(grids=(2, 4, 8), n=2, d=2, samples=4000)()
     approximation_check(grids=(2, 4, 8, 16), n=3, d=1, samples=4000)()
+
+
+test_approximation_in_two_dimensions_and_three_tokens = pytest.mark.slow(
+    check(BZ_APPROXIMATION, "numeric")(approximation_in_two_dimensions_and_three_tokens))
 
 
 # --- the GD experiment ---------------------------------------------------------------------

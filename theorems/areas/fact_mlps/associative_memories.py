@@ -67,15 +67,20 @@ def capacity_check(result=associative_memory_result, exponent: float = 2.0):
     return run
 
 
-@check(FM_LINEAR_CAPACITY, "numeric")
-def test_hebbian_capacity_against_d():
+def hebbian_capacity_against_d():
     capacity_check()()
 
 
-@check(FM_LINEAR_CAPACITY, "numeric")
+test_hebbian_capacity_against_d = check(FM_LINEAR_CAPACITY, "numeric")(hebbian_capacity_against_d)
+
+
 @pytest.mark.slow
-def test_hebbian_capacity_against_d_full():
+def hebbian_capacity_against_d_full():
     capacity_check(functools.partial(associative_memory_result, "full"))()
+
+
+test_hebbian_capacity_against_d_full = check(FM_LINEAR_CAPACITY, "numeric")(
+    hebbian_capacity_against_d_full)
 
 
 FM_ZIPF = Claim(
@@ -131,14 +136,18 @@ def zipf_check(result=associative_memory_result, exponent: float | None = None):
     return run
 
 
-@check(FM_ZIPF, "numeric")
-def test_zipf_error_exponent():
+def zipf_error_exponent():
     zipf_check()()
 
 
-@check(FM_ZIPF, "numeric")
+test_zipf_error_exponent = check(FM_ZIPF, "numeric")(zipf_error_exponent)
+
+
 @pytest.mark.slow
-def test_zipf_error_exponent_full():
+def zipf_error_exponent_full():
     zipf_check(functools.partial(associative_memory_result, "full"))()
+
+
+test_zipf_error_exponent_full = check(FM_ZIPF, "numeric")(zipf_error_exponent_full)
 
 

@@ -112,15 +112,19 @@ def gd_cheaper_check(data=width_sweep_data, cost_ratio: float = 1.0):
     return run
 
 
-@check(FM_GD_CHEAPER, "empirical")
-def test_gd_width_sweep_smoke():
+def gd_width_sweep_smoke():
     gd_cheaper_check()()
 
 
-@check(FM_GD_CHEAPER, "empirical")
+test_gd_width_sweep_smoke = check(FM_GD_CHEAPER, "empirical")(gd_width_sweep_smoke)
+
+
 @pytest.mark.slow
-def test_gd_width_sweep_full():
+def gd_width_sweep_full():
     gd_cheaper_check(functools.partial(width_sweep_data, "full"))()
+
+
+test_gd_width_sweep_full = check(FM_GD_CHEAPER, "empirical")(gd_width_sweep_full)
 
 
 def slopes_match_check(data=width_sweep_data):
@@ -151,14 +155,20 @@ def slope_refutation(data=published_width_data):
     return run
 
 
-@check(FM_GD, "refutation")
-def test_gd_slope_differs_on_the_published_full_sweep():
+def gd_slope_differs_on_the_published_full_sweep():
     slope_refutation()()
 
 
-@check(FM_GD, "refutation")
+test_gd_slope_differs_on_the_published_full_sweep = check(FM_GD, "refutation")(
+    gd_slope_differs_on_the_published_full_sweep)
+
+
 @pytest.mark.slow
-def test_gd_slope_differs_on_a_fresh_full_sweep():
+def gd_slope_differs_on_a_fresh_full_sweep():
     slope_refutation(functools.partial(width_sweep_data, "full"))()
+
+
+test_gd_slope_differs_on_a_fresh_full_sweep = check(FM_GD, "refutation")(
+    gd_slope_differs_on_a_fresh_full_sweep)
 
 

@@ -170,9 +170,12 @@ def threshold_exhaustive_check(hidden_rule=threshold_hidden):
     return run
 
 
-@check(FM_EXACT, "exhaustive")
-def test_threshold_width_is_exact_for_small_sizes():
+def threshold_width_is_exact_for_small_sizes():
     threshold_exhaustive_check()()
+
+
+test_threshold_width_is_exact_for_small_sizes = check(FM_EXACT, "exhaustive")(
+    threshold_width_is_exact_for_small_sizes)
 
 
 # --- the measure-zero exception ------------------------------------------------------------------
@@ -254,9 +257,12 @@ def subspace_refutation(witness: torch.Tensor = SUBSPACE_KEYS):
     return run
 
 
-@check(FM_ALL_SETS, "refutation")
-def test_keys_in_a_subspace_defeat_the_threshold_solve():
+def keys_in_a_subspace_defeat_the_threshold_solve():
     subspace_refutation()()
+
+
+test_keys_in_a_subspace_defeat_the_threshold_solve = check(FM_ALL_SETS, "refutation")(
+    keys_in_a_subspace_defeat_the_threshold_solve)
 
 
 # --- FM.2: parameter efficiency ------------------------------------------------------------------
@@ -311,9 +317,12 @@ def parameter_limit_check(claimed_limit=None):
     return run
 
 
-@check(FM_EFFICIENCY, "symbolic")
-def test_parameters_per_bit_have_a_finite_limit():
+def parameters_per_bit_have_a_finite_limit():
     parameter_limit_check()()
+
+
+test_parameters_per_bit_have_a_finite_limit = check(FM_EFFICIENCY, "symbolic")(
+    parameters_per_bit_have_a_finite_limit)
 
 
 def efficiency_check(build=encoder_decoder_mlp, d: int = 16, num_values: int = 16,
@@ -381,9 +390,12 @@ def _hebbian_stores(F: int, width: int, num_values: int, seed: int) -> bool:
     return recall(memory, keys, values, facts)[0] == 1.0
 
 
-@check(FM_EFFICIENCY, "numeric")
-def test_bits_per_parameter_as_facts_grow():
+def bits_per_parameter_as_facts_grow():
     efficiency_check()()
+
+
+test_bits_per_parameter_as_facts_grow = check(FM_EFFICIENCY, "numeric")(
+    bits_per_parameter_as_facts_grow)
 
 
 # --- FM.4: decodability ------------------------------------------------------------------------
@@ -512,9 +524,12 @@ def decodability_scaling_check(bound=jl_code_dim, num_values: int = 16):
     return run
 
 
-@check(FM_DECODABILITY, "numeric")
-def test_decodability_against_the_margin():
+def decodability_against_the_margin():
     decodability_scaling_check()()
+
+
+test_decodability_against_the_margin = check(FM_DECODABILITY, "numeric")(
+    decodability_against_the_margin)
 
 
 # --- FM.5: swapping the MLP edits the facts ----------------------------------------------------

@@ -220,7 +220,11 @@ def test_source_needs_exactly_one_identifier(ids):
 def test_openreview_source_renders_in_cli_and_docs():
     import sys
 
-    from theorems import docs
+    import docs_fixture
+
+    for module in ("sphinx", "myst_parser", "jinja2"):  # the docs extra
+        docs_fixture.require(module)
+    from theorems import site as docs
     from theorems.cli import _describe
 
     sys.path.insert(0, str(docs.DOCS / "_ext"))

@@ -6,7 +6,7 @@ one MyST page per area, the index, the dependency graph, the empirics page and a
 the (dedicated, generated) source directory; Sphinx then reads them as usual. At
 ``build-finished`` it copies the bundled MathJax into ``_static``, so math renders offline.
 
-``python -m theorems docs`` (:mod:`theorems.docs`) is the usual way in; it gives Sphinx a
+``python -m theorems docs`` (:mod:`theorems.site`) is the usual way in; it gives Sphinx a
 fresh source directory under ``build/``, never the ``docs/`` folder itself.
 """
 

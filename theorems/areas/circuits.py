@@ -247,7 +247,7 @@ def sufficiency_check(build=two_layer_induction, circuit=induction_circuit):
     @given(case=corruption_cases())
     @example(case=TIGHT_CASE)
     @example(case=(3, 3, [0, 1, 0], 2))
-    @budget(1.0)
+    @budget(0.5)  # a handful of tiny forward passes per example; the ci profile gets 50
     def test_sufficient(case):
         S, n, clean, corrupted = _prompts(case)
         model, kept = build(S, n), circuit("two_layer", S, n)
@@ -277,7 +277,7 @@ def necessity_check(build=two_layer_induction, circuit=induction_circuit, minima
     @given(case=corruption_cases())
     @example(case=TIGHT_CASE)
     @example(case=(3, 3, [0, 1, 0], 2))
-    @budget(1.0)
+    @budget(0.5)  # a handful of tiny forward passes per example; the ci profile gets 50
     def test_necessary(case):
         S, n, clean, corrupted = _prompts(case)
         model, kept = build(S, n), circuit("two_layer", S, n)

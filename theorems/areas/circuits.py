@@ -258,6 +258,8 @@ def sufficiency_check(build=two_layer_induction, circuit=induction_circuit):
         # ignores), or its difference is exactly 0 there (the embedding changes at row c only;
         # prev[sigma_i] sums the same operands, since tau, tau' != sigma_i). fl(0 * x) = 0 and
         # fl(y + 0) = y, so the final row repeats the clean run's operations on equal operands.
+        # (This assumes, as every CPU/BLAS kernel does for finite inputs, that an output
+        # entry's operation sequence does not depend on the values of other entries.)
         assert torch.equal(patched[:, -1], reference[:, -1]), (
             f"final logits moved by {float((patched[:, -1] - reference[:, -1]).abs().max())}"
             f" when the edges outside the circuit were patched")

@@ -1,0 +1,146 @@
+"""Mutants and bad input for the circuits area.
+
+Each mutant rebuilds a check of ``theorems.areas.circuits`` around a wrong circuit (an edge
+dropped, a spurious edge added) or a broken construction, and asserts with ``expect_failure``
+that the check then fails.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+import torch
+
+from constructions.circuits import (
+    Circuit,
+    Edge,
+    attention_graph,
+    edge_patched_logits,
+    induction_circuit,
+    induction_mechanism,
+    logit_difference,
+    resample_next_token,
+)
+from constructions.induction_heads import two_layer_induction
+from theorems.areas import circuits
+from theorems.evidence import expect_failure
+
+
+def dropping(name):
+    """induction_circuit with the edge ``name`` removed."""
+    def circuit(*args):
+        return induction_circuit(*args).without(name)
+    return circuit
+
+
+def adding(source, target, qkv=None):
+    """induction_circuit with a spurious edge added."""
+    def circuit(*args):
+        return induction_circuit(*args).with_edge(Edge(source, target, qkv, "spurious"))
+    return circuit
+
+
+def unembedding_reads_prev(vocab_size, max_len, **kwargs):
+    """two_layer_induction whose W_U also reads the prev block: L0H0 -> logits is no longer a
+    zero map, so the circuit misses an edge that matters."""
+    model = two_layer_induction(vocab_size, max_len, **kwargs)
+    S, n = vocab_size, max_len
+    prev = slice((S + 1) + (n + 1), 2 * (S + 1) + (n + 1))
+    with torch.no_grad():
+        model.W_U[prev] = torch.eye(S + 1, dtype=model.W_U.dtype)
+    return model
+
+
+@pytest.mark.mutant("circuits.induction-sufficient")
+@pytest.mark.parametrize("name", ["input->a1.h0<v>", "a1.h0->logits"])
+def test_a_circuit_missing_an_edge_is_not_sufficient(name):
+    expect_failure(circuits.sufficiency_check(circuit=dropping(name)))
+
+
+@pytest.mark.mutant("circuits.induction-sufficient")
+def test_a_construction_with_an_extra_path_breaks_sufficiency():
+    expect_failure(circuits.sufficiency_check(build=unembedding_reads_prev))
+
+
+@pytest.mark.mutant("circuits.induction-necessary")
+@pytest.mark.parametrize("edge", [("a0.h0", "a1.h0", "q"), ("input", "a1.h0", "k"),
+                                  ("a0.h0", "a1.h0", "k")])
+def test_a_spurious_edge_is_not_necessary(edge):
+    expect_failure(circuits.necessity_check(circuit=adding(*edge)))
+
+
+@pytest.mark.mutant("circuits.induction-necessary")
+def test_without_recency_the_margin_bound_fails():
+    # recency = 0: older matches tie with the induction key, so its weight drops below 1/(1+omega)
+    expect_failure(circuits.necessity_check(build=functools.partial(two_layer_induction,
+                                                                    recency=0.0)))
+
+
+@pytest.mark.mutant("circuits.induction-minimal")
+@pytest.mark.parametrize("edge", [("a0.h0", "a1.h0", "v"), ("input", "a0.h0", "v")])
+def test_a_spurious_edge_can_be_dropped(edge):
+    expect_failure(circuits.necessity_check(circuit=adding(*edge), minimal=True))
+
+
+@pytest.mark.mutant("circuits.induction-mechanism")
+def test_a_wrong_mechanism_fails():
+    def dropped(*args):
+        return induction_mechanism(*args).without("a0.h0->a1.h0<k>")
+
+    def spurious(*args):
+        return induction_mechanism(*args).with_edge(Edge("a0.h0", "logits"))
+    expect_failure(circuits.mechanism_check(mechanism=dropped))
+    expect_failure(circuits.mechanism_check(mechanism=spurious))
+
+
+def test_mib_json_lists_the_whole_graph():
+    circuit = induction_circuit("two_layer", 4, 6)
+    data = json.loads(json.dumps(circuit.to_mib_json()))
+    assert set(data["edges"]) == {e.name for e in attention_graph(2, 1)}
+    assert {k for k, v in data["edges"].items() if v["in_graph"]} == {
+        "input->a1.h0<v>", "a1.h0->logits"}
+    assert {k for k, v in data["nodes"].items() if v["in_graph"]} == {"input", "a1.h0",
+                                                                      "logits"}
+    assert circuit.hook_names()["a1.h0->logits"] == ("blocks.1.attn.hook_result[:, :, 0]",
+                                                     "blocks.1.hook_resid_post")
+
+
+def test_patching_nothing_is_the_plain_forward():
+    model = two_layer_induction(4, 6)
+    clean = torch.tensor([[0, 1, 2, 3, 0]])
+    corrupted = resample_next_token(clean, 2, 4)
+    # same operations in the same order: with one head, the per-head result path sums one term
+    assert torch.equal(edge_patched_logits(model, clean, corrupted, ()), model(clean))
+    assert not any(layer.use_attn_result for layer in model.layers)  # restored
+
+
+MODEL = two_layer_induction(4, 6)
+CLEAN = torch.tensor([[0, 1, 2, 3, 0]])
+
+
+@pytest.mark.parametrize("call, error, name", [
+    (lambda: resample_next_token(torch.tensor([[0, 1, 2]]), 3, 4), ValueError, "tokens"),
+    (lambda: resample_next_token(torch.tensor([[1, 0, 0]]), 2, 4), ValueError, "tokens"),
+    (lambda: resample_next_token(CLEAN, 1, 4), ValueError, "replacement"),
+    (lambda: resample_next_token(CLEAN, 0, 4), ValueError, "replacement"),
+    (lambda: resample_next_token(CLEAN, 7, 4), ValueError, "replacement"),
+    (lambda: resample_next_token(CLEAN, torch.tensor([2, 3]), 4), ValueError, "replacement"),
+    (lambda: resample_next_token(CLEAN.float(), 2, 4), TypeError, "tokens"),
+    (lambda: induction_circuit("compact", 4, 6), ValueError, "kind"),
+    (lambda: induction_circuit("three_layer", 4, 6), ValueError, "kind"),
+    (lambda: induction_mechanism("two_layer", 0, 6), ValueError, "vocab_size"),
+    (lambda: Circuit("c", 2, 1, 8, (Edge("a1.h0", "a0.h0", "q"),)), ValueError, "edges"),
+    (lambda: induction_circuit("two_layer", 4, 6).without("input->logits"), ValueError, "name"),
+    (lambda: edge_patched_logits(MODEL, CLEAN, CLEAN, ["a2.h0->logits"]), ValueError, "patched"),
+    (lambda: edge_patched_logits(MODEL, CLEAN, CLEAN[:, :4], ()), ValueError, "corrupted"),
+    (lambda: edge_patched_logits("model", CLEAN, CLEAN, ()), TypeError, "model"),
+    (lambda: logit_difference(MODEL(CLEAN), torch.tensor([[0, 1, 2]]), CLEAN), ValueError,
+     "clean"),
+    (lambda: attention_graph(0, 1), ValueError, "n_layers"),
+    (lambda: Edge("input", "logits").hooks(0), ValueError, "n_layers"),
+])
+def test_bad_input_names_the_parameter(call, error, name):
+    with pytest.raises(error, match=rf"^{name}\b"):
+        call()

@@ -33,9 +33,10 @@ from torch import nn
 
 from constructions import _validate
 from constructions.deepnorm import deepnorm_constants
+from constructions.mean_field import _layer_norm
 from empirics.experiment import Experiment, Result
 from empirics.plots import pyplot
-from empirics.prenorm_gradients import _layer_norm, loglog_slope
+from empirics.prenorm_gradients import loglog_slope
 from empirics.sweep import sweep
 
 ARCHS = ("post", "deepnorm", "pre")

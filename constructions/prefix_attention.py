@@ -84,7 +84,7 @@ def prefix_decomposition(q, K_P, V_P, K_X, V_X, scale: float, *, multiplicity: f
             "input": inputs}
 
 
-def poly_features(y: torch.Tensor, c: float, scale: float) -> torch.Tensor:
+def _poly_features(y: torch.Tensor, c: float, scale: float) -> torch.Tensor:
     r""":math:`(c, \sqrt{2c\tau}\,y, \tau\,\mathrm{vec}(yy^\top))`: ``(..., d)`` to
     ``(..., 1 + d + d^2)``, so that :math:`\varphi(q)^\top\varphi(k) = (c + \tau q\cdot k)^2`."""
     outer = (y[..., :, None] * y[..., None, :]).flatten(-2)
@@ -92,7 +92,7 @@ def poly_features(y: torch.Tensor, c: float, scale: float) -> torch.Tensor:
                       scale * outer], dim=-1)
 
 
-def kernel_weights(kernel: str, q: torch.Tensor, K: torch.Tensor, scale: float, c: float
+def _kernel_weights(kernel: str, q: torch.Tensor, K: torch.Tensor, scale: float, c: float
                    ) -> torch.Tensor:
     r"""Unnormalised weights ``(B, n_q, m)``: :math:`e^{s - \max s}` (``"exp"``, shifted per
     query) or :math:`(c + \tau q\cdot k)^2` (``"poly2"``)."""
@@ -109,7 +109,7 @@ def kernel_attention(q, K, V, *, kernel: str = "poly2", scale: float = 1.0, c: f
     q, K, V = _qkv(q, K, V)
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
-    weights = kernel_weights(kernel, q, K, _validate.finite_float("scale", scale),
+    weights = _kernel_weights(kernel, q, K, _validate.finite_float("scale", scale),
                              _validate.positive_float("c", c))
     return (weights @ V) / weights.sum(dim=-1, keepdim=True)
 
@@ -126,7 +126,7 @@ class NTKAttention(nn.Module):
     :math:`\kappa`, scores max-shifted per query, the summary term divided by
     :math:`e^{\max s}` alike, :math:`\varphi(x) = \mathrm{ELU}(x/d^{1/4})
     + 1`); with ``"poly2"`` the kernel is :math:`(c + \tau q\cdot k)^2` and :math:`\varphi` is
-    :func:`poly_features`. ``forward(q, K, V)`` maps to ``(B, n_q, d_v)``.
+    :func:`_poly_features`. ``forward(q, K, V)`` maps to ``(B, n_q, d_v)``.
     """
 
     def __init__(self, Z, kappa, *, kernel: str = "poly2", scale: float = 1.0, c: float = 1.0
@@ -145,7 +145,7 @@ class NTKAttention(nn.Module):
 
     def phi(self, q: torch.Tensor) -> torch.Tensor:
         if self.kernel == "poly2":
-            return poly_features(q, self.c, self.scale)
+            return _poly_features(q, self.c, self.scale)
         return nn.functional.elu(q / q.shape[-1] ** 0.25) + 1
 
     def forward(self, q, K, V) -> torch.Tensor:
@@ -156,7 +156,7 @@ class NTKAttention(nn.Module):
                              f"got {self.Z.shape[0]}")
         if V.shape[-1] != self.Z.shape[1]:
             raise ValueError(f"V must have width {self.Z.shape[1]}, got {V.shape[-1]}")
-        weights = kernel_weights(self.kernel, q, K, self.scale, self.c)    # (B, n_q, n)
+        weights = _kernel_weights(self.kernel, q, K, self.scale, self.c)    # (B, n_q, n)
         phi_q = self.phi(q)                                                 # (B, n_q, r)
         prefix_num, prefix_den = phi_q @ self.Z, phi_q @ self.kappa[:, None]
         if self.kernel == "exp":  # the code's |kappa|, and the same max-shift as the weights
@@ -174,7 +174,7 @@ def prefix_summary(K_P, V_P, *, scale: float = 1.0, c: float = 1.0
     kernel, from one prefix ``K_P`` ``(m, d)``, ``V_P`` ``(m, d_v)``."""
     K_P = _validate.real_tensor("K_P", K_P, ndim=2)
     V_P = _validate.real_tensor("V_P", V_P, shape=(K_P.shape[0], None))
-    features = poly_features(K_P, _validate.positive_float("c", c),
+    features = _poly_features(K_P, _validate.positive_float("c", c),
                              _validate.positive_float("scale", scale))
     return features.T @ V_P, features.sum(dim=0)
 

@@ -401,9 +401,12 @@ class SpatialInductionCircuit(nn.Module):
         return self.attention(tokens)["probs"]
 
 
-def spatial_induction_circuit(task: CellularAutomaton, max_positions: int, **kwargs
-                              ) -> SpatialInductionCircuit:
+def spatial_induction_circuit(task: CellularAutomaton, max_positions: int, *,
+                              alpha=None, match_beta: float = 40.0,
+                              temperatures: GatherTemperatures | None = None,
+                              dtype=torch.float64, device=None) -> SpatialInductionCircuit:
     """Builder: the circuit for ``task`` and up to ``max_positions`` cells (T V)."""
     if not isinstance(task, CellularAutomaton):
         raise TypeError(f"task must be a CellularAutomaton, got {type(task).__name__}")
-    return SpatialInductionCircuit(task, max_positions, **kwargs)
+    return SpatialInductionCircuit(task, max_positions, alpha=alpha, match_beta=match_beta,
+                                   temperatures=temperatures, dtype=dtype, device=device)

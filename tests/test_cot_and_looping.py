@@ -377,3 +377,43 @@ def test_a_shuffled_trace_is_not_learned_as_the_trace():
     # the trace arm's content shuffled within each training string: it is the control
     expect_failure(dyck_checks.trace_content_check(
         lambda: dyck_checks.trace_smoke_result(arms=("trace", "shuffled"), shuffle_trace=True)))
+
+
+# --- valid example arguments for tests/test_public_api.py ---------------------------------------
+
+def _icdl_problem(**extra) -> dict:
+    gen = torch.Generator().manual_seed(0)
+    return {"X": torch.randn(3, 2, generator=gen, dtype=torch.float64),
+            "y": torch.randn(3, generator=gen, dtype=torch.float64),
+            "W1": torch.randn(4, 2, generator=gen, dtype=torch.float64),
+            "w2": torch.randn(4, generator=gen, dtype=torch.float64), **extra}
+
+
+def _alpha() -> torch.Tensor:
+    return torch.tensor([0.25, 0.5, 0.25], dtype=torch.float64)
+
+
+PUBLIC_API_EXAMPLES = {
+    "cot2.beam_minabs_targets": lambda: {"digits": (3, 1)},
+    "cot2.beam_targets": lambda: {"digits": (3, 1)},
+    "cot2.csft_kl": lambda: {"target": _alpha(), "logits": torch.zeros(3, dtype=torch.float64)},
+    "cot2.digit_tuple": lambda: {"digits": (3, 1)},
+    "cot2.label_from_distribution": lambda: {"alpha": _alpha()},
+    "cot2.mnns_label": lambda: {"digits": (3, 1)},
+    "cot2.mts_moments": lambda: {"alpha": _alpha(), "embeddings": torch.eye(3).double()},
+    "cot2.mts_tokens": lambda: {"alpha": _alpha(), "embeddings": torch.eye(3).double()},
+    "cot2.relu_log": lambda: {"z": torch.tensor([0.5, 0.75], dtype=torch.float64)},
+    "cot2.superposition_recovered": lambda: {"embeddings": torch.eye(3).double()[None],
+                                             "sets": torch.tensor([[[0, 1]]])},
+    "cot2.uniform_recursion": lambda: {"digits": (3, 1)},
+    "cot2.uniform_targets": lambda: {"digits": (3, 1)},
+    "dyck.bracket_alphabet": lambda: {"brackets": "()[]"},
+    "dyck.decode": lambda: {"tokens": torch.tensor([0, 2, 1, 3])},
+    "dyck.dyck_oracle": lambda: {"tokens": torch.tensor([0, 2, 1, 3])},
+    "dyck.encode": lambda: {"text": "()[]"},
+    "dyck.trace_by_locality": lambda: {"tokens": torch.tensor([0, 2, 1, 3]),
+                                       "trace": (0, -1, 1, -1)},
+    "icdl.gd_reference": lambda: _icdl_problem(eta=0.1, steps=2),
+    "icdl.gd_step_reference": lambda: _icdl_problem(eta=0.1),
+    "icdl.two_layer_net": lambda: {k: v for k, v in _icdl_problem().items() if k != "y"},
+}

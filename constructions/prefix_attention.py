@@ -46,13 +46,15 @@ from constructions.layers import fixed
 KERNELS = ("exp", "poly2")
 
 
-def _qkv(q, K, V) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    q = _validate.real_tensor("q", q, ndim=3)
+def _qkv(q, K, V, names: tuple[str, str] = ("K", "V")
+         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    q = _validate.nonempty("q", _validate.real_tensor("q", q, ndim=3))
     B, _, d = q.shape
-    K = _validate.real_tensor("K", K, shape=(B, None, d))
-    V = _validate.real_tensor("V", V, shape=(B, K.shape[1], None))
+    K = _validate.real_tensor(names[0], K, shape=(B, None, d))
     if K.shape[1] == 0:
-        raise ValueError("K must hold at least one key")
+        raise ValueError(f"{names[0]} must hold at least one key")
+    V = _validate.nonempty(names[1], _validate.real_tensor(names[1], V,
+                                                          shape=(B, K.shape[1], None)))
     return q, K.to(q.dtype), V.to(q.dtype)
 
 
@@ -68,8 +70,10 @@ def prefix_decomposition(q, K_P, V_P, K_X, V_X, scale: float, *, multiplicity: f
     r"""The right-hand side of the decomposition, for a prefix of ``multiplicity`` copies of
     ``(K_P, V_P)``: ``{"output", "lam", "prefix", "input"}`` with
     :math:`\lambda = tZ_P/(tZ_P + Z_X)` computed with one max-shift for both sums."""
-    q, K_P, V_P = _qkv(q, K_P, V_P)
-    _, K_X, V_X = _qkv(q, K_X, V_X)
+    q, K_P, V_P = _qkv(q, K_P, V_P, ("K_P", "V_P"))
+    _, K_X, V_X = _qkv(q, K_X, V_X, ("K_X", "V_X"))
+    if V_X.shape[-1] != V_P.shape[-1]:
+        raise ValueError(f"V_X must have the width {V_P.shape[-1]} of V_P, got {V_X.shape[-1]}")
     scale = _validate.finite_float("scale", scale)
     multiplicity = _validate.positive_float("multiplicity", multiplicity)
     s_P = scale * q @ K_P.transpose(-1, -2)                  # (B, n_q, m)
@@ -172,8 +176,8 @@ def prefix_summary(K_P, V_P, *, scale: float = 1.0, c: float = 1.0
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     r""":math:`Z = \sum_p\psi(k_p)v_p^\top`, :math:`\kappa = \sum_p\psi(k_p)` for the polynomial
     kernel, from one prefix ``K_P`` ``(m, d)``, ``V_P`` ``(m, d_v)``."""
-    K_P = _validate.real_tensor("K_P", K_P, ndim=2)
-    V_P = _validate.real_tensor("V_P", V_P, shape=(K_P.shape[0], None))
+    K_P = _validate.nonempty("K_P", _validate.real_tensor("K_P", K_P, ndim=2))
+    V_P = _validate.nonempty("V_P", _validate.real_tensor("V_P", V_P, shape=(K_P.shape[0], None)))
     features = _poly_features(K_P, _validate.positive_float("c", c),
                              _validate.positive_float("scale", scale))
     return features.T @ V_P, features.sum(dim=0)

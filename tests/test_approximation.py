@@ -317,3 +317,19 @@ PUBLIC_API_EXAMPLES = {
     "virtual_node.linear_attention": _phi_example,
     "virtual_node.virtual_node_aggregate": _phi_example,
 }
+PUBLIC_API_EXAMPLES["deepnorm.sublayers"] = lambda: {"kind": "encoder", "n_layers": 4}
+PUBLIC_API_ACCEPTED = {
+    # a width (d_v, r, d, or the token dim) is free: one longer is as valid
+    **{(f, p): ("mismatched",) for f, p in [
+        ("prefix_attention.kernel_attention", "V"), ("prefix_attention.softmax_attention", "V"),
+        ("prefix_attention.ntk_attention", "K_P"), ("prefix_attention.ntk_attention", "V_P"),
+        ("prefix_attention.prefix_summary", "K_P"), ("prefix_attention.prefix_summary", "V_P"),
+        ("virtual_node.apply_feature_map", "W_phi"), ("virtual_node.linear_attention", "v"),
+        ("virtual_node.virtual_node_aggregate", "v"), ("equivariance.lift_positions", "x"),
+        ("universality.copy_first_target", "x")]},
+    ("universality.copy_first_token", "source"): ("zero",),  # position 0: the first token
+    ("universality.random_single_layer", "scratch"): ("zero",),  # no scratch coordinates
+    ("universality.random_single_layer", "seed"): ("zero",),  # the seed 0
+    ("virtual_node.virtual_node_round", "seed"): ("zero",),
+    ("virtual_node.matching_linear_attention", "seed"): ("zero",),
+}

@@ -417,3 +417,20 @@ PUBLIC_API_EXAMPLES = {
     "icdl.gd_step_reference": lambda: _icdl_problem(eta=0.1),
     "icdl.two_layer_net": lambda: {k: v for k, v in _icdl_problem().items() if k != "y"},
 }
+PUBLIC_API_ACCEPTED = {
+    # a width (the embedding dim d, the set size K <= v) is free: one longer is as valid
+    ("cot2.mts_moments", "embeddings"): ("mismatched",),
+    ("cot2.mts_tokens", "embeddings"): ("mismatched",),
+    ("cot2.superposition_recovered", "embeddings"): ("mismatched",),
+    ("cot2.superposition_recovered", "sets"): ("mismatched",),
+    # relu_log is elementwise: any shape of z, a single number or none at all
+    ("cot2.relu_log", "z"): ("empty", "0-d", "mismatched"),
+    ("cot2.digit_tuple", "name"): ("unknown",),  # any string names the digits in messages
+    ("cot2.shift_average_matrix", "a"): ("zero",),  # the digit 0: the identity
+    ("cot2.attention_leak", "t"): ("zero",),  # step 0
+    ("cot2.step_leak_bound", "t"): ("zero",),
+    # a bracket word may be empty (a Dyck member) or longer (another word)
+    **{(f, "tokens"): ("empty", "mismatched")
+       for f in ("dyck.decode", "dyck.dyck_oracle", "dyck.trace_by_locality")},
+    ("dyck.random_dyck", "num_pairs"): ("zero",),  # the empty word
+}

@@ -377,3 +377,11 @@ PUBLIC_API_EXAMPLES = {
     "spatial_induction.spatial_induction_circuit": lambda: {"task": ca(), "max_positions": 10},
     "spatial_induction.temperatures_for": lambda: {"volume": 5, "side": 5, "positions": 10},
 }
+PUBLIC_API_ACCEPTED = {
+    # a sequence may be empty (no predictions) or longer (another sequence)
+    **{(f"delay_copy.{f}", "tokens"): ("empty", "mismatched")
+       for f in ("fixed_offset_copier", "induction_copier", "oracle_copier")},
+    # gap 0: the paste follows the source directly
+    ("delay_copy.induction_accuracy", "gap"): ("zero",),
+    ("delay_copy.approximate_induction_accuracy", "gap"): ("zero",),
+}

@@ -35,7 +35,11 @@ import torch
 
 import constructions
 
-SKIPPED_MODULES = {"export"}  # being split by the lead; tests/test_export.py covers its errors
+# export and the modules it was split into (files, recording, bundle, residual_layout,
+# transformer_lens, transformer_bridge): tests/test_export.py and tests/test_bundle.py cover their
+# errors; they take models and layouts rather than data, and get examples of their own later
+SKIPPED_MODULES = {"export", "files", "recording", "bundle", "residual_layout",
+                   "transformer_lens", "transformer_bridge"}
 
 
 def public_functions() -> dict[str, Callable]:
@@ -349,6 +353,9 @@ ACCEPTED_TEXT = {
                layers.causal_mask.n layernorm_geometry.selectability_margin.index
                power_method.frame_data.rest *.seed""",
     "zero negative": "boltzmann.boltzmann.dim",  # dims count from the end too
+    # gamma_n = nu/(1 - nu) is a formula in n: gamma_0 = 0, and the many checks that call it
+    # compute n as a number of operations, not always held in an int
+    "zero wrong-type-float": "numerics.gamma.n",
 }
 ACCEPTED: dict[tuple[str, str], set[str]] = {}
 for _kinds, _targets in ACCEPTED_TEXT.items():

@@ -283,3 +283,25 @@ def matching(name: str, value: torch.Tensor, size: int, *, dim: int = -1,
         raise ValueError(f"{name} must have size {size} in dim {dim}{source}, "
                          f"got shape {tuple(value.shape)}")
     return value
+
+
+def count(name: str, value: object, *, minimum: int = 1) -> object:
+    """Return ``value`` if it is an int >= ``minimum``, or a symbolic (SymPy) value, which
+    passes as it is: a count that a formula also takes as a symbol."""
+    if hasattr(value, "free_symbols") and not isinstance(value, (int, float)):
+        return value
+    return positive_int(name, value, minimum=minimum)
+
+
+def math_library(name: str, value: object, needs: Sequence[str]) -> object:
+    """Return ``value`` if it is a module (``math``, ``sympy``, ``mpmath``...) with every
+    function named in ``needs``."""
+    import types
+
+    if not isinstance(value, types.ModuleType):
+        raise TypeError(f"{name} must be a module such as math or sympy, "
+                        f"got {type(value).__name__}")
+    missing = [f for f in needs if not hasattr(value, f)]
+    if missing:
+        raise ValueError(f"{name} must provide {', '.join(missing)}")
+    return value

@@ -63,6 +63,11 @@ def _stochastic(name: str, value, shape: tuple[int, ...] | None = None) -> np.nd
 
 def stationary(cond: np.ndarray) -> np.ndarray:
     """The stationary law of the chain ``cond`` (left eigenvector of eigenvalue 1)."""
+    if not isinstance(cond, (np.ndarray, torch.Tensor)):
+        raise TypeError(f"cond must be a (V, V) array, got {type(cond).__name__}")
+    if cond.ndim != 2 or cond.shape[0] != cond.shape[1] or cond.shape[0] < 1:
+        raise ValueError(f"cond must be a square (V, V) matrix, got {tuple(cond.shape)}")
+    _stochastic("cond", cond)
     values, vectors = np.linalg.eig(cond.T)
     vector = np.real(vectors[:, np.argmin(np.abs(values - 1))])
     vector = np.abs(vector)
@@ -74,6 +79,7 @@ def dirichlet_bigrams(vocab_size: int, concentration: float, generator: np.rando
     """A synthetic bigram matrix: rows i.i.d. Dirichlet(concentration)."""
     vocab_size = check.positive_int("vocab_size", vocab_size, minimum=2)
     concentration = check.positive_float("concentration", concentration)
+    check.instance("generator", generator, np.random.Generator)
     rows = generator.dirichlet(np.full(vocab_size, concentration), size=vocab_size)
     return np.maximum(rows, 1e-300) / np.maximum(rows, 1e-300).sum(-1, keepdims=True)
 
@@ -224,8 +230,20 @@ def active_dormant_model(task: BigramBackcopy, max_len: int, *, beta: float = 60
 
 # --- the two-parameter caricature (ours) -------------------------------------------------------
 
+def _caricature(lib, n, s2, **reals) -> None:
+    """Check the caricature's arguments: real (or SymPy) ``reals``, ``n >= 2``, ``s2 > 0``."""
+    check.math_library("lib", lib, ("exp", "log"))
+    for name, value in reals.items():
+        check.real_number(name, value)
+    check.count("n", n, minimum=2)
+    check.real_number("s2", s2)
+    if isinstance(s2, (int, float)) and s2 <= 0:
+        raise ValueError(f"s2 must be > 0, got {s2}")
+
+
 def caricature_loss(a, b, n, s2, lib=math):
     r""":math:`\mathcal L(a, b) = p^2 b^2 + (1-p)^2 s^2/(n-1)`, :math:`p = e^a/(e^a + n - 1)`."""
+    _caricature(lib, n, s2, a=a, b=b)
     p = lib.exp(a) / (lib.exp(a) + n - 1)
     return p ** 2 * b ** 2 + (1 - p) ** 2 * s2 / (n - 1)
 
@@ -233,6 +251,7 @@ def caricature_loss(a, b, n, s2, lib=math):
 def caricature_flow(a, b, n, s2, lib=math):
     r"""Gradient flow :math:`(\dot a, \dot b) = -\nabla\mathcal L`:
     :math:`\dot a = 2p(1-p)[(1-p)s^2/(n-1) - p b^2]`, :math:`\dot b = -2p^2 b`."""
+    _caricature(lib, n, s2, a=a, b=b)
     p = lib.exp(a) / (lib.exp(a) + n - 1)
     return 2 * p * (1 - p) * ((1 - p) * s2 / (n - 1) - p * b ** 2), -2 * p ** 2 * b
 
@@ -242,6 +261,7 @@ def caricature_clock(a, n, s2, lib=math):
     with :math:`u = e^a`, :math:`m = n - 1`, :math:`c = s^2/m`,
     :math:`t(u) = (u^2/2 + 3mu + 3m^2\ln u - m^3/u)/(2cm^2)`; hence
     :math:`e^{2a} = 4(n-1)s^2 t\,(1 + o(1))` and :math:`a = \tfrac12\ln t + O(1)`."""
+    _caricature(lib, n, s2, a=a)
     u, m = lib.exp(a), n - 1
     c = s2 / m
     return (u ** 2 / 2 + 3 * m * u + 3 * m ** 2 * lib.log(u) - m ** 3 / u) / (2 * c * m ** 2)

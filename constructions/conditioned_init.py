@@ -19,22 +19,30 @@ import math
 
 import torch
 
-from constructions._validate import float_dtype, positive_int, real_tensor
+from constructions._validate import float_dtype, nonempty, positive_int, real_tensor
+
+
+def _check(X, W_Q, W_K, W_V=None) -> tuple:
+    """Check ``X`` ``(n, d)``, ``W_Q``, ``W_K`` ``(d, d_k)`` and ``W_V`` ``(d, d_v)``."""
+    X = nonempty("X", real_tensor("X", X, ndim=2))
+    d = X.shape[1]
+    W_Q = nonempty("W_Q", real_tensor("W_Q", W_Q, shape=(d, None)))
+    W_K = real_tensor("W_K", W_K, shape=(d, W_Q.shape[1]))
+    if W_V is not None:
+        W_V = nonempty("W_V", real_tensor("W_V", W_V, shape=(d, None)))
+    return X, W_Q, W_K, W_V
 
 
 def attention_layer(X: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor,
                     W_V: torch.Tensor) -> torch.Tensor:
     """``softmax(X W_Q W_K^T X^T / sqrt(d_k)) X W_V``: ``(n, d_v)`` for ``X`` ``(n, d)``."""
-    X = real_tensor("X", X, ndim=2)
-    d = X.shape[1]
-    W_Q = real_tensor("W_Q", W_Q, shape=(d, None))
-    W_K = real_tensor("W_K", W_K, shape=(d, W_Q.shape[1]))
-    W_V = real_tensor("W_V", W_V, shape=(d, None))
+    X, W_Q, W_K, W_V = _check(X, W_Q, W_K, W_V)
     return attention_matrix(X, W_Q, W_K) @ X @ W_V           # (n, n) (n, d) (d, d_v)
 
 
 def attention_matrix(X: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor) -> torch.Tensor:
     """The row-stochastic ``A = softmax(X W_Q (X W_K)^T / sqrt(d_k))``: ``(n, n)``."""
+    X, W_Q, W_K, _ = _check(X, W_Q, W_K)
     scores = (X @ W_Q) @ (X @ W_K).T / math.sqrt(W_Q.shape[1])   # (n, n)
     return torch.softmax(scores, dim=-1)
 
@@ -43,6 +51,10 @@ def attention_jacobian(X: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor,
                        W_V: torch.Tensor, *, layer=attention_layer) -> dict[str, torch.Tensor]:
     """The Jacobian blocks ``d vec_r(Y) / d vec_r(W)`` for ``W`` in ``W_Q, W_K, W_V``:
     each ``(n d_v, numel(W))``, by reverse-mode autodiff."""
+    X, W_Q, W_K, W_V = _check(X, W_Q, W_K, W_V)
+    if not callable(layer):
+        raise TypeError(f"layer must be callable (X, W_Q, W_K, W_V) -> Y, got "
+                        f"{type(layer).__name__}")
     blocks = torch.func.jacrev(lambda q, k, v: layer(X, q, k, v), argnums=(0, 1, 2))(
         W_Q, W_K, W_V)
     n, dv = X.shape[0], W_V.shape[1]
@@ -52,7 +64,7 @@ def attention_jacobian(X: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor,
 
 def condition_number(J: torch.Tensor) -> float:
     """sigma_max / sigma_min over the ``min(J.shape)`` singular values of ``J``."""
-    s = torch.linalg.svdvals(real_tensor("J", J, ndim=2))
+    s = torch.linalg.svdvals(nonempty("J", real_tensor("J", J, ndim=2)))
     return float(s[0] / s[-1]) if float(s[-1]) > 0 else math.inf
 
 

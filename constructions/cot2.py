@@ -41,6 +41,8 @@ NUM_DIGITS = MAX_DIGIT + 1
 
 def digit_tuple(digits: object, *, name: str = "digits") -> tuple[int, ...]:
     """Validate a digit string: a non-empty sequence (or 1-d integer tensor) of ints in 0..9."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
     if isinstance(digits, torch.Tensor):
         if digits.ndim != 1 or digits.dtype.is_floating_point or digits.is_complex():
             raise TypeError(f"{name} must be a 1-d integer tensor, got {digits.dtype} "
@@ -110,6 +112,11 @@ def shift_average_matrix(a: int, v: int, *, dtype=torch.float64) -> torch.Tensor
     :math:`(M_a\alpha)(s) = \tfrac12(\alpha(s - a) + \alpha(s + a))`; mass shifted past
     :math:`\pm S` is dropped (it never arises from digits in range).
     """
+    v = _validate.positive_int("v", v)
+    a = _validate.positive_int("a", a, minimum=0)
+    if a > v:
+        raise ValueError(f"a must be <= v = {v}, got {a}")
+    dtype = _validate.float_dtype("dtype", dtype)
     eye = torch.eye(v, dtype=dtype)
     if a == 0:
         return eye
@@ -120,7 +127,7 @@ def shift_average_matrix(a: int, v: int, *, dtype=torch.float64) -> torch.Tensor
 
 def delta_zero(m: int, *, dtype=torch.float64) -> torch.Tensor:
     """:math:`\\alpha_0 = \\delta_0`, the distribution of the empty prefix."""
-    alpha = torch.zeros(num_sums(m), dtype=dtype)
+    alpha = torch.zeros(num_sums(m), dtype=_validate.float_dtype("dtype", dtype))
     alpha[max_sum(m)] = 1.0
     return alpha
 
@@ -128,6 +135,9 @@ def delta_zero(m: int, *, dtype=torch.float64) -> torch.Tensor:
 def uniform_recursion(digits, transition=shift_average_matrix) -> torch.Tensor:
     r""":math:`\alpha^*_{t+1} = M_{a_{t+1}}\alpha^*_t` from :math:`\delta_0`, shape (m, v)."""
     digits = digit_tuple(digits)
+    if not callable(transition):
+        raise TypeError(f"transition must be callable (a, v) -> (v, v), got "
+                        f"{type(transition).__name__}")
     alpha, rows = delta_zero(len(digits)), []
     for a in digits:
         alpha = transition(a, alpha.shape[0]) @ alpha
@@ -138,6 +148,7 @@ def uniform_recursion(digits, transition=shift_average_matrix) -> torch.Tensor:
 def label_from_distribution(alpha: torch.Tensor, *, threshold: float = 0.0) -> int | None:
     r""":math:`\min\{s \ge 0 : \alpha(s) > \text{threshold}\}` for a vector indexed by s + S."""
     alpha = _validate.real_tensor("alpha", alpha, ndim=1)
+    threshold = _validate.finite_float("threshold", threshold)
     if alpha.shape[0] % 2 != 1:
         raise ValueError(f"alpha must have odd length 2S + 1, got {alpha.shape[0]}")
     S = alpha.shape[0] // 2
@@ -182,6 +193,13 @@ def csft_kl(target: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
 
     The code adds ``1e-8`` inside its :math:`\log\alpha^*`; here :math:`0\log 0 = 0` exactly.
     """
+    target = _validate.real_tensor("target", target)
+    logits = _validate.real_tensor("logits", logits)
+    if target.ndim < 1 or target.shape[-1] == 0:
+        raise ValueError(f"target must have a non-empty last dim, got {tuple(target.shape)}")
+    if logits.shape[-1:] != target.shape[-1:]:
+        raise ValueError(f"logits must have the last dim {target.shape[-1]} of target, got "
+                         f"shape {tuple(logits.shape)}")
     log_q = torch.log_softmax(logits, dim=-1)
     plogp = torch.where(target > 0, target * torch.log(target.clamp_min(1e-300)),
                         torch.zeros_like(target))
@@ -195,7 +213,8 @@ def mts_tokens(alpha: torch.Tensor, embeddings: torch.Tensor, num_tokens: int,
     r"""Multi-token sampling: ``num_samples`` draws of :math:`\frac1K\sum_{k=1}^K E_{s_k}` with
     :math:`s_k \sim \alpha` i.i.d.; :math:`K = 1` is discrete CoT. Shape (num_samples, d)."""
     alpha = _validate.real_tensor("alpha", alpha, ndim=1)
-    embeddings = _validate.real_tensor("embeddings", embeddings, ndim=2)
+    embeddings = _validate.nonempty("embeddings",
+                                    _validate.real_tensor("embeddings", embeddings, ndim=2))
     if embeddings.shape[0] != alpha.shape[0]:
         raise ValueError(f"embeddings must have one row per entry of alpha ({alpha.shape[0]}), "
                          f"got {embeddings.shape[0]}")
@@ -212,7 +231,11 @@ def mts_moments(alpha: torch.Tensor, embeddings: torch.Tensor,
     r"""The identity: :math:`\mathbb E = \alpha^\top E` and
     :math:`\mathrm{Cov} = \mathrm{Cov}_{s\sim\alpha}(E_s)/K`."""
     alpha = _validate.real_tensor("alpha", alpha, ndim=1)
-    embeddings = _validate.real_tensor("embeddings", embeddings, ndim=2)
+    embeddings = _validate.nonempty("embeddings",
+                                    _validate.real_tensor("embeddings", embeddings, ndim=2))
+    if embeddings.shape[0] != alpha.shape[0]:
+        raise ValueError(f"embeddings must have one row per entry of alpha ({alpha.shape[0]}), "
+                         f"got {embeddings.shape[0]}")
     K = _validate.positive_int("num_tokens", num_tokens)
     mean = alpha @ embeddings
     centred = embeddings - mean
@@ -318,6 +341,9 @@ def attention_leak(m: int, t: int, beta: float) -> float:
     r"""A-priori bound on the attention mass off digit :math:`a_{t+1}` at step t:
     :math:`\rho_t = (n_t - 1)e^{-\beta}/(1 + (n_t - 1)e^{-\beta})` with
     :math:`n_t = m + t + 1` keys (one scores :math:`\beta`, the rest 0)."""
+    m = _validate.positive_int("m", m)
+    t = _validate.positive_int("t", t, minimum=0)
+    beta = _validate.positive_float("beta", beta)
     others = (m + t) * math.exp(-beta)
     return others / (1 + others)
 
@@ -334,6 +360,7 @@ def step_leak_bound(m: int, t: int, beta: float, clamp: float) -> float:
     :math:`\operatorname{osc}\Delta \le 2\rho B` in :math:`\ell_1`.
     """
     v = num_sums(m)
+    clamp = _validate.positive_float("clamp", clamp)
     return 2 * (v - 1) * math.exp(-clamp) + 2 * clamp * attention_leak(m, t, beta)
 
 
@@ -354,7 +381,7 @@ def cot2_layer(m: int, *, beta: float = 40.0, clamp: float = 30.0,
     if not callable(transition):
         raise TypeError(f"transition must be callable (a, v) -> (v, v), got "
                         f"{type(transition).__name__}")
-    return CoT2Layer(m, beta, clamp, transition, dtype, torch.device(device))
+    return CoT2Layer(m, beta, clamp, transition, dtype, _validate.device("device", device))
 
 
 # --- how many superposed paths decode (C2.4) -----------------------------------------------------
@@ -367,7 +394,7 @@ def gaussian_embeddings(num_tokens: int, d: int, draws: int, seed: int) -> torch
     v = _validate.positive_int("num_tokens", num_tokens)
     d = _validate.positive_int("d", d)
     draws = _validate.positive_int("draws", draws)
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(_validate.seed("seed", seed))
     P = torch.randn(draws, d, v, generator=generator, dtype=torch.float64)
     return P.transpose(1, 2)                                         # (draws, v, d)
 
@@ -380,8 +407,10 @@ def superposition_recovered(embeddings: torch.Tensor, sets: torch.Tensor) -> tor
 
     ``embeddings`` (draws, v, d), ``sets`` (draws, n, K) -> (draws, n) bool.
     """
-    embeddings = _validate.real_tensor("embeddings", embeddings, ndim=3)
-    sets = _validate.token_tensor("sets", sets, vocab_size=embeddings.shape[1], ndim=3)
+    embeddings = _validate.nonempty("embeddings",
+                                    _validate.real_tensor("embeddings", embeddings, ndim=3))
+    sets = _validate.nonempty("sets", _validate.token_tensor(
+        "sets", sets, vocab_size=embeddings.shape[1], ndim=3))
     draws = embeddings.shape[0]
     if sets.shape[0] != draws:
         raise ValueError(f"sets must have one row per draw ({draws}), got {sets.shape[0]}")
@@ -421,4 +450,6 @@ def relu_log(z: torch.Tensor, m: int, pieces: int) -> torch.Tensor:
 
 def relu_log_bound(m: int, pieces: int) -> float:
     """The interpolation bound :math:`(2^{m/P} - 1)^2/8` of :func:`relu_log`."""
+    m = _validate.positive_int("m", m)
+    pieces = _validate.positive_int("pieces", pieces)
     return (2.0 ** (m / pieces) - 1) ** 2 / 8

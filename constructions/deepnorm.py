@@ -43,12 +43,28 @@ def _root(x, k: int):
     return x ** (1.0 / k)
 
 
+def _layer_counts(kind: object, n_layers: object, m_layers: object, kinds: tuple) -> None:
+    """Check ``kind`` against ``kinds`` and the layer counts: ints >= 1 or SymPy symbols."""
+    if not isinstance(kind, str) or kind not in kinds:
+        raise ValueError(f"kind must be one of {kinds}, got {kind!r}")
+    _validate.count("n_layers", n_layers)
+    if m_layers is not None:
+        _validate.count("m_layers", m_layers)
+    elif kind.startswith("encoder-decoder"):
+        raise ValueError(f"m_layers must be given for kind {kind!r}")
+
+
 def deepnorm_formulas(kind: str, n_layers, m_layers=None, *, root: Callable = _root,
                       number: Callable = float) -> tuple:
     r"""``(alpha, beta)`` for ``kind`` with :math:`N` = ``n_layers`` (encoder or decoder-only
     depth) and :math:`M` = ``m_layers`` (the decoder of an encoder-decoder), in the arithmetic
     of ``root`` and ``number``: floats by default, or SymPy (``root=sympy.root``,
     ``number=sympy.Rational``) for symbolic layer counts."""
+    _layer_counts(kind, n_layers, m_layers, KINDS)
+    if not callable(root):
+        raise TypeError(f"root must be callable, got {type(root).__name__}")
+    if not callable(number):
+        raise TypeError(f"number must be callable, got {type(number).__name__}")
     if kind == "encoder":
         return root(2 * n_layers, 4), 1 / root(8 * n_layers, 4)
     if kind == "decoder":
@@ -63,6 +79,7 @@ def deepnorm_formulas(kind: str, n_layers, m_layers=None, *, root: Callable = _r
 
 def sublayers(kind: str, n_layers, m_layers=None):
     """The number of residual sublayers the budget sums over: 2N, 2M (decoder-only) or 3M."""
+    _layer_counts(kind, n_layers, m_layers, BALANCED_KINDS)
     if kind in ("encoder", "decoder"):
         return 2 * n_layers
     if kind == "encoder-decoder/decoder":
@@ -77,6 +94,8 @@ def deepnorm_constants(kind: str, n_layers: int, m_layers: int | None = None,
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     n_layers = _validate.positive_int("n_layers", n_layers)
+    if not callable(formulas):
+        raise TypeError(f"formulas must be callable, got {type(formulas).__name__}")
     if kind.startswith("encoder-decoder"):
         if m_layers is None:
             raise ValueError(f"m_layers must be given for kind {kind!r}")

@@ -162,6 +162,7 @@ class DelayCopyBatch:
 
 
 def _tokens(tokens, task: DelayCopyTask) -> np.ndarray:
+    check.instance("task", task, DelayCopyTask)
     return check.token_tensor("tokens", tokens, vocab_size=task.vocab_size, ndim=2).numpy()
 
 
@@ -230,6 +231,7 @@ def induction_accuracy(n_data: int, copy_len: int, gap: int, *, exact: bool = Tr
     n_data = check.positive_int("n_data", n_data, minimum=2)
     copy_len = check.positive_int("copy_len", copy_len, minimum=2)
     gap = check.positive_int("gap", gap, minimum=0)
+    exact = check.boolean("exact", exact)
     p = Fraction(1, n_data) if exact else 1.0 / n_data
     q = 1 - p
     n = copy_len - 1 + gap
@@ -242,6 +244,9 @@ def induction_accuracy(n_data: int, copy_len: int, gap: int, *, exact: bool = Tr
 
 def approximate_induction_accuracy(n_data: int, copy_len: int, gap: int) -> float:
     """The catalogue's leading-order formula (1 - 1/N)^n + (1 - (1 - 1/N)^n)/N."""
+    n_data = check.positive_int("n_data", n_data, minimum=2)
+    copy_len = check.positive_int("copy_len", copy_len, minimum=2)
+    gap = check.positive_int("gap", gap, minimum=0)
     q = 1 - 1 / n_data
     n = copy_len - 1 + gap
     return q ** n + (1 - q ** n) / n_data

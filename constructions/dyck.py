@@ -69,6 +69,8 @@ class DyckTrace:
 def _tokens(tokens: object, k: int) -> list[int]:
     k = _validate.positive_int("k", k)
     if isinstance(tokens, torch.Tensor):
+        if tokens.ndim == 0:
+            raise ValueError("tokens must be a sequence of token ids, got a 0-d tensor")
         if tokens.numel() == 0:
             return []
         tokens = _validate.token_tensor("tokens", tokens.reshape(-1), vocab_size=2 * k)
@@ -190,7 +192,7 @@ def depth_trace_head(k: int = 2, max_len: int = 64, *, dtype: torch.dtype = torc
     k = _validate.positive_int("k", k)
     max_len = _validate.positive_int("max_len", max_len)
     dtype = _validate.float_dtype("dtype", dtype)
-    return DepthTraceHead(k, max_len, dtype, torch.device(device))
+    return DepthTraceHead(k, max_len, dtype, _validate.device("device", device))
 
 
 def trace_by_locality(tokens, trace: tuple[int, ...], k: int = 2) -> list[int]:
@@ -201,6 +203,10 @@ def trace_by_locality(tokens, trace: tuple[int, ...], k: int = 2) -> list[int]:
     token, the matching position and one earlier trace token.
     """
     tokens = _tokens(tokens, k)
+    if not isinstance(trace, (tuple, list)) or len(trace) != len(tokens):
+        raise TypeError(f"trace must be a tuple of {len(tokens)} stack tops (one per token), "
+                        f"got {type(trace).__name__}"
+                        + (f" of length {len(trace)}" if isinstance(trace, (tuple, list)) else ""))
     out, opened = [], []
     for i, t in enumerate(tokens):
         if t < k:

@@ -23,6 +23,8 @@ def lift_positions(x, scale: float = 2.0) -> torch.Tensor:
     :math:`s`.
     """
     x = _validate.real_tensor("x", x)
+    if x.ndim >= 2:
+        _validate.nonempty("x", x)
     if x.ndim < 2:
         raise ValueError(f"x must have shape (..., n, d), got {tuple(x.shape)}")
     scale = _validate.finite_float("scale", scale)

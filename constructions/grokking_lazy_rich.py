@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import torch
 
+from constructions._validate import device as check_device
 from constructions._validate import float_dtype, positive_float, positive_int, real_tensor
 
 
@@ -85,6 +86,7 @@ def teacher_task(dim: int = 100, train_size: int = 550, *, seed: int = 0,
     beta = torch.randn(dim, generator=generator, dtype=torch.float64)
     X = torch.randn(train_size, dim, generator=generator, dtype=torch.float64) / math.sqrt(dim)
     y = (X @ beta) ** 2 / 2
+    device = check_device("device", device)
     return TeacherTask(*(t.to(dtype=dtype, device=device) for t in (beta, X, y)))
 
 
@@ -133,7 +135,7 @@ def quadratic_net(dim: int = 100, width: int = 500, *, alpha: float = 1.0, eps: 
     dtype = float_dtype("dtype", dtype)
     generator = torch.Generator().manual_seed(positive_int("seed", seed, minimum=0))
     W0 = torch.randn(width, dim, generator=generator, dtype=torch.float64)
-    return QuadraticNet(W0.to(dtype=dtype, device=device), alpha, eps)
+    return QuadraticNet(W0.to(dtype=dtype, device=check_device("device", device)), alpha, eps)
 
 
 def network_statistics(W: torch.Tensor, W0: torch.Tensor, alpha: float, eps: float,
@@ -146,6 +148,8 @@ def network_statistics(W: torch.Tensor, W0: torch.Tensor, alpha: float, eps: flo
     if W0.shape[-2:] != W.shape[-2:] or beta.shape[-1] != W.shape[-1]:
         raise ValueError(f"W0 must match W {tuple(W.shape)} and beta must have D = "
                          f"{W.shape[-1]} entries, got {tuple(W0.shape)} and {tuple(beta.shape)}")
+    alpha = positive_float("alpha", alpha)
+    eps = positive_float("eps", eps, allow_zero=True)
     n = W.shape[-2]
     g = alpha * (W - W0).mean(-2)
     dC = (W.transpose(-1, -2) @ W - W0.transpose(-1, -2) @ W0) / n
@@ -153,10 +157,17 @@ def network_statistics(W: torch.Tensor, W0: torch.Tensor, alpha: float, eps: flo
     return g, delta
 
 
+def _net(name: str, net: object) -> QuadraticNet:
+    if not isinstance(net, QuadraticNet):
+        raise TypeError(f"{name} must be a QuadraticNet, got {type(net).__name__}")
+    return net
+
+
 def ntk_gram(net: QuadraticNet, X: torch.Tensor, X2: torch.Tensor | None = None) -> torch.Tensor:
     r"""The empirical NTK at initialisation,
     :math:`K(x, x') = \frac{\alpha^2}{N^2}\sum_i (1+\varepsilon w_i^{0\top}x)
     (1+\varepsilon w_i^{0\top}x')\,x^\top x'`: ``(P, P2)``."""
+    _net("net", net)
     X = real_tensor("X", X, shape=(None, net.W0.shape[1]))
     X2 = X if X2 is None else real_tensor("X2", X2, shape=(None, net.W0.shape[1]))
     n = net.W0.shape[0]
@@ -187,7 +198,9 @@ def linearised_statistics(net: QuadraticNet, delta_W: torch.Tensor,
     r"""(:math:`g`, :math:`\Delta`) of the linearised network moved by ``delta_W``:
     :math:`g = \alpha\,\mathrm{mean}_i\delta w_i`, :math:`\Delta = \frac{\alpha\varepsilon}N
     \sum_i\mathrm{sym}(w_i^0\delta w_i^\top) - \frac12\beta\beta^\top`."""
+    _net("net", net)
     delta_W = real_tensor("delta_W", delta_W, shape=tuple(net.W0.shape))
+    beta = real_tensor("beta", beta, shape=(net.W0.shape[1],))
     n = net.W0.shape[0]
     g = net.alpha * delta_W.mean(0)
     cross = net.W0.T @ delta_W                                   # (D, D) = sum_i w0_i dw_i^T
@@ -205,6 +218,8 @@ def ntk_level(net: QuadraticNet, task: TeacherTask) -> float:
 def rank_one_alignment(net: QuadraticNet, beta: torch.Tensor) -> float:
     r"""Cosine between :math:`C - C_0` and :math:`\beta\beta^\top` (Frobenius inner product):
     1 at the zero-test-loss point :math:`C - C_0 = \beta\beta^\top/(\alpha\varepsilon)`."""
+    _net("net", net)
+    beta = real_tensor("beta", beta, shape=(net.W0.shape[1],))
     W, W0 = net.W.detach(), net.W0
     dC = (W.T @ W - W0.T @ W0) / W.shape[0]
     bb = beta[:, None] * beta[None, :]

@@ -55,19 +55,24 @@ def layer_count(depth: int, steps: int) -> int:
 
 # --- the oracle: gradient descent by autograd ----------------------------------------------------
 
-def _check_problem(X, y, W1, w2) -> tuple[torch.Tensor, ...]:
-    X = _validate.real_tensor("X", X, ndim=2)
-    n, d = X.shape
-    y = _validate.real_tensor("y", y, shape=(n,))
-    W1 = _validate.real_tensor("W1", W1, ndim=2)
-    if W1.shape[1] != d:
-        raise ValueError(f"W1 must have shape (H, d = {d}), got {tuple(W1.shape)}")
+def _check_net(X, W1, w2) -> tuple[torch.Tensor, ...]:
+    X = _validate.nonempty("X", _validate.real_tensor("X", X, ndim=2))
+    W1 = _validate.nonempty("W1", _validate.real_tensor("W1", W1, ndim=2))
+    if W1.shape[1] != X.shape[1]:
+        raise ValueError(f"W1 must have shape (H, d = {X.shape[1]}), got {tuple(W1.shape)}")
     w2 = _validate.real_tensor("w2", w2, shape=(W1.shape[0],))
+    return X, W1, w2
+
+
+def _check_problem(X, y, W1, w2) -> tuple[torch.Tensor, ...]:
+    X, W1, w2 = _check_net(X, W1, w2)
+    y = _validate.real_tensor("y", y, shape=(X.shape[0],))
     return X, y, W1, w2
 
 
 def two_layer_net(X: torch.Tensor, W1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
     """:math:`f(x_i) = w_2^\\top\\mathrm{relu}(W_1x_i)` for the rows of X, shape (n,)."""
+    X, W1, w2 = _check_net(X, W1, w2)
     return torch.relu(X @ W1.T) @ w2
 
 
@@ -302,7 +307,7 @@ def icdl_transformer(n: int, d: int, hidden: int, steps: int, eta: float, *,
     gap = _validate.positive_float("gap", gap)
     big = _validate.positive_float("big", big)
     dtype = _validate.float_dtype("dtype", dtype)
-    kw = {"dtype": dtype, "device": torch.device(device)}
+    kw = {"dtype": dtype, "device": _validate.device("device", device)}
     layers = [layer for _ in range(steps)
               for layer in _gd_block(n, d, hidden, eta, gap, big, kw)]
     return ICDLTransformer(layers, _layout(d, hidden), n, d, hidden, steps)

@@ -171,7 +171,8 @@ def mean_field_transformer(arch: str, depth: int, d: int, *, trials: int = 1, se
     if not isinstance(final_norm, bool):
         raise TypeError(f"final_norm must be a bool, got {type(final_norm).__name__}")
     dtype = _validate.float_dtype("dtype", dtype)
-    device = torch.device(device or "cpu")
+    device = _validate.device("device", device)
+    seed = _validate.seed("seed", seed)
     # Weights are drawn where they live: a full config holds ~1e11 weights, which only a GPU
     # draws fast enough (so CUDA runs use the CUDA generator's stream, CPU runs the CPU one).
     generator = torch.Generator(device=device).manual_seed(seed)

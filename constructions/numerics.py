@@ -14,16 +14,25 @@ example :func:`constructions.boltzmann.context_id_error_bound`), and checks impo
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
+
+from constructions import _validate
 
 
 def unit_roundoff(dtype: torch.dtype = torch.float64) -> float:
     """:math:`u = \\epsilon_{mach}/2`: 1.1e-16 for float64, 6.0e-8 for float32."""
-    return torch.finfo(dtype).eps / 2
+    return torch.finfo(_validate.float_dtype("dtype", dtype)).eps / 2
 
 
 def gamma(n: int, dtype: torch.dtype = torch.float64) -> float:
     """:math:`\\gamma_n = nu/(1 - nu)`, the relative error bound of an n-term sum or product."""
+    if isinstance(n, bool) or not isinstance(n, numbers.Real):
+        raise TypeError(f"n must be a real number (a count), got {type(n).__name__}")
+    if not math.isfinite(n) or n < 0:
+        raise ValueError(f"n must be finite and >= 0, got {n}")
     nu = n * unit_roundoff(dtype)
     if nu >= 1:
         raise ValueError(f"n * u must be < 1 for the bound to hold, got n={n}")

@@ -46,13 +46,15 @@ from constructions.layers import fixed
 KERNELS = ("exp", "poly2")
 
 
-def _qkv(q, K, V) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    q = _validate.real_tensor("q", q, ndim=3)
+def _qkv(q, K, V, names: tuple[str, str] = ("K", "V")
+         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    q = _validate.nonempty("q", _validate.real_tensor("q", q, ndim=3))
     B, _, d = q.shape
-    K = _validate.real_tensor("K", K, shape=(B, None, d))
-    V = _validate.real_tensor("V", V, shape=(B, K.shape[1], None))
+    K = _validate.real_tensor(names[0], K, shape=(B, None, d))
     if K.shape[1] == 0:
-        raise ValueError("K must hold at least one key")
+        raise ValueError(f"{names[0]} must hold at least one key")
+    V = _validate.nonempty(names[1], _validate.real_tensor(names[1], V,
+                                                          shape=(B, K.shape[1], None)))
     return q, K.to(q.dtype), V.to(q.dtype)
 
 
@@ -68,8 +70,10 @@ def prefix_decomposition(q, K_P, V_P, K_X, V_X, scale: float, *, multiplicity: f
     r"""The right-hand side of the decomposition, for a prefix of ``multiplicity`` copies of
     ``(K_P, V_P)``: ``{"output", "lam", "prefix", "input"}`` with
     :math:`\lambda = tZ_P/(tZ_P + Z_X)` computed with one max-shift for both sums."""
-    q, K_P, V_P = _qkv(q, K_P, V_P)
-    _, K_X, V_X = _qkv(q, K_X, V_X)
+    q, K_P, V_P = _qkv(q, K_P, V_P, ("K_P", "V_P"))
+    _, K_X, V_X = _qkv(q, K_X, V_X, ("K_X", "V_X"))
+    if V_X.shape[-1] != V_P.shape[-1]:
+        raise ValueError(f"V_X must have the width {V_P.shape[-1]} of V_P, got {V_X.shape[-1]}")
     scale = _validate.finite_float("scale", scale)
     multiplicity = _validate.positive_float("multiplicity", multiplicity)
     s_P = scale * q @ K_P.transpose(-1, -2)                  # (B, n_q, m)
@@ -84,7 +88,7 @@ def prefix_decomposition(q, K_P, V_P, K_X, V_X, scale: float, *, multiplicity: f
             "input": inputs}
 
 
-def poly_features(y: torch.Tensor, c: float, scale: float) -> torch.Tensor:
+def _poly_features(y: torch.Tensor, c: float, scale: float) -> torch.Tensor:
     r""":math:`(c, \sqrt{2c\tau}\,y, \tau\,\mathrm{vec}(yy^\top))`: ``(..., d)`` to
     ``(..., 1 + d + d^2)``, so that :math:`\varphi(q)^\top\varphi(k) = (c + \tau q\cdot k)^2`."""
     outer = (y[..., :, None] * y[..., None, :]).flatten(-2)
@@ -92,7 +96,7 @@ def poly_features(y: torch.Tensor, c: float, scale: float) -> torch.Tensor:
                       scale * outer], dim=-1)
 
 
-def kernel_weights(kernel: str, q: torch.Tensor, K: torch.Tensor, scale: float, c: float
+def _kernel_weights(kernel: str, q: torch.Tensor, K: torch.Tensor, scale: float, c: float
                    ) -> torch.Tensor:
     r"""Unnormalised weights ``(B, n_q, m)``: :math:`e^{s - \max s}` (``"exp"``, shifted per
     query) or :math:`(c + \tau q\cdot k)^2` (``"poly2"``)."""
@@ -109,7 +113,7 @@ def kernel_attention(q, K, V, *, kernel: str = "poly2", scale: float = 1.0, c: f
     q, K, V = _qkv(q, K, V)
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
-    weights = kernel_weights(kernel, q, K, _validate.finite_float("scale", scale),
+    weights = _kernel_weights(kernel, q, K, _validate.finite_float("scale", scale),
                              _validate.positive_float("c", c))
     return (weights @ V) / weights.sum(dim=-1, keepdim=True)
 
@@ -126,7 +130,7 @@ class NTKAttention(nn.Module):
     :math:`\kappa`, scores max-shifted per query, the summary term divided by
     :math:`e^{\max s}` alike, :math:`\varphi(x) = \mathrm{ELU}(x/d^{1/4})
     + 1`); with ``"poly2"`` the kernel is :math:`(c + \tau q\cdot k)^2` and :math:`\varphi` is
-    :func:`poly_features`. ``forward(q, K, V)`` maps to ``(B, n_q, d_v)``.
+    :func:`_poly_features`. ``forward(q, K, V)`` maps to ``(B, n_q, d_v)``.
     """
 
     def __init__(self, Z, kappa, *, kernel: str = "poly2", scale: float = 1.0, c: float = 1.0
@@ -145,7 +149,7 @@ class NTKAttention(nn.Module):
 
     def phi(self, q: torch.Tensor) -> torch.Tensor:
         if self.kernel == "poly2":
-            return poly_features(q, self.c, self.scale)
+            return _poly_features(q, self.c, self.scale)
         return nn.functional.elu(q / q.shape[-1] ** 0.25) + 1
 
     def forward(self, q, K, V) -> torch.Tensor:
@@ -156,7 +160,7 @@ class NTKAttention(nn.Module):
                              f"got {self.Z.shape[0]}")
         if V.shape[-1] != self.Z.shape[1]:
             raise ValueError(f"V must have width {self.Z.shape[1]}, got {V.shape[-1]}")
-        weights = kernel_weights(self.kernel, q, K, self.scale, self.c)    # (B, n_q, n)
+        weights = _kernel_weights(self.kernel, q, K, self.scale, self.c)    # (B, n_q, n)
         phi_q = self.phi(q)                                                 # (B, n_q, r)
         prefix_num, prefix_den = phi_q @ self.Z, phi_q @ self.kappa[:, None]
         if self.kernel == "exp":  # the code's |kappa|, and the same max-shift as the weights
@@ -172,9 +176,9 @@ def prefix_summary(K_P, V_P, *, scale: float = 1.0, c: float = 1.0
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     r""":math:`Z = \sum_p\psi(k_p)v_p^\top`, :math:`\kappa = \sum_p\psi(k_p)` for the polynomial
     kernel, from one prefix ``K_P`` ``(m, d)``, ``V_P`` ``(m, d_v)``."""
-    K_P = _validate.real_tensor("K_P", K_P, ndim=2)
-    V_P = _validate.real_tensor("V_P", V_P, shape=(K_P.shape[0], None))
-    features = poly_features(K_P, _validate.positive_float("c", c),
+    K_P = _validate.nonempty("K_P", _validate.real_tensor("K_P", K_P, ndim=2))
+    V_P = _validate.nonempty("V_P", _validate.real_tensor("V_P", V_P, shape=(K_P.shape[0], None)))
+    features = _poly_features(K_P, _validate.positive_float("c", c),
                              _validate.positive_float("scale", scale))
     return features.T @ V_P, features.sum(dim=0)
 

@@ -94,7 +94,11 @@ def count_form(Z: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     r"""The attention output from the counts alone: :math:`u/\lVert u\rVert`,
     :math:`u_l = c_l e^{Z[m,l]}` (no residual, normalised): ``(B, M)``."""
     Z = real_tensor("Z", Z, ndim=2)
+    if Z.shape[0] != Z.shape[1] or Z.shape[0] == 0:
+        raise ValueError(f"Z must be a non-empty square matrix, got {tuple(Z.shape)}")
     tokens = token_tensor("tokens", tokens, vocab_size=Z.shape[0], ndim=2)
+    if tokens.shape[1] == 0:
+        raise ValueError("tokens must hold at least the query token, got length 0")
     counts = torch.zeros(tokens.shape[0], Z.shape[0], dtype=Z.dtype)
     counts = counts.scatter_add(1, tokens[:, :-1], torch.ones_like(tokens[:, :-1], dtype=Z.dtype))
     u = counts * torch.exp(Z[tokens[:, -1]] - Z[tokens[:, -1]].max(-1, keepdim=True).values)
@@ -153,6 +157,10 @@ def synthetic_classes(n_next: int = 4, n_query: int = 2,
     n_common = positive_int("n_common", n_common)
     if n_next % n_query:
         raise ValueError(f"n_next must be a multiple of n_query, got {n_next} and {n_query}")
+    if not isinstance(distinct_weights, (tuple, list)) or not all(
+            isinstance(w, (int, float)) and not isinstance(w, bool) for w in distinct_weights):
+        raise TypeError(f"distinct_weights must be a tuple of numbers, got "
+                        f"{distinct_weights!r}")
     weights = torch.tensor(distinct_weights, dtype=torch.float64)
     if weights.ndim != 1 or len(weights) < 1 or bool((weights <= 0).any()):
         raise ValueError("distinct_weights must be positive numbers")

@@ -232,6 +232,7 @@ class CellularAutomaton:
 
 def dirichlet_parameter(alpha, n_states: int) -> np.ndarray:
     """``alpha`` as a positive (k,) array; a scalar means a symmetric prior; None means 1."""
+    n_states = check.positive_int("n_states", n_states, minimum=2)
     if alpha is None:
         return np.ones(n_states)
     if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
@@ -266,12 +267,17 @@ def gather_temperatures(dim: int, side: int, positions: int, *, lib=math
     check.positive_int("dim", dim)
     check.positive_int("side", side, minimum=3)
     check.positive_int("positions", positions)
+    check.math_library("lib", lib, ("log", "cos", "pi"))
     return temperatures_for(side ** dim, side, positions, lib=lib)
 
 
 def temperatures_for(volume, side, positions, *, lib=math) -> GatherTemperatures:
     """The temperatures of the module docstring as expressions in V, L, P; ``lib`` may be
     ``math``, ``sympy`` or ``mpmath``, so the margin checks can evaluate them symbolically."""
+    check.math_library("lib", lib, ("log", "cos", "pi"))
+    check.count("volume", volume, minimum=3)
+    check.count("side", side, minimum=3)
+    check.count("positions", positions)
     required = lib.log(positions) + REQUIRED_LOSS_SLACK
     margin = required + MARGIN_EXTRA
     recency = margin / (3 * volume)
@@ -283,6 +289,7 @@ def temperatures_for(volume, side, positions, *, lib=math) -> GatherTemperatures
 def positional_dim(dim: int) -> int:
     """Number of gather features, constant excluded: own and next cell, one circle per axis
     plus the time circle each, and the scalar position: :math:`2(2D + 2) + 1 = 4D + 5`."""
+    dim = check.positive_int("dim", dim)
     return 2 * (2 * dim + 2) + 1
 
 
@@ -290,6 +297,9 @@ def positional_features(task: CellularAutomaton, n_positions: int, *,
                         dtype=torch.float64, device=None) -> torch.Tensor:
     """(n_positions + 1, 4D + 6) features of positions p = -1 .. n_positions - 1 (the BOS is the
     cell before cell 0): [own circles | own time | next circles | next time | p | 1]."""
+    check.instance("task", task, CellularAutomaton)
+    n_positions = check.positive_int("n_positions", n_positions)
+    check.float_dtype("dtype", dtype)
     p = torch.arange(-1, n_positions, dtype=torch.float64)
 
     def circles(q: torch.Tensor) -> list[torch.Tensor]:
@@ -318,6 +328,12 @@ def gather_qk(task: CellularAutomaton, delta: tuple[int, ...], side: str,
 
     ``side="next"`` targets the neighbour ``delta`` of cell p+1, ``"own"`` that of cell p.
     """
+    check.instance("task", task, CellularAutomaton)
+    if (not isinstance(delta, tuple) or len(delta) != task.dim
+            or any(isinstance(x, bool) or not isinstance(x, int) for x in delta)):
+        raise TypeError(f"delta must be a tuple of {task.dim} ints, got {delta!r}")
+    check.choice("side", side, ("next", "own"))
+    check.instance("temps", temps, GatherTemperatures)
     width = positional_dim(task.dim) + 1
     W = torch.zeros(width, width, dtype=torch.float64)
     block = 2 * task.dim + 2  # own: [0, block), next: [block, 2 block), p, 1
@@ -401,9 +417,12 @@ class SpatialInductionCircuit(nn.Module):
         return self.attention(tokens)["probs"]
 
 
-def spatial_induction_circuit(task: CellularAutomaton, max_positions: int, **kwargs
-                              ) -> SpatialInductionCircuit:
+def spatial_induction_circuit(task: CellularAutomaton, max_positions: int, *,
+                              alpha=None, match_beta: float = 40.0,
+                              temperatures: GatherTemperatures | None = None,
+                              dtype=torch.float64, device=None) -> SpatialInductionCircuit:
     """Builder: the circuit for ``task`` and up to ``max_positions`` cells (T V)."""
     if not isinstance(task, CellularAutomaton):
         raise TypeError(f"task must be a CellularAutomaton, got {type(task).__name__}")
-    return SpatialInductionCircuit(task, max_positions, **kwargs)
+    return SpatialInductionCircuit(task, max_positions, alpha=alpha, match_beta=match_beta,
+                                   temperatures=temperatures, dtype=dtype, device=device)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from constructions._validate import positive_int
+from constructions._validate import positive_int, token_tensor
 
 
 def _check(rho: object, n_attributes: object) -> tuple[float, int]:
@@ -92,6 +92,14 @@ def bayes_log_probs(process: TruthProcess, rows: torch.Tensor) -> torch.Tensor:
     :math:`p(a'\mid s,a,s') = \sum_{t} P(t\mid s,a)P(a'\mid t, s')`."""
     if not isinstance(process, TruthProcess):
         raise TypeError(f"process must be a TruthProcess, got {type(process).__name__}")
+    rows = token_tensor("rows", rows, vocab_size=max(process.n_subjects, process.n_attributes),
+                        ndim=(1, 2))
+    if rows.shape[-1] != 4:
+        raise ValueError(f"rows must have shape (B, 4): (s, a, s', a'), got {tuple(rows.shape)}")
+    if bool((rows[..., [0, 2]] >= process.n_subjects).any()) or bool(
+            (rows[..., [1, 3]] >= process.n_attributes).any()):
+        raise ValueError(f"rows must hold subjects in [0, {process.n_subjects}) and attributes "
+                         f"in [0, {process.n_attributes})")
     u, rho = 1 / process.n_attributes, process.rho
     s, a, s2, a2 = rows.unbind(-1)
     match1 = (a == process.truth[s]).double()

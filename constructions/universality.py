@@ -44,7 +44,7 @@ from constructions.layers import MLP, Attention, resolve
 
 def copy_first_target(x) -> torch.Tensor:
     r"""The target :math:`f(X)_i = x_1` for every position :math:`i`: ``(B, n, d)`` to the same."""
-    x = _validate.real_tensor("x", x, ndim=3)
+    x = _validate.nonempty("x", _validate.real_tensor("x", x, ndim=3))
     return x[:, :1, :].expand_as(x)
 
 
@@ -128,7 +128,7 @@ def random_single_layer(d: int, *, n_heads: int = 1, d_head: int = 4, d_ff: int 
     weight_std = _validate.positive_float("weight_std", weight_std)
     kw = resolve(dtype, device)
     width = d + (max_len if positions is not None else 0) + scratch
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(_validate.seed("seed", seed))
 
     def gaussian(*shape: int) -> torch.Tensor:
         draw = torch.randn(*shape, generator=generator, dtype=torch.float64)
@@ -183,5 +183,8 @@ def copy_first_token(d: int, max_len: int, *, beta: float = 20.0, scale: float =
 def copy_leak_bound(n: int, beta: float, scale: float) -> float:
     r""":math:`1 - p_1 = (n-1)e^{-\beta s^2}/(1 + (n-1)e^{-\beta s^2})`: the weight attention
     leaves off the copied token."""
+    n = _validate.positive_int("n", n)
+    beta = _validate.positive_float("beta", beta)
+    scale = _validate.positive_float("scale", scale)
     leak = (n - 1) * torch.exp(torch.tensor(-beta * scale**2, dtype=torch.float64))
     return float(leak / (1 + leak))

@@ -40,8 +40,13 @@ FEATURE_MAPS = ("exp", "elu1", "identity")
 
 def apply_feature_map(kind: str, y: torch.Tensor, W_phi: torch.Tensor) -> torch.Tensor:
     r""":math:`\varphi(y) = \mathrm{map}(yW_\varphi)`: ``(..., d_k)`` to ``(..., r)``."""
-    if kind not in FEATURE_MAPS:
-        raise ValueError(f"feature_map must be one of {FEATURE_MAPS}, got {kind!r}")
+    if not isinstance(kind, str) or kind not in FEATURE_MAPS:
+        raise ValueError(f"kind: the feature_map must be one of {FEATURE_MAPS}, got {kind!r}")
+    y = _validate.real_tensor("y", y)
+    if y.ndim < 1 or y.shape[-1] == 0:
+        raise ValueError(f"y must have shape (..., d_k) with d_k >= 1, got {tuple(y.shape)}")
+    W_phi = _validate.nonempty("W_phi", _validate.real_tensor("W_phi", W_phi,
+                                                              shape=(y.shape[-1], None)))
     projected = y @ W_phi
     if kind == "exp":
         return projected.exp()
@@ -50,9 +55,19 @@ def apply_feature_map(kind: str, y: torch.Tensor, W_phi: torch.Tensor) -> torch.
     return projected
 
 
+def _features(phi_q, phi_k, v) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Check features ``phi_q``, ``phi_k`` ``(B, n, r)`` and values ``v`` ``(B, n, d_v)``."""
+    phi_q = _validate.nonempty("phi_q", _validate.real_tensor("phi_q", phi_q, ndim=3))
+    B, n, r = phi_q.shape
+    phi_k = _validate.real_tensor("phi_k", phi_k, shape=(B, n, r))
+    v = _validate.nonempty("v", _validate.real_tensor("v", v, shape=(B, n, None)))
+    return phi_q, phi_k, v
+
+
 def linear_attention(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     r"""The reference :math:`\mathrm{LA}`: the ``(B, n, n)`` kernel
     :math:`\varphi(q_i)^\top\varphi(k_j)`, row-normalised, times the values."""
+    phi_q, phi_k, v = _features(phi_q, phi_k, v)
     kernel = phi_q @ phi_k.transpose(-1, -2)                   # (B, n, n)
     return (kernel @ v) / kernel.sum(dim=-1, keepdim=True)     # (B, n, d_v)
 
@@ -61,6 +76,7 @@ def virtual_node_aggregate(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Te
                            ) -> torch.Tensor:
     r"""The virtual node's sums :math:`S, z` and the nodes' readout
     :math:`\varphi(q_i)^\top S/\varphi(q_i)^\top z`."""
+    phi_q, phi_k, v = _features(phi_q, phi_k, v)
     S = phi_k.transpose(-1, -2) @ v                            # (B, r, d_v)
     z = phi_k.sum(dim=-2)                                      # (B, r)
     numerator = phi_q @ S                                      # (B, n, d_v)
@@ -134,7 +150,7 @@ class VirtualNodeRound(_FeatureAttention):
 
 
 def _random_weights(d: int, d_v: int, r: int, seed: int, kw: dict) -> list[torch.Tensor]:
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(_validate.seed("seed", seed))
     return [(torch.randn(*shape, generator=generator, dtype=torch.float64) / d ** 0.5).to(**kw)
             for shape in ((d, d), (d, d), (d, d_v), (d, r))]
 

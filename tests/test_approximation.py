@@ -277,3 +277,59 @@ def test_deepnorm_constants_match_the_code():
     scale = math.pow(12**4 * 6, 0.0625)
     assert deepnorm_constants("encoder-decoder/encoder", 12, 6) == (0.81 * scale,
                                                                     1 / (scale / 1.15))
+
+
+# --- valid example arguments for tests/test_public_api.py ---------------------------------------
+
+def _rand(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def _qkv_example(**extra) -> dict:
+    return {"q": _rand(1, 2, 3), "K": _rand(1, 4, 3, seed=1), "V": _rand(1, 4, 2, seed=2),
+            **extra}
+
+
+def _prefix_example() -> dict:
+    return {"K_P": _rand(3, 2), "V_P": _rand(3, 2, seed=1)}
+
+
+def _phi_example() -> dict:
+    return {"phi_q": _rand(1, 3, 2).exp(), "phi_k": _rand(1, 3, 2, seed=1).exp(),
+            "v": _rand(1, 3, 2, seed=2)}
+
+
+PUBLIC_API_EXAMPLES = {
+    "deepnorm.deepnorm_constants": lambda: {"kind": "encoder", "n_layers": 4},
+    "deepnorm.deepnorm_formulas": lambda: {"kind": "encoder", "n_layers": 4},
+    "deepnorm.update_budget": lambda: {"kind": "encoder", "n_layers": 4},
+    "equivariance.lift_positions": lambda: {"x": _rand(1, 3, 2)},
+    "prefix_attention.kernel_attention": _qkv_example,
+    "prefix_attention.ntk_attention": _prefix_example,
+    "prefix_attention.prefix_decomposition": lambda: {
+        "q": _rand(1, 2, 3), "K_P": _rand(1, 2, 3, seed=1), "V_P": _rand(1, 2, 2, seed=2),
+        "K_X": _rand(1, 4, 3, seed=3), "V_X": _rand(1, 4, 2, seed=4), "scale": 0.5},
+    "prefix_attention.prefix_summary": _prefix_example,
+    "prefix_attention.softmax_attention": lambda: _qkv_example(scale=0.5),
+    "universality.copy_first_target": lambda: {"x": _rand(1, 3, 2)},
+    "virtual_node.apply_feature_map": lambda: {"kind": "exp", "y": _rand(1, 3, 2),
+                                               "W_phi": _rand(2, 4, seed=1)},
+    "virtual_node.linear_attention": _phi_example,
+    "virtual_node.virtual_node_aggregate": _phi_example,
+}
+PUBLIC_API_EXAMPLES["deepnorm.sublayers"] = lambda: {"kind": "encoder", "n_layers": 4}
+PUBLIC_API_ACCEPTED = {
+    # a width (d_v, r, d, or the token dim) is free: one longer is as valid
+    **{(f, p): ("mismatched",) for f, p in [
+        ("prefix_attention.kernel_attention", "V"), ("prefix_attention.softmax_attention", "V"),
+        ("prefix_attention.ntk_attention", "K_P"), ("prefix_attention.ntk_attention", "V_P"),
+        ("prefix_attention.prefix_summary", "K_P"), ("prefix_attention.prefix_summary", "V_P"),
+        ("virtual_node.apply_feature_map", "W_phi"), ("virtual_node.linear_attention", "v"),
+        ("virtual_node.virtual_node_aggregate", "v"), ("equivariance.lift_positions", "x"),
+        ("universality.copy_first_target", "x")]},
+    ("universality.copy_first_token", "source"): ("zero",),  # position 0: the first token
+    ("universality.random_single_layer", "scratch"): ("zero",),  # no scratch coordinates
+    ("universality.random_single_layer", "seed"): ("zero",),  # the seed 0
+    ("virtual_node.virtual_node_round", "seed"): ("zero",),
+    ("virtual_node.matching_linear_attention", "seed"): ("zero",),
+}

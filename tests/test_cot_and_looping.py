@@ -377,3 +377,60 @@ def test_a_shuffled_trace_is_not_learned_as_the_trace():
     # the trace arm's content shuffled within each training string: it is the control
     expect_failure(dyck_checks.trace_content_check(
         lambda: dyck_checks.trace_smoke_result(arms=("trace", "shuffled"), shuffle_trace=True)))
+
+
+# --- valid example arguments for tests/test_public_api.py ---------------------------------------
+
+def _icdl_problem(**extra) -> dict:
+    gen = torch.Generator().manual_seed(0)
+    return {"X": torch.randn(3, 2, generator=gen, dtype=torch.float64),
+            "y": torch.randn(3, generator=gen, dtype=torch.float64),
+            "W1": torch.randn(4, 2, generator=gen, dtype=torch.float64),
+            "w2": torch.randn(4, generator=gen, dtype=torch.float64), **extra}
+
+
+def _alpha() -> torch.Tensor:
+    return torch.tensor([0.25, 0.5, 0.25], dtype=torch.float64)
+
+
+PUBLIC_API_EXAMPLES = {
+    "cot2.beam_minabs_targets": lambda: {"digits": (3, 1)},
+    "cot2.beam_targets": lambda: {"digits": (3, 1)},
+    "cot2.csft_kl": lambda: {"target": _alpha(), "logits": torch.zeros(3, dtype=torch.float64)},
+    "cot2.digit_tuple": lambda: {"digits": (3, 1)},
+    "cot2.label_from_distribution": lambda: {"alpha": _alpha()},
+    "cot2.mnns_label": lambda: {"digits": (3, 1)},
+    "cot2.mts_moments": lambda: {"alpha": _alpha(), "embeddings": torch.eye(3).double()},
+    "cot2.mts_tokens": lambda: {"alpha": _alpha(), "embeddings": torch.eye(3).double()},
+    "cot2.relu_log": lambda: {"z": torch.tensor([0.5, 0.75], dtype=torch.float64)},
+    "cot2.superposition_recovered": lambda: {"embeddings": torch.eye(3).double()[None],
+                                             "sets": torch.tensor([[[0, 1]]])},
+    "cot2.uniform_recursion": lambda: {"digits": (3, 1)},
+    "cot2.uniform_targets": lambda: {"digits": (3, 1)},
+    "dyck.bracket_alphabet": lambda: {"brackets": "()[]"},
+    "dyck.decode": lambda: {"tokens": torch.tensor([0, 2, 1, 3])},
+    "dyck.dyck_oracle": lambda: {"tokens": torch.tensor([0, 2, 1, 3])},
+    "dyck.encode": lambda: {"text": "()[]"},
+    "dyck.trace_by_locality": lambda: {"tokens": torch.tensor([0, 2, 1, 3]),
+                                       "trace": (0, -1, 1, -1)},
+    "icdl.gd_reference": lambda: _icdl_problem(eta=0.1, steps=2),
+    "icdl.gd_step_reference": lambda: _icdl_problem(eta=0.1),
+    "icdl.two_layer_net": lambda: {k: v for k, v in _icdl_problem().items() if k != "y"},
+}
+PUBLIC_API_ACCEPTED = {
+    # a width (the embedding dim d, the set size K <= v) is free: one longer is as valid
+    ("cot2.mts_moments", "embeddings"): ("mismatched",),
+    ("cot2.mts_tokens", "embeddings"): ("mismatched",),
+    ("cot2.superposition_recovered", "embeddings"): ("mismatched",),
+    ("cot2.superposition_recovered", "sets"): ("mismatched",),
+    # relu_log is elementwise: any shape of z, a single number or none at all
+    ("cot2.relu_log", "z"): ("empty", "0-d", "mismatched"),
+    ("cot2.digit_tuple", "name"): ("unknown",),  # any string names the digits in messages
+    ("cot2.shift_average_matrix", "a"): ("zero",),  # the digit 0: the identity
+    ("cot2.attention_leak", "t"): ("zero",),  # step 0
+    ("cot2.step_leak_bound", "t"): ("zero",),
+    # a bracket word may be empty (a Dyck member) or longer (another word)
+    **{(f, "tokens"): ("empty", "mismatched")
+       for f in ("dyck.decode", "dyck.dyck_oracle", "dyck.trace_by_locality")},
+    ("dyck.random_dyck", "num_pairs"): ("zero",),  # the empty word
+}

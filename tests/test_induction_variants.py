@@ -340,3 +340,48 @@ def test_nope_in_every_arm_fails_the_small_model_check():
     finally:
         experiment.SCHEMES.clear()
         experiment.SCHEMES.update(original)
+
+
+# --- valid example arguments for tests/test_public_api.py ---------------------------------------
+
+def _bb_task() -> bb.BigramBackcopy:
+    return bb.BigramBackcopy(bb.dirichlet_bigrams(4, 1.0, np.random.default_rng(0)), 1)
+
+
+def _dc_task() -> dc.DelayCopyTask:
+    return dc.DelayCopyTask(n_data=4, copy_len=2, distances=(3, 4), length=24, max_duration=2,
+                            mean_duration=1.0, skip=0)
+
+
+def _dc_tokens() -> torch.Tensor:
+    return _dc_task().sample(1, np.random.default_rng(0)).tokens
+
+
+PUBLIC_API_EXAMPLES = {
+    "bigram_backcopy.active_dormant_model": lambda: {"task": _bb_task(), "max_len": 4},
+    "bigram_backcopy.caricature_clock": lambda: {"a": 1.0, "n": 4, "s2": 0.5},
+    "bigram_backcopy.caricature_flow": lambda: {"a": 1.0, "b": 0.5, "n": 4, "s2": 0.5},
+    "bigram_backcopy.caricature_loss": lambda: {"a": 1.0, "b": 0.5, "n": 4, "s2": 0.5},
+    "bigram_backcopy.dirichlet_bigrams": lambda: {"vocab_size": 3, "concentration": 1.0,
+                                                  "generator": np.random.default_rng(0)},
+    "bigram_backcopy.stationary": lambda: {"cond": _bb_task().cond},
+    "delay_copy.fixed_offset_copier": lambda: {"tokens": _dc_tokens(), "task": _dc_task(),
+                                               "distance": 3},
+    "delay_copy.induction_copier": lambda: {"tokens": _dc_tokens(), "task": _dc_task()},
+    "delay_copy.oracle_copier": lambda: {"tokens": _dc_tokens(), "task": _dc_task()},
+    "spatial_induction.dirichlet_parameter": lambda: {"alpha": 1.0, "n_states": 2},
+    "spatial_induction.gather_qk": lambda: {"task": ca(), "delta": (1,), "side": "next",
+                                            "temps": sih.gather_temperatures(1, 5, 10)},
+    "spatial_induction.gather_temperatures": lambda: {"side": 5},
+    "spatial_induction.positional_features": lambda: {"task": ca(), "n_positions": 3},
+    "spatial_induction.spatial_induction_circuit": lambda: {"task": ca(), "max_positions": 10},
+    "spatial_induction.temperatures_for": lambda: {"volume": 5, "side": 5, "positions": 10},
+}
+PUBLIC_API_ACCEPTED = {
+    # a sequence may be empty (no predictions) or longer (another sequence)
+    **{(f"delay_copy.{f}", "tokens"): ("empty", "mismatched")
+       for f in ("fixed_offset_copier", "induction_copier", "oracle_copier")},
+    # gap 0: the paste follows the source directly
+    ("delay_copy.induction_accuracy", "gap"): ("zero",),
+    ("delay_copy.approximate_induction_accuracy", "gap"): ("zero",),
+}

@@ -105,3 +105,10 @@ def test_builder_rejects_bad_arguments(kwargs, error, match):
     arch, depth, d = arguments.pop("arch"), arguments.pop("depth"), arguments.pop("d")
     with pytest.raises(error, match=match):
         mean_field_transformer(arch, depth, d, **arguments)
+
+
+# --- valid example arguments for tests/test_public_api.py ---------------------------------------
+
+PUBLIC_API_EXAMPLES = {
+    "mean_field.mean_field_transformer": lambda: {"arch": "pre", "depth": 1, "d": 2},
+}

@@ -11,12 +11,13 @@ or ``TypeError`` whose message starts with a parameter's name and names the fuzz
 shape mismatch may be blamed on the other side). A kind of value that is in fact valid for
 a parameter is listed, with the reason, in ``ACCEPTED_TEXT``.
 
-Counts: 133 public functions, 1,470 bad calls, all rejected as above. Before the validation
-added with this test, the same fuzzer (with example arguments for the 12 helpers since made
-private, as not meant for users) found 145 public functions and 1,625 bad calls, of which
-669, in 105 functions, went wrong: 441 raised AttributeError, IndexError, a torch error
-("mat1 and mat2 shapes cannot be multiplied") or an error naming no parameter, and 228
-were accepted silently.
+Counts: 229 public functions, 2,575 bad calls, all rejected as above (133 and 1,470 before the
+approximation, induction-variants, cot-and-looping and training-dynamics areas). Before the
+validation added with this test, the same fuzzer (with example arguments for the 12 helpers
+since made private, as not meant for users) found 145 public functions and 1,625 bad calls, of
+which 669, in 105 functions, went wrong: 441 raised AttributeError, IndexError, a torch error
+("mat1 and mat2 shapes cannot be multiplied") or an error naming no parameter, and 228 were
+accepted silently.
 """
 
 from __future__ import annotations
@@ -35,7 +36,11 @@ import torch
 
 import constructions
 
-SKIPPED_MODULES = {"export"}  # being split by the lead; tests/test_export.py covers its errors
+# export and the modules it was split into (files, recording, bundle, residual_layout,
+# transformer_lens, transformer_bridge): tests/test_export.py and tests/test_bundle.py cover their
+# errors; they take models and layouts rather than data, and get examples of their own later
+SKIPPED_MODULES = {"export", "files", "recording", "bundle", "residual_layout",
+                   "transformer_lens", "transformer_bridge"}
 
 
 def public_functions() -> dict[str, Callable]:
@@ -349,6 +354,9 @@ ACCEPTED_TEXT = {
                layers.causal_mask.n layernorm_geometry.selectability_margin.index
                power_method.frame_data.rest *.seed""",
     "zero negative": "boltzmann.boltzmann.dim",  # dims count from the end too
+    # gamma_n = nu/(1 - nu) is a formula in n: gamma_0 = 0, and the many checks that call it
+    # compute n as a number of operations, not always held in an int
+    "zero wrong-type-float": "numerics.gamma.n",
 }
 ACCEPTED: dict[tuple[str, str], set[str]] = {}
 for _kinds, _targets in ACCEPTED_TEXT.items():

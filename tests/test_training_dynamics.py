@@ -322,3 +322,64 @@ def test_the_schemes_have_the_summarised_spectra():
 def test_bad_input_is_rejected_with_the_parameter_named(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+# --- valid example arguments for tests/test_public_api.py ---------------------------------------
+
+def _small_net():
+    from constructions.grokking_lazy_rich import quadratic_net
+
+    return quadratic_net(3, 4)
+
+
+def _small_task():
+    from constructions.grokking_lazy_rich import teacher_task
+
+    return teacher_task(3, 5)
+
+
+def _rand(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def _attention_example() -> dict:
+    return {"X": _rand(3, 2), "W_Q": _rand(2, 2, seed=1), "W_K": _rand(2, 2, seed=2),
+            "W_V": _rand(2, 2, seed=3)}
+
+
+PUBLIC_API_EXAMPLES = {
+    "conditioned_init.attention_jacobian": _attention_example,
+    "conditioned_init.attention_layer": _attention_example,
+    "conditioned_init.attention_matrix": lambda: {k: v for k, v in _attention_example().items()
+                                                  if k != "W_V"},
+    "conditioned_init.condition_number": lambda: {"J": _rand(3, 2)},
+    "grokking_lazy_rich.linearised_statistics": lambda: {
+        "net": _small_net(), "delta_W": _rand(4, 3), "beta": _rand(3, seed=1)},
+    "grokking_lazy_rich.network_statistics": lambda: {
+        "W": _rand(4, 3), "W0": _rand(4, 3, seed=1), "beta": _rand(3, seed=2)},
+    "grokking_lazy_rich.ntk_gram": lambda: {"net": _small_net(), "X": _rand(2, 3)},
+    "grokking_lazy_rich.ntk_level": lambda: {"net": _small_net(), "task": _small_task()},
+    "grokking_lazy_rich.ntk_regression": lambda: {"net": _small_net(), "task": _small_task()},
+    "grokking_lazy_rich.quadratic_test_loss": lambda: {"g": _rand(3), "delta": _rand(3, 3)},
+    "grokking_lazy_rich.rank_one_alignment": lambda: {"net": _small_net(),
+                                                      "beta": _rand(3, seed=1)},
+    "scan_snap.count_form": lambda: {"Z": _rand(3, 3), "tokens": torch.tensor([[0, 1, 2]])},
+    "scan_snap.long_sequence_limit": lambda: {
+        "Z": _rand(3, 3), "query": 1, "probs": torch.full((3,), 1 / 3, dtype=torch.float64)},
+    "truth_encoding.bayes_log_probs": lambda: {
+        "process": _truth_process(), "rows": torch.tensor([[0, 1, 1, 0]])},
+}
+
+
+def _truth_process():
+    from constructions.truth_encoding import truth_process
+
+    return truth_process(3, 2)
+PUBLIC_API_ACCEPTED = {
+    # a width (d_v, or the number of rows of a matrix whose condition number is asked) is free
+    ("conditioned_init.attention_layer", "W_V"): ("mismatched",),
+    ("conditioned_init.attention_jacobian", "W_V"): ("mismatched",),
+    ("conditioned_init.condition_number", "J"): ("mismatched",),
+    ("scan_snap.count_form", "tokens"): ("mismatched",),  # a longer context
+    ("scan_snap.long_sequence_limit", "query"): ("zero",),  # token 0 is a query too
+}

@@ -9,8 +9,10 @@ outputs on held-out inputs, recall.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 
 
@@ -90,3 +92,35 @@ def pattern_distance(pattern: torch.Tensor, reference: torch.Tensor) -> float:
                          f"{tuple(pattern.shape)} and {tuple(reference.shape)}")
     difference = pattern.detach().double() - reference.detach().double().to(pattern.device)
     return float(0.5 * difference.abs().sum(-1).mean())
+
+
+def loglog_slope(x: Sequence[float], y: Sequence[float],
+                 sem: Sequence[float] | None = None) -> dict[str, float]:
+    r"""The least-squares slope of :math:`\log y` on :math:`\log x`, with its standard error.
+
+    The slope is :math:`\hat s = \sum_k c_k \log y_k` with
+    :math:`c_k = (\log x_k - \overline{\log x})/S_{xx}`. Its standard error is
+
+    * with ``sem`` (each :math:`y_k` a mean with standard error :math:`\sigma_k`), the delta
+      method: :math:`\mathrm{Var}\log y_k \approx (\sigma_k/y_k)^2`, so
+      :math:`\mathrm{SE} = \sqrt{\sum_k c_k^2 (\sigma_k/y_k)^2}`;
+    * without, from the residuals: :math:`\sqrt{\mathrm{RSS}/((n-2) S_{xx})}` (infinite for
+      two points).
+
+    Returns ``{"slope", "se", "intercept", "n"}``.
+    """
+    lx = np.log(np.asarray(x, dtype=float))
+    ly = np.log(np.asarray(y, dtype=float))
+    n = len(lx)
+    centred = lx - lx.mean()
+    sxx = float(np.sum(centred**2))
+    c = centred / sxx
+    slope = float(c @ ly)
+    intercept = float(ly.mean() - slope * lx.mean())
+    if sem is not None:
+        relative = np.asarray(sem, dtype=float) / np.exp(ly)
+        se = float(np.sqrt(np.sum(c**2 * relative**2)))
+    else:
+        residual = ly - (slope * lx + intercept)
+        se = math.sqrt(float(np.sum(residual**2)) / (n - 2) / sxx) if n > 2 else math.inf
+    return {"slope": slope, "se": se, "intercept": intercept, "n": n}

@@ -34,9 +34,9 @@ from torch import nn
 from constructions import _validate
 from constructions.deepnorm import deepnorm_constants
 from constructions.mean_field import _layer_norm
+from empirics.compare import loglog_slope
 from empirics.experiment import Experiment, Result
 from empirics.plots import pyplot
-from empirics.prenorm_gradients import loglog_slope
 from empirics.sweep import sweep
 
 ARCHS = ("post", "deepnorm", "pre")
@@ -191,9 +191,10 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
                 key = f"{opt}/{arch}/step{step}"
                 result.metrics[f"{key}/spread"] = max(means) / min(means)
                 result.metrics[f"{key}/growth"] = means[-1] / means[0]
-                slope, se = loglog_slope([r["depth"] for r in series], means,
-                                         [r["sem"] for r in series])
-                result.metrics[f"{key}/slope"], result.metrics[f"{key}/slope_se"] = slope, se
+                fit = loglog_slope([r["depth"] for r in series], means,
+                                   sem=[r["sem"] for r in series])
+                result.metrics[f"{key}/slope"] = fit["slope"]
+                result.metrics[f"{key}/slope_se"] = fit["se"]
     result.table("model-update", ["optimizer", "arch", "N", "step", "trials", "RMS change",
                                   "SE"],
                  [[r["optimizer"], r["arch"], r["depth"], r["step"], r["trials"], r["mean"],

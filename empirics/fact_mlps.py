@@ -39,6 +39,7 @@ from constructions.fact_mlps import (
     threshold_hidden,
     zipf_probabilities,
 )
+from empirics.compare import loglog_slope
 from empirics.experiment import Experiment, Result
 from empirics.plots import pyplot
 from empirics.sweep import sweep
@@ -69,17 +70,6 @@ def tidy(*axes) -> None:
     for ax in axes:
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.yaxis.set_minor_formatter(NullFormatter())
-
-
-def loglog_slope(x, y) -> dict[str, float]:
-    """Least-squares slope of log y on log x, its standard error and the number of points."""
-    lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
-    n = len(lx)
-    slope, intercept = np.polyfit(lx, ly, 1)
-    residual = ly - (slope * lx + intercept)
-    sxx = float(((lx - lx.mean()) ** 2).sum())
-    se = math.sqrt(float((residual**2).sum()) / (n - 2) / sxx) if n > 2 else math.inf
-    return {"slope": float(slope), "se": se, "intercept": float(intercept), "n": n}
 
 
 MAX_SOLVE_ROWS = 2048  # about 10 s for LAPACK's SVD-based least squares on one core

@@ -52,7 +52,7 @@ output of :math:`L` layers: the paper's indexing is [R].)
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,7 @@ from torch import nn
 from constructions.mean_field import ARCHS as ARCHS
 from constructions.mean_field import MeanFieldTransformer as MeanFieldTransformer
 from constructions.mean_field import mean_field_transformer as mean_field_transformer
+from empirics.compare import loglog_slope
 from empirics.experiment import Experiment, Result
 from empirics.plots import pyplot
 from empirics.sweep import sweep
@@ -112,20 +113,6 @@ def lemma_band(arch: str, depth: int) -> tuple[float, float]:
     return 1 + depth / 2, 1 + 3 * depth / 2
 
 
-def loglog_slope(depths: Sequence[int], means: Sequence[float], sems: Sequence[float]
-                 ) -> tuple[float, float]:
-    r"""Least-squares slope of :math:`\log(\text{mean})` on :math:`\log L`, and its standard
-    error by the delta method: :math:`\mathrm{Var}\log\bar g \approx (\mathrm{SE}/\bar g)^2`
-    per depth, and the slope is the linear combination
-    :math:`\sum_k c_k \log\bar g_k` with :math:`c_k = (x_k - \bar x)/\sum_j (x_j - \bar x)^2`.
-    """
-    x = np.log(np.asarray(depths, dtype=float))
-    y = np.log(np.asarray(means, dtype=float))
-    relative = np.asarray(sems, dtype=float) / np.asarray(means, dtype=float)
-    c = (x - x.mean()) / np.sum((x - x.mean()) ** 2)
-    return float(c @ y), float(np.sqrt(np.sum(c**2 * relative**2)))
-
-
 def monte_carlo(config: dict, seed: int = 0, *, build: Callable | None = None,
                 device: torch.device | str = "cpu", progress: bool = False
                 ) -> dict[str, Any]:
@@ -162,8 +149,9 @@ def monte_carlo(config: dict, seed: int = 0, *, build: Callable | None = None,
     slopes = {}
     for arch in config["archs"]:
         mine = sorted((r for r in rows if r["arch"] == arch), key=lambda r: r["depth"])
-        slopes[arch] = loglog_slope([r["depth"] for r in mine], [r["grad_mean"] for r in mine],
-                                    [r["grad_sem"] for r in mine])
+        fit = loglog_slope([r["depth"] for r in mine], [r["grad_mean"] for r in mine],
+                           sem=[r["grad_sem"] for r in mine])
+        slopes[arch] = (fit["slope"], fit["se"])
     return {"rows": rows, "slopes": slopes}
 
 

@@ -8,10 +8,10 @@ from functools import partial
 import pytest
 import torch
 
+from empirics.compare import loglog_slope
 from empirics.prenorm_gradients import (
     MeanFieldTransformer,
     lemma_band,
-    loglog_slope,
     mean_field_transformer,
     measure_point,
     point_seed,
@@ -73,9 +73,9 @@ def test_lemma_band_and_slope_helpers():
     assert lemma_band("post", 7) == (1.5, 1.5)
     assert lemma_band("pre", 4) == (3.0, 7.0)
     depths = [1, 2, 4, 8]
-    slope, se = loglog_slope(depths, [3.0 * L ** -0.5 for L in depths], [0.0] * 4)
-    assert slope == pytest.approx(-0.5, abs=1e-12) and se == 0.0
-    _, se = loglog_slope(depths, [1.0] * 4, [0.1] * 4)
+    fit = loglog_slope(depths, [3.0 * L ** -0.5 for L in depths], sem=[0.0] * 4)
+    assert fit["slope"] == pytest.approx(-0.5, abs=1e-12) and fit["se"] == 0.0
+    se = loglog_slope(depths, [1.0] * 4, sem=[0.1] * 4)["se"]
     # c_k = (x_k - mean x)/Sxx for x = k log 2, k = 0..3: sum c_k^2 = 1/Sxx, Sxx = 5 log(2)^2
     assert se == pytest.approx(0.1 / (math.sqrt(5) * math.log(2)))
     assert len({point_seed(0, a, L, c) for a in ("pre", "post") for L in (1, 2)

@@ -324,7 +324,6 @@ def trained_optimum_check(case_name: str, closed_form=linear_closed_form):
     """(c) against (a) and (b): the trained LSA's effective predictor, and the table."""
     def run():
         from empirics.icl_regression import (
-            distance_figure,
             gamma_from_lifted,
             regression_case,
             trained_coefficients,
@@ -350,7 +349,7 @@ def trained_optimum_check(case_name: str, closed_form=linear_closed_form):
         evidence.table("three-way agreement",
                        ["method", "‖Γ − Γ*‖/‖Γ*‖", "excess over (a), lifted metric",
                         "Monte Carlo resolution", "loss on the prompts", "closed-form L*"], rows)
-        evidence.figure(distance_figure(result), f"training-{case_name}")
+        evidence.figure(result.figures["distance"], f"training-{case_name}")
         excess = stats.excess(trained, theta)
         evidence.metric("relative error of Γ (trained vs closed form)", rows[2][1])
         evidence.ratio(excess / resolution)

@@ -93,7 +93,6 @@ def zfb_fit():
 def zfb_conservation_check(preconditioner=optimal_preconditioner, trajectory=trained_zfb):
     def run():
         from empirics.icl_regression import (
-            conservation_figure,
             gamma_from_lifted,
             regression_case,
             trained_coefficients,
@@ -123,7 +122,7 @@ def zfb_conservation_check(preconditioner=optimal_preconditioner, trajectory=tra
         residual = (Q_next - Q - predicted).abs()
         evidence.metric("max |Q step - predicted| / bound", float((residual / step_tol).max()))
         assert bool((residual <= step_tol).all()), "the discrete conservation law fails"
-        evidence.figure(conservation_figure(result), "conservation")
+        evidence.figure(result.figures["conservation"], "conservation")
         drift = float(Q_next[-1] - Q[0])
         evidence.metric("total drift of Q (vanishes as lr -> 0)", drift)
         evidence.metric("lr^2 sum(|g_PV|^2 - |g_KQ|^2)", float((lr**2 * (g_P - g_K)).sum()))

@@ -50,12 +50,16 @@ class Source:
 
     ``arxiv`` is the identifier (``2305.02582``), ``where`` the theorem, lemma or section, and
     ``tag`` how well the detail is sourced (see :data:`TAGS`). ``ref`` is a short citation.
+    ``verified=False`` marks a locator (the theorem or section number in ``where``) that could
+    not be checked against the paper's text; ``doubt`` then says why, and the page shows it.
     """
 
     arxiv: str
     where: str
     tag: Tag
     ref: str = ""
+    verified: bool = True
+    doubt: str = ""
 
     def __post_init__(self) -> None:
         if not _ARXIV.match(self.arxiv):
@@ -64,6 +68,10 @@ class Source:
             raise ValueError(f"tag must be one of {sorted(TAGS)}, got {self.tag!r}")
         if not self.where.strip():
             raise ValueError("where must name the theorem, lemma or section")
+        if not isinstance(self.verified, bool):
+            raise TypeError(f"verified must be a bool, got {self.verified!r}")
+        if not self.verified and not self.doubt.strip():
+            raise ValueError("an unverified locator (verified=False) needs a doubt saying why")
 
     @property
     def url(self) -> str:
@@ -71,7 +79,7 @@ class Source:
 
     def as_dict(self) -> dict:
         return {"arxiv": self.arxiv, "where": self.where, "tag": self.tag, "ref": self.ref,
-                "url": self.url}
+                "url": self.url, "verified": self.verified, "doubt": self.doubt}
 
 
 @dataclass(frozen=True)

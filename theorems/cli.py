@@ -48,6 +48,8 @@ def _describe(claim: Claim) -> str:
              textwrap.indent(textwrap.fill(claim.statement, 96), "  "), "", "Sources:"]
     for s in claim.sources:
         lines.append(f"  [{s.tag}] {s.ref} arXiv:{s.arxiv}, {s.where} ({s.url})")
+        if not s.verified:
+            lines.append(f"      locator unverified: {s.doubt}")
     if claim.construction:
         lines.append(f"Construction: {claim.construction}")
     if claim.depends_on:

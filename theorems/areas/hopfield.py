@@ -34,7 +34,7 @@ HP_CONVEX = Claim(
         r"$T(\xi) = X\,\mathrm{softmax}(\beta X^\top\xi)$ has weights "
         r"$p = \mathrm{softmax}(\beta X^\top\xi)$ with $p_i \ge 0$, $\sum_i p_i = 1$, so "
         r"$T(\xi) \in \mathrm{conv}(X) \subseteq \mathrm{col}(X)$."),
-    source=Source(where="Proposition (one-step projection), part (a)", tag="V", **SARGOLZAEI),
+    source=Source(where="Proposition 1(a) (one-step projection)", tag="V", **SARGOLZAEI),
     kind="identity",
     construction="constructions.hopfield:hopfield_update",
 )
@@ -47,7 +47,7 @@ HP_ERASURE = Claim(
         r"$\xi = \xi_\parallel + \xi_\perp$ with $\xi_\parallel = XX^+\xi \in \mathrm{col}(X)$ "
         r"($X^+$ the pseudo-inverse) and $\xi_\perp \perp \mathrm{col}(X)$. Then "
         r"$T(\xi) = T(\xi_\parallel)$: the orthogonal part is erased in one step."),
-    source=Source(where="Proposition (one-step projection), part (b)", tag="V", **SARGOLZAEI),
+    source=Source(where="Proposition 1(b) (one-step projection)", tag="V", **SARGOLZAEI),
     kind="identity",
     construction="constructions.hopfield:hopfield_update",
     depends_on=("hopfield.convex-hull",),
@@ -59,7 +59,7 @@ HP_FIXED_POINTS = Claim(
     statement=(
         r"With $T$ as in the convex-hull claim, every $\xi^\star$ with "
         r"$T(\xi^\star) = \xi^\star$ lies in $\mathrm{conv}(X)$."),
-    source=Source(where="Proposition (one-step projection), part (c)", tag="V", **SARGOLZAEI),
+    source=Source(where="Proposition 1(c) (one-step projection)", tag="V", **SARGOLZAEI),
     kind="identity",
     construction="constructions.hopfield:hopfield_update",
     depends_on=("hopfield.convex-hull",),

@@ -50,7 +50,9 @@ LN_TWO_DIMENSIONS = Claim(
         r"For $x = (x_1, x_2) \in \mathbb R^2$ with $x_1 \ne x_2$, "
         r"$\mathrm{LN}(x) = \operatorname{sign}(x_1 - x_2)\,(1, -1)$, with $\mathrm{LN}$ as in "
         r"the projection-decomposition claim."),
-    source=Source(where="Section 3 (corollary of the decomposition)", tag="V", **BRODY),
+    source=Source(where="Section 3 (corollary of the decomposition)", tag="V", verified=False,
+                  doubt="an audit suggests the two-dimensional case is Figure 5 rather than "
+                        "Section 3; not re-read here", **BRODY),
     kind="identity",
     construction="constructions.layernorm_geometry:layer_norm",
     depends_on=("layernorm.projection-decomposition",),

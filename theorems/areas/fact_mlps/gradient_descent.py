@@ -45,7 +45,7 @@ FM_GD = Claim(
         r"agree within their 95% confidence intervals: GD matches the construction's "
         r"facts-per-parameter scaling."),
     source=(Source(where="Abstract: the encoder-decoder matches GD's facts-per-parameter "
-                         "asymptotics across all inputs and outputs tested", tag="S", **DUGAN),
+                         "asymptotics across all inputs and outputs tested", tag="V", **DUGAN),
             Source(where="the finite-range test of that claim (this project)", tag="D",
                    **DUGAN)),
     kind="scaling",

@@ -44,7 +44,7 @@ from theorems.strategies import gaussian_matrices, seeds
 
 FM_EXACT = Claim(
     id="fact-mlps.encoder-exact-storage",
-    title="The encoder-decoder MLP stores generic fact sets exactly at hd ≥ Fm",
+    title="A single-bucket encoder-decoder MLP stores generic fact sets exactly at hd ≥ Fm",
     statement=(
         r"Keys $k_1,\dots,k_F \in \mathbb R^d$ (distinct), values $v_1,\dots,v_{|V|} \in "
         r"\mathbb R^{d_v}$ and facts $f:[F]\to[|V|]$; $g$ stores the facts iff "

@@ -31,8 +31,10 @@ IR_VON_OSWALD = Claim(
     source=(Source(where="official code, transformers_learn_icl_by_gd/src/transformer.py "
                          "(include_query=False: the query is not a key; read-out "
                          "h[:, -1, -1] * (-1.0))", tag="V", **VON_OSWALD),
-            Source(where="Proposition 1's weights, as the claim catalogue lists them from "
-                         "the code (not re-read here)", tag="R", **VON_OSWALD)),
+            Source(where="Proposition 1's weights: the official create_weights in "
+                         "transformers_learn_icl_by_gd/src/data.py (W_K = W_Q project onto x, "
+                         "W_V's last row is (W_0, -1), the projection is diag(0, eta/n))",
+                   tag="V", **VON_OSWALD)),
     kind="construction",
     construction="constructions.icl_regression:von_oswald",
     depends_on=("icl-regression.effective-predictor",),

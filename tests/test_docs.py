@@ -108,6 +108,7 @@ def test_refuted_and_failing_claims_show_what_broke(site):
         body = section(page(site_dir, f"claims/{claim.area}.html"), data.anchor(claim.id))
         assert html.escape(f"the pinned counterexample to {claim.id}") in body
         assert "Corrected statement" in body and "tt-refutation" in body
+        assert "What this refutes:" in body and claim.refutes in body
     failing = registry[docs_fixture.roles(registry)["failing"]]
     body = section(page(site_dir, f"claims/{failing.area}.html"), data.anchor(failing.id))
     assert "Falsifying example: run(" in body and "tt-outcome-failed" in body

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from theorems.claims import (
+    REFUTATION_SCOPES,
     Claim,
     Source,
     area_modules,
@@ -58,6 +59,38 @@ def test_refuted_claims_state_their_correction():
     for claim in load_all():
         if "refutation" in declared.get(claim.id, []):
             assert claim.correction, f"{claim.id} has a refutation check but no correction"
+
+
+def test_refuted_claims_say_what_they_refute():
+    """Every claim with a correction or a refutation check names its refutation's scope."""
+    declared = declared_checks()
+    for claim in load_all():
+        if claim.correction or "refutation" in declared.get(claim.id, []):
+            assert claim.refutes in REFUTATION_SCOPES, f"{claim.id}: refutes={claim.refutes!r}"
+
+
+def test_a_refutation_check_without_scope_is_reported():
+    with isolated_registry() as registry:
+        make("area.one")
+        problems = inconsistencies(registry, checked={"area.one": ["refutation"]})
+    assert any("refutes" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("arguments, match", [
+    ({"correction": "c"}, "refutes"),
+    ({"refutes": "as-written"}, "correction"),
+    ({"correction": "c", "refutes": "the paper"}, "refutes must be one of"),
+])
+def test_refutation_scope_is_validated(arguments, match):
+    with isolated_registry(), pytest.raises(ValueError, match=match):
+        Claim(id="area.slug", title="t", statement="s", source=Source(**SOURCE),
+              kind="identity", **arguments)
+
+
+def test_unverified_locator_needs_a_reason():
+    with pytest.raises(ValueError, match="doubt"):
+        Source(**SOURCE, verified=False)
+    assert Source(**SOURCE, verified=False, doubt="not re-read").as_dict()["verified"] is False
 
 
 def _mutant_claims() -> set[str]:

@@ -33,10 +33,20 @@ TAGS = {
 KINDS = ("identity", "bound", "construction", "lower-bound", "dynamics", "scaling")
 TIERS = ("property", "exhaustive", "symbolic", "numeric", "empirical", "refutation")
 STATUSES = ("verified", "refuted", "failing", "unchecked")
+# What a refutation refutes. A refuted claim (one with a ``correction`` or a refutation check)
+# names one of these, so that nobody reads "refuted" as "the paper is wrong" when it is not.
+REFUTATION_SCOPES = {
+    "as-written": "the statement as written is false: the paper's own words for a [V], [S] or "
+                  "[R] source, the claim catalogue's for a [D] statement",
+    "reading": "one reading of an ambiguous statement is false; the paper may mean another",
+    "finite-test": "this project's stronger or finite-range test of the paper's claim fails; "
+                   "the paper's claim itself (asymptotic, or weaker) is not refuted",
+}
 
 Tag = Literal["V", "S", "R", "D"]
 Kind = Literal["identity", "bound", "construction", "lower-bound", "dynamics", "scaling"]
 Status = Literal["verified", "refuted", "failing", "unchecked"]
+Scope = Literal["as-written", "reading", "finite-test"]
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\.[a-z0-9]+(?:-[a-z0-9]+)*$")
 _ARXIV = re.compile(r"^\d{4}\.\d{4,5}$")
@@ -87,7 +97,9 @@ class Claim:
     """One checkable statement. Creating it registers it in the current :class:`Registry`.
 
     ``id`` is ``area.slug``; the area is the ``theorems`` module that defines the claim.
-    ``correction`` is the corrected statement of a claim that is false as stated.
+    ``correction`` is the corrected statement of a claim that is false as stated, and
+    ``refutes`` (required with it) says what the refutation refutes: a key of
+    :data:`REFUTATION_SCOPES`.
     """
 
     id: str
@@ -98,6 +110,7 @@ class Claim:
     construction: str | None = None
     depends_on: tuple[str, ...] = ()
     correction: str | None = None
+    refutes: Scope | None = None
     notes: str = ""
 
     def __post_init__(self) -> None:
@@ -115,6 +128,12 @@ class Claim:
             raise ValueError(f"{self.id}: construction must be 'module:attribute', "
                              f"got {self.construction!r}")
         object.__setattr__(self, "depends_on", tuple(self.depends_on))
+        if self.refutes is not None and self.refutes not in REFUTATION_SCOPES:
+            raise ValueError(f"{self.id}: refutes must be one of {tuple(REFUTATION_SCOPES)}, "
+                             f"got {self.refutes!r}")
+        if (self.correction is None) != (self.refutes is None):
+            raise ValueError(f"{self.id}: a correction needs refutes= (what it refutes), and "
+                             "refutes= needs a correction")
         current_registry().add(self)
 
     @property
@@ -142,7 +161,7 @@ class Claim:
             "id": self.id, "area": self.area, "title": self.title, "statement": self.statement,
             "kind": self.kind, "sources": [s.as_dict() for s in self.sources], "tags": self.tags,
             "construction": self.construction, "depends_on": list(self.depends_on),
-            "correction": self.correction, "notes": self.notes,
+            "correction": self.correction, "refutes": self.refutes, "notes": self.notes,
         }
 
 
@@ -259,7 +278,8 @@ def inconsistencies(registry: Registry, evidence: Mapping | None = None,
 
     ``checked`` maps a claim id to the tiers of the checks that name it (from collection);
     ``evidence`` is a loaded ``evidence.json``. Reported: a check naming an unknown claim, a
-    claim with no check (or only symbolic ones), a dependency on an unknown claim, a cycle in
+    claim with no check (or only symbolic ones), a refutation check on a claim that does not
+    say what it refutes, a dependency on an unknown claim, a cycle in
     ``depends_on``, a claim whose id prefix is not its area, and a verified claim that depends
     on a failing one.
     """
@@ -273,6 +293,9 @@ def inconsistencies(registry: Registry, evidence: Mapping | None = None,
                 problems.append(f"claim {claim.id!r} has no check")
             elif tiers <= {"symbolic"}:
                 problems.append(f"claim {claim.id!r} has only symbolic checks")
+            if "refutation" in tiers and claim.refutes is None:
+                problems.append(f"claim {claim.id!r} has a refutation check but no refutes= "
+                                "(what it refutes)")
     for claim in registry:
         for dep in claim.depends_on:
             if dep not in registry:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from theorems import evidence_file as ev
 from theorems.catalogue import load_claims
-from theorems.claims import Claim
+from theorems.claims import REFUTATION_SCOPES, Claim
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STATUS_MARK = {"verified": "✔ verified", "refuted": "✘ refuted", "failing": "! FAILING",
@@ -39,6 +39,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"    {claim.title}")
         if claim.construction:
             print(f"    construction: {claim.construction}")
+        if claim.refutes:
+            print(f"    refutes: {claim.refutes}")
     print(f"\n{len(registry)} claims in {len(registry.areas())} areas")
     return 0
 
@@ -55,8 +57,9 @@ def _describe(claim: Claim) -> str:
     if claim.depends_on:
         lines.append(f"Depends on: {', '.join(claim.depends_on)}")
     if claim.correction:
-        lines += ["", "Corrected statement:", textwrap.indent(textwrap.fill(claim.correction, 96),
-                                                              "  ")]
+        lines += ["", f"Refutes: {claim.refutes} ({REFUTATION_SCOPES[claim.refutes]})",
+                  "", "Corrected statement:",
+                  textwrap.indent(textwrap.fill(claim.correction, 96), "  ")]
     if claim.notes:
         lines += ["", "Notes:", textwrap.indent(textwrap.fill(claim.notes, 96), "  ")]
     return "\n".join(lines)

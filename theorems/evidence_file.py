@@ -17,6 +17,8 @@ Schema (version 1)
       "claims": {
         "<claim id>": {
           "status": "verified" | "refuted" | "failing" | "unchecked",
+          "refutes": "as-written" | "reading" | "finite-test" | null,  # what a refutation
+                                      # refutes (theorems.claims.REFUTATION_SCOPES)
           "summary": {"tiers": [...], "checks": int, "passed": int, "examples": int,
                       "worst_margin": float|null, "max_ratio": float|null, "duration": float},
           "checks": [{
@@ -40,7 +42,9 @@ Non-finite floats are written as the strings ``"inf"``, ``"-inf"`` and ``"nan"``
 sorted by node id, so runs under pytest-xdist give the same file as serial runs. Only the
 ``started``/``finished``/``duration`` fields are times; with the ``ci`` profile two runs give the
 same file apart from those. ``partial`` and ``selection`` were added within version 1: a reader
-treats a file without them as complete.
+treats a file without them as complete. ``refutes`` was added within version 1 too (an
+additive field, so the version stays 1): a reader treats a file without it as saying nothing
+about scope. The JSON Schema of this format is :func:`json_schema`.
 
 Where it goes: a complete run writes :data:`DEFAULT_PATH`, which the docs read; a partial run
 writes :data:`PARTIAL_PATH` instead, so that ``pytest -k foo`` never replaces the evidence the
@@ -83,13 +87,17 @@ def summarize(checks: Sequence[Mapping]) -> dict:
     }
 
 
-def claim_records(checks_by_claim: Mapping[str, list[dict]], claim_ids: Sequence[str]) -> dict:
-    """Per claim: its derived status, summary and check records (sorted by node id)."""
+def claim_records(checks_by_claim: Mapping[str, list[dict]], claim_ids: Sequence[str],
+                  refutes: Mapping[str, str | None] | None = None) -> dict:
+    """Per claim: its derived status, what a refutation of it refutes (``refutes``: claim id
+    to scope, from the registry), its summary and check records (sorted by node id)."""
     records = {}
+    refutes = refutes or {}
     for claim_id in sorted(set(claim_ids) | set(checks_by_claim)):
         checks = sorted(checks_by_claim.get(claim_id, []), key=lambda c: c["nodeid"])
-        records[claim_id] = {"status": derive_status(checks), "summary": summarize(checks),
-                             "checks": checks}
+        records[claim_id] = {"status": derive_status(checks),
+                             "refutes": refutes.get(claim_id),
+                             "summary": summarize(checks), "checks": checks}
     return records
 
 

@@ -188,7 +188,9 @@ def _write(session: pytest.Session, state: _State, exitstatus: int) -> None:
     from theorems.claims import current_registry, load_all
 
     config = session.config
-    claim_ids = state.worker_claims | set(load_all().claims) | set(current_registry().claims)
+    registry = load_all()
+    claim_ids = state.worker_claims | set(registry.claims) | set(current_registry().claims)
+    refutes = {c.id: c.refutes for c in (*registry, *current_registry())}
     selection = _selection(config)
     unchecked = claim_ids - set(state.checks)
     stopped = bool(session.shouldstop or session.shouldfail) or exitstatus == 2
@@ -211,7 +213,7 @@ def _write(session: pytest.Session, state: _State, exitstatus: int) -> None:
                             if hypothesis is not None else None),
         hypothesis_seed=None if seed is None else str(seed), device=device)
     state.written = evidence_file.write(
-        out, run, evidence_file.claim_records(state.checks, sorted(claim_ids)))
+        out, run, evidence_file.claim_records(state.checks, sorted(claim_ids), refutes))
 
 
 def _selection(config: pytest.Config) -> str | None:

@@ -110,6 +110,7 @@ AD_LINEAR_PROBABILITY = Claim(
         r"The exact value for every $n_d$ is the automaton formula of "
         r"addition.failure-probability; $(n_d - 2)\cdot 0.0045$ is exact for $n_d \le 5$ and a "
         r"first-order upper bound after that."),
+    refutes="as-written",
 )
 
 

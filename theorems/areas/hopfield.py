@@ -117,6 +117,7 @@ HP_TWICING_HULL = Claim(
         r"\begin{pmatrix}0&5\\5&0\end{pmatrix}$ and $V = I_2$ the first output row is "
         r"$(-0.973, 1.973)$, outside $\mathrm{conv}(e_1, e_2)$, whose coordinates lie in "
         r"$[0, 1]$."),
+    refutes="as-written",
 )
 
 

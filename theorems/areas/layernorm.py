@@ -110,6 +110,7 @@ LN_UNNORMALISED_SELECTABLE = Claim(
         r"$k_i$ is selectable iff it is an exposed vertex of $\mathrm{conv}\{k_j\}$. A key in "
         r"the convex hull of the others, such as $k_3 = (k_1 + k_2)/2$, is never selectable; "
         r"equal norms (for example after LayerNorm) rule this out for distinct keys."),
+    refutes="as-written",
 )
 
 

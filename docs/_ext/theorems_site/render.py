@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from theorems.claims import STATUSES, TAGS
+from theorems.claims import REFUTATION_SCOPES, STATUSES, TAGS
 
 from .data import (
     STALENESS,
@@ -156,6 +156,7 @@ def environment() -> jinja2.Environment:
         result_metric_rows=result_metric_rows,
         result_meta_rows=result_meta_rows, vocabulary_rows=vocabulary_rows,
         STATUSES=STATUSES, TAGS=TAGS, STALENESS=STALENESS, STATUS_MEANING=STATUS_MEANING,
+        REFUTATION_SCOPES=REFUTATION_SCOPES,
         TIER_MEANING=TIER_MEANING)
     return env
 

@@ -59,6 +59,7 @@ FM_GD = Claim(
         r"range cannot refute an asymptotic statement; what holds is that GD is cheaper at "
         r"every $F$ (fact-mlps.gd-cheaper), and that both slopes must approach 1 if GD's bits "
         r"per parameter stay bounded. Matching slopes would need larger $F/d$."),
+    refutes="finite-test",
 )
 
 

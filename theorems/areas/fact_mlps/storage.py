@@ -195,6 +195,7 @@ FM_ALL_SETS = Claim(
         r"for example $d = 4$, $F = 8$, $m = 2$, $h = 4$ with every key's last coordinate 0 "
         r"leaves 4 of the 16 columns of $M$ identically zero. Any generic perturbation of the "
         r"keys restores full rank, and the builder raises ValueError for such keys."),
+    refutes="finite-test",
 )
 
 # Eight distinct keys in R^4 whose last coordinate is exactly 0 (a 3-dimensional subspace).

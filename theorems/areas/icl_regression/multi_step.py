@@ -75,6 +75,7 @@ IR_COT_ERROR = Claim(
         r"checked here ($0.00796 \pm 0.00002$ over $10^6$ prompts, measured once; an audit "
         r"against the authors' code found $0.00795 \pm 0.00001$): the printed last digit is "
         r"wrong there too."),
+    refutes="as-written",
 )
 
 IR_COT_MONOTONE = Claim(
@@ -95,6 +96,7 @@ IR_COT_MONOTONE = Claim(
         r"and since $\lambda_{\max}$ is unbounded, $\mathbb E e_k \to \infty$ as $k \to \infty$ "
         r"for every $\eta > 0$. Monotone decrease needs the hypothesis "
         r"$\eta < 2/\lambda_{\max}(S)$ (in practice $\eta \lesssim 0.3$ at these sizes)."),
+    refutes="as-written",
 )
 
 IR_NO_COT = Claim(

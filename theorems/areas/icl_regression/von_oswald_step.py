@@ -54,6 +54,7 @@ IR_VON_OSWALD_LEAK = Claim(
         r"Unmasked, the query's own value $\eta(W_0x_q - 0)$ joins the sum, and every label "
         r"moves by an extra $\tfrac\eta n(W_0x_q)(x_q^\top x_j)$. The layer is a GD step iff "
         r"the query is masked as a key, or $W_0x_q = 0$ (in particular $W_0 = 0$)."),
+    refutes="as-written",
 )
 
 # --- IR.4: von Oswald et al. ------------------------------------------------------------------

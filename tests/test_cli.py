@@ -71,6 +71,7 @@ def test_verify_writes_evidence_and_prints_one_row_per_claim(verified):
     assert re.search(r"✔ verified\s+bilinear\.tensor-identity\s+property\s+\d+", result.stdout)
     assert re.search(r"✘ refuted\s+addition\.failure-probability-linear\s+refutation",
                      result.stdout)
+    assert re.search(r"; \d+ verified with all its dependencies", result.stdout)
 
 
 def test_show_reads_the_last_evidence(verified):

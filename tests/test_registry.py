@@ -18,6 +18,7 @@ from theorems.claims import (
     isolated_registry,
     load_all,
     topic_modules,
+    verified_through_dependencies,
 )
 from theorems.evidence import declared_checks
 
@@ -217,3 +218,19 @@ def checks(*pairs):
 ])
 def test_status_is_derived_from_outcomes(records, status):
     assert derive_status(records) == status
+
+
+def test_verified_through_dependencies_needs_every_transitive_dependency_verified():
+    with isolated_registry() as registry:
+        make("a.base")
+        make("a.middle", ("a.base",))
+        make("a.top", ("a.middle",))
+        make("a.alone")
+        assert registry.transitive_dependencies("a.top") == ["a.base", "a.middle"]
+        assert registry.transitive_dependents("a.base") == ["a.middle", "a.top"]
+        all_verified = dict.fromkeys(registry.claims, "verified")
+        assert all(verified_through_dependencies(registry, all_verified).values())
+        base_refuted = {**all_verified, "a.base": "refuted"}
+        assert verified_through_dependencies(registry, base_refuted) == {
+            "a.base": False, "a.middle": False, "a.top": False, "a.alone": True}
+        assert not verified_through_dependencies(registry, {"a.top": "verified"})["a.top"]

@@ -10,6 +10,11 @@ status is computed from that evidence by :func:`derive_status`, never set by han
   is pinned (and no check failed);
 * ``failing``: some check failed;
 * ``unchecked``: no check ran, every check was skipped, or only symbolic checks ran.
+
+A derived state rides on top of the status: a claim is *verified with all its dependencies*
+(:func:`verified_through_dependencies`) when it and every claim it transitively depends on
+are verified. A verified claim whose dependency is refuted, failing or unchecked is verified
+only on its own: its checks passed, but what it rests on is not established.
 """
 
 from __future__ import annotations
@@ -198,6 +203,26 @@ class Registry:
         """Claims whose ``depends_on`` names ``claim_id``: the reverse links."""
         return [c.id for c in self if claim_id in c.depends_on]
 
+    def transitive_dependencies(self, claim_id: str) -> list[str]:
+        """Every claim ``claim_id`` rests on, directly or through others (definition order;
+        unknown ids are skipped, cycles terminate)."""
+        return self._closure(claim_id, lambda c: self.claims[c].depends_on
+                             if c in self.claims else ())
+
+    def transitive_dependents(self, claim_id: str) -> list[str]:
+        """Every claim that rests on ``claim_id``, directly or through others."""
+        return self._closure(claim_id, self.dependents)
+
+    def _closure(self, claim_id: str, step) -> list[str]:
+        seen: set[str] = set()
+        stack = list(step(claim_id))
+        while stack:
+            node = stack.pop()
+            if node not in seen and node != claim_id:
+                seen.add(node)
+                stack.extend(step(node))
+        return [c for c in self.claims if c in seen]
+
 
 _DEFAULT = Registry()
 _CURRENT: ContextVar[Registry] = ContextVar("registry", default=_DEFAULT)
@@ -270,6 +295,24 @@ def derive_status(checks: Iterable[Mapping]) -> Status:
     if any(c["tier"] != "symbolic" for c in ran):
         return "verified"
     return "unchecked"
+
+
+VERIFIED_THROUGH = "verified with all its dependencies"
+
+
+def verified_through_dependencies(registry: Registry, statuses: Mapping[str, str]
+                                  ) -> dict[str, bool]:
+    """Claim id -> whether it and every claim it transitively depends on are ``verified``.
+
+    ``statuses`` maps claim ids to their status (from the evidence file); a claim missing
+    from it is unchecked. This is the one place the derived state is computed: the site's
+    table and graph and ``verify``'s summary all call it.
+    """
+    def ok(claim_id: str) -> bool:
+        return statuses.get(claim_id) == "verified"
+
+    return {c.id: ok(c.id) and all(ok(d) for d in registry.transitive_dependencies(c.id))
+            for c in registry}
 
 
 def inconsistencies(registry: Registry, evidence: Mapping | None = None,

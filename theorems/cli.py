@@ -11,7 +11,12 @@ from pathlib import Path
 
 from theorems import evidence_file as ev
 from theorems.catalogue import load_claims
-from theorems.claims import REFUTATION_SCOPES, Claim
+from theorems.claims import (
+    REFUTATION_SCOPES,
+    VERIFIED_THROUGH,
+    Claim,
+    verified_through_dependencies,
+)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STATUS_MARK = {"verified": "✔ verified", "refuted": "✘ refuted", "failing": "! FAILING",
@@ -111,7 +116,10 @@ def print_table(data: dict) -> None:
     counts = {}
     for record in data["claims"].values():
         counts[record["status"]] = counts.get(record["status"], 0) + 1
-    print("\n" + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+    statuses = {cid: record["status"] for cid, record in data["claims"].items()}
+    through = verified_through_dependencies(load_claims(), statuses)
+    print("\n" + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+          + f"; {sum(through.values())} {VERIFIED_THROUGH}")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

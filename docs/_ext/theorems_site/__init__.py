@@ -77,7 +77,8 @@ def generate(app: Sphinx) -> None:
     nodes = [graph.Node(id=v.id, area=v.claim.area, title=v.claim.title, status=v.status,
                         url=app.builder.get_relative_uri("graph", data.area_docname(
                             v.claim.area)) + "#" + v.anchor,
-                        depends_on=v.claim.depends_on) for v in site.claims]
+                        depends_on=v.claim.depends_on, through=v.through)
+             for v in site.claims]
     pages = render.pages(site, graph_svg=draw(nodes), graph_renderer=renderer_name,
                          figures=figures)
     for docname, source in pages.items():

@@ -25,7 +25,14 @@ from typing import Any
 
 from docutils.nodes import make_id
 
-from theorems.claims import STATUSES, TIERS, Claim, Registry, inconsistencies
+from theorems.claims import (
+    STATUSES,
+    TIERS,
+    Claim,
+    Registry,
+    inconsistencies,
+    verified_through_dependencies,
+)
 
 # A published result is compared with the code that would produce it now.
 STALENESS = {
@@ -110,6 +117,7 @@ class ClaimView:
     record: Mapping[str, Any] | None  # this claim's entry in the evidence file, if any
     dependents: tuple[str, ...]
     experiments: tuple[str, ...]
+    through: bool = False  # verified, and so is every claim it transitively depends on
 
     @property
     def id(self) -> str:
@@ -172,6 +180,10 @@ class SiteData:
 
     def claims_in(self, area: str) -> list[ClaimView]:
         return [c for c in self.claims if c.claim.area == area]
+
+    def through_count(self) -> int:
+        """How many claims are verified with all their dependencies."""
+        return sum(c.through for c in self.claims)
 
     def status_counts(self, claims: list[ClaimView] | None = None) -> dict[str, int]:
         counts = Counter(c.status for c in (self.claims if claims is None else claims))
@@ -301,10 +313,13 @@ def collect(registry: Registry, evidence: Mapping[str, Any] | None,
             covering.setdefault(claim_id, []).append(experiment.name)
     # Areas in alphabetical order; within an area, claims in their order of definition.
     order = {claim_id: rank for rank, claim_id in enumerate(registry.claims)}
+    through = verified_through_dependencies(
+        registry, {cid: record["status"] for cid, record in records.items()})
     claims = [ClaimView(claim=claim, record=records.get(claim.id),
                         dependents=tuple(d for d in registry.dependents(claim.id)
                                          if d in shown_ids),
-                        experiments=tuple(covering.get(claim.id, ())))
+                        experiments=tuple(covering.get(claim.id, ())),
+                        through=through.get(claim.id, False))
               for claim in sorted(shown, key=lambda c: (c.area, order[c.id]))]
     return SiteData(registry=registry, claims=claims, evidence_path=evidence_path,
                     run=evidence["run"] if evidence else None, experiments=experiments,

@@ -29,6 +29,7 @@ from .data import (
     area_intro,
     experiment_anchor,
 )
+from .graph import COLOURS, LEGEND
 from .markup import STATUS_MEANING, TIER_MEANING
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -156,7 +157,7 @@ def environment() -> jinja2.Environment:
         result_metric_rows=result_metric_rows,
         result_meta_rows=result_meta_rows, vocabulary_rows=vocabulary_rows,
         STATUSES=STATUSES, TAGS=TAGS, STALENESS=STALENESS, STATUS_MEANING=STATUS_MEANING,
-        REFUTATION_SCOPES=REFUTATION_SCOPES,
+        REFUTATION_SCOPES=REFUTATION_SCOPES, LEGEND=LEGEND, COLOURS=COLOURS,
         TIER_MEANING=TIER_MEANING)
     return env
 
@@ -319,10 +320,20 @@ def claim_nav_row(view: ClaimView) -> list[str]:
     return [ref(view.id), f"{{status}}`{view.status}`", view.claim.title]
 
 
+def dependency_cell(view: ClaimView) -> str:
+    """The index's "with dependencies" column: whether the claim is verified with all it rests
+    on (theorems.claims.verified_through_dependencies)."""
+    if view.through:
+        return "all verified"
+    if view.status == "verified":
+        return "rests on unverified"
+    return "—"
+
+
 def claim_row(view: ClaimView) -> list[str]:
     """A row of the index's claims table: the id links to the claim, the title below it."""
     area = view.claim.area
     return [f"{ref(view.id)}\n\n{view.claim.title}", f"{{doc}}`{area} </{area_docname(area)}>`",
-            f"{{status}}`{view.status}`",
+            f"{{status}}`{view.status}`", dependency_cell(view),
             " ".join(f"{{tier}}`{t}`" for t in view.tiers) or "—",
             margin_or_ratio(view.summary), " ".join(f"{{tag}}`{t}`" for t in view.claim.tags)]

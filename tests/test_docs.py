@@ -391,3 +391,14 @@ def test_extension_refuses_to_write_into_the_docs_folder(tmp_path):
     with docutils_namespace(), pytest.raises(ExtensionError, match="dedicated"):
         Sphinx(docs.DOCS, docs.DOCS, tmp_path / "out", tmp_path / "doctrees", "html",
                status=None, warning=None)
+
+
+def test_signatures_show_no_machine_paths(site):
+    site_dir, _, _ = site
+    text = page(site_dir, "claims/induction-heads.html")
+    assert "= math" in html.unescape(re.sub(r"<[^>]+>", "", text))
+    for path in site_dir.rglob("*.html"):
+        body = html.unescape(path.read_text())
+        assert "<module '" not in body, path
+    assert data.clean_signature("(x, lib=<module 'math' from '/usr/lib/python3.12/x.so'>)") == (
+        "(x, lib=math)")

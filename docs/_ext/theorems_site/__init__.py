@@ -38,8 +38,16 @@ def setup(app: Sphinx) -> dict:
     # MathJax on every page: the index's table shows titles, which may carry math.
     app.set_html_assets_policy("always")
     app.connect("builder-inited", generate)
+    app.connect("autodoc-process-signature", _clean_autodoc_signature)
     app.connect("build-finished", copy_mathjax)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}
+
+
+def _clean_autodoc_signature(app, what, name, obj, options, signature, return_annotation):
+    """autodoc's signatures too: a module default renders as the module's name."""
+    from .data import clean_signature
+
+    return clean_signature(signature), clean_signature(return_annotation)
 
 
 def generate(app: Sphinx) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import subprocess
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -344,6 +345,15 @@ def area_intro(area: str) -> tuple[str, str]:
     return title, "" if paragraph.rstrip(". ") == title else paragraph
 
 
+_MODULE_REPR = re.compile(r"<module '([\w.]+)'(?: from '[^']*')?(?: \(\w+\))?>")
+
+
+def clean_signature(signature: str | None) -> str | None:
+    """A signature as a reader should see it: a default that is a module renders as its
+    name (``math``), never as ``<module 'math' from '/usr/lib/...'>`` with a machine path."""
+    return None if signature is None else _MODULE_REPR.sub(r"\1", signature)
+
+
 @dataclass(frozen=True)
 class ConstructionView:
     """What autodoc documents for a claim's construction."""
@@ -366,7 +376,7 @@ class ConstructionView:
         else:
             directive = "autodata"
         try:
-            signature = str(inspect.signature(obj))
+            signature = clean_signature(str(inspect.signature(obj)))
         except (TypeError, ValueError):
             signature = ""
         from constructions.export import export_line

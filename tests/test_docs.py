@@ -402,3 +402,10 @@ def test_signatures_show_no_machine_paths(site):
         assert "<module '" not in body, path
     assert data.clean_signature("(x, lib=<module 'math' from '/usr/lib/python3.12/x.so'>)") == (
         "(x, lib=math)")
+
+
+def test_the_site_links_the_dataset_for_download(site):
+    site_dir, _, _ = site
+    index = page(site_dir, "index.html")
+    for name in ("evidence.json", "evidence.schema.json", "claims.json", "CITATION.cff"):
+        assert f'href="dataset/{name}"' in index and (site_dir / "dataset" / name).is_file()

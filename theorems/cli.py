@@ -1,4 +1,5 @@
-"""``python -m theorems``: list the claims, show one, verify them all, build the docs."""
+"""``python -m theorems``: list the claims, show one, verify them all, export the evidence as a
+dataset, build the docs."""
 
 from __future__ import annotations
 
@@ -144,6 +145,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from theorems.dataset import export
+
+    path = Path(args.evidence)
+    if not path.exists():
+        print(f"export: {path} is missing: run `python -m theorems verify` first",
+              file=sys.stderr)
+        return 2
+    try:
+        files = export(args.dir, path, previous=args.previous)
+    except ValueError as error:
+        print(f"export: {error}", file=sys.stderr)
+        return 1
+    for file in files:
+        print(file)
+    return 0
+
+
 def cmd_docs(args: argparse.Namespace) -> int:
     try:
         from theorems import site
@@ -177,6 +196,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"evidence file (default: {ev.DEFAULT_PATH}, or {ev.PARTIAL_PATH} "
                         "with -k, so that a subset never replaces what the docs read)")
     p.set_defaults(run=cmd_verify)
+
+    p = sub.add_parser("export", help="write the evidence as a citable dataset bundle")
+    p.add_argument("dir", help="folder to write the bundle into")
+    p.add_argument("--evidence", default=str(ev.DEFAULT_PATH))
+    p.add_argument("--previous", default=None,
+                   help="the previous release's evidence.json (or bundle folder): the "
+                        "changelog lists the status changes since it")
+    p.set_defaults(run=cmd_export)
 
     p = sub.add_parser("docs", help="generate and build the documentation site")
     p.add_argument("--serve", action="store_true", help="serve build/site on localhost")

@@ -66,8 +66,18 @@ SCHEMA_VERSION = 1
 DEFAULT_PATH = Path("build") / "evidence.json"
 PARTIAL_PATH = Path("build") / "evidence-partial.json"
 
-__all__ = ["DEFAULT_PATH", "PARTIAL_PATH", "SCHEMA_VERSION", "as_float", "claim_records",
-           "is_partial", "load", "run_metadata", "summarize", "write"]
+__all__ = ["DEFAULT_PATH", "PARTIAL_PATH", "SCHEMA_CHANGELOG", "SCHEMA_VERSION", "as_float",
+           "claim_records", "is_partial", "json_schema", "load", "run_metadata", "summarize",
+           "write"]
+
+# Every change to the format, newest last. An additive field (one a reader may ignore, whose
+# absence means "not recorded") stays within a version; anything else bumps SCHEMA_VERSION.
+SCHEMA_CHANGELOG = (
+    (1, "first published format"),
+    (1, "run.partial and run.selection (additive)"),
+    (1, "claims.<id>.refutes: what a refutation refutes (additive)"),
+    (1, "checks[].calls: the constructions module:function names a check called (additive)"),
+)
 
 
 def summarize(checks: Sequence[Mapping]) -> dict:
@@ -149,3 +159,74 @@ def load(path: str | os.PathLike = DEFAULT_PATH) -> dict:
 def is_partial(data: Mapping) -> bool:
     """Whether a loaded evidence file comes from a run that did not check every claim."""
     return bool(data.get("run", {}).get("partial", False))
+
+
+def json_schema() -> dict:
+    """The JSON Schema (draft 2020-12) of an evidence file of :data:`SCHEMA_VERSION`."""
+    number = {"type": ["number", "string", "null"]}  # non-finite floats are strings
+    stat = {"type": ["object", "null"], "required": ["worst", "last", "count"],
+            "properties": {"worst": number, "last": number, "count": {"type": "integer"}}}
+    string_or_null = {"type": ["string", "null"]}
+    check = {
+        "type": "object",
+        "required": ["nodeid", "name", "tier", "outcome", "examples", "margin", "ratio",
+                     "metrics", "tables", "figures", "counterexample", "falsifying_example",
+                     "message", "duration"],
+        "properties": {
+            "nodeid": {"type": "string"}, "name": {"type": "string"},
+            "tier": {"enum": list(TIERS)},
+            "outcome": {"enum": ["passed", "failed", "skipped"]},
+            "examples": {"type": "integer", "minimum": 0},
+            "margin": stat, "ratio": stat,
+            "metrics": {"type": "object", "additionalProperties": {
+                "type": "object", "required": ["worst", "last", "count"],
+                "properties": {"worst": number, "last": number, "count": {"type": "integer"},
+                               "worse": {"enum": ["lower", "higher"]}}}},
+            "tables": {"type": "object", "additionalProperties": {
+                "type": "object", "required": ["header", "rows"],
+                "properties": {"header": {"type": "array"},
+                               "rows": {"type": "array", "items": {"type": "array"}}}}},
+            "figures": {"type": "array", "items": {"type": "string"}},
+            "counterexample": string_or_null, "falsifying_example": string_or_null,
+            "message": string_or_null, "duration": {"type": "number"},
+            "calls": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+    claim = {
+        "type": "object", "required": ["status", "summary", "checks"],
+        "properties": {
+            "status": {"enum": list(STATUSES)},
+            "refutes": {"enum": ["as-written", "reading", "finite-test", None]},
+            "summary": {"type": "object",
+                        "required": ["tiers", "checks", "passed", "examples", "worst_margin",
+                                     "max_ratio", "duration"],
+                        "properties": {"tiers": {"type": "array",
+                                                 "items": {"enum": list(TIERS)}},
+                                       "checks": {"type": "integer"},
+                                       "passed": {"type": "integer"},
+                                       "examples": {"type": "integer"},
+                                       "worst_margin": number, "max_ratio": number,
+                                       "duration": {"type": "number"}}},
+            "checks": {"type": "array", "items": check},
+        },
+    }
+    run_fields = ["git_sha", "git_dirty", "started", "finished", "hypothesis_profile",
+                  "hypothesis_seed", "python", "torch", "numpy", "hypothesis", "platform",
+                  "device", "workers"]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"transformer-theorems/evidence/{SCHEMA_VERSION}",
+        "title": "transformer-theorems evidence file",
+        "description": "What every check of every claim produced, and the status derived "
+                       "from it (theorems/evidence_file.py documents each field).",
+        "type": "object", "required": ["schema", "run", "claims"],
+        "properties": {
+            "schema": {"const": SCHEMA_VERSION},
+            "run": {"type": "object", "required": run_fields,
+                    "properties": {"git_dirty": {"type": ["boolean", "null"]},
+                                   "workers": {"type": "integer"},
+                                   "partial": {"type": "boolean"},
+                                   "selection": string_or_null}},
+            "claims": {"type": "object", "additionalProperties": claim},
+        },
+    }

@@ -88,7 +88,7 @@ def generate(app: Sphinx) -> None:
                         depends_on=v.claim.depends_on, through=v.through)
              for v in site.claims]
     pages = render.pages(site, graph_svg=draw(nodes), graph_renderer=renderer_name,
-                         figures=figures)
+                         figures=figures, graph_data=graph.focus_data(nodes))
     for docname, source in pages.items():
         _write_if_changed(srcdir / f"{docname}.md", source)
     logger.info("theorems_site: %d pages for %d claims in %d areas", len(pages),

@@ -58,6 +58,17 @@ class Node:
         return "verified-alone" if self.status == "verified" and not self.through else self.status
 
 
+def focus_data(nodes: Sequence[Node]) -> str:
+    """The nodes as JSON for the graph page's focus control (``graph-focus.js``), safe to
+    embed in a ``<script type="application/json">`` element."""
+    import json
+
+    rows = [{"id": n.id, "area": n.area, "title": n.title, "status": n.status,
+             "colour": n.colour, "fill": COLOURS[n.colour][0], "ink": COLOURS[n.colour][1],
+             "url": n.url, "depends_on": list(n.depends_on)} for n in nodes]
+    return json.dumps(rows).replace("</", "<\\/")
+
+
 def dot_source(nodes: Sequence[Node]) -> str:
     """Graphviz source: one cluster per area, status colours, a link and tooltip per node."""
     def quote(text: str) -> str:

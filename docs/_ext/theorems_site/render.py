@@ -179,7 +179,7 @@ def constructions(site: SiteData) -> dict[str, tuple[ConstructionView, bool]]:
 
 
 def pages(site: SiteData, *, graph_svg: str, graph_renderer: str,
-          figures: dict[str, str]) -> dict[str, str]:
+          figures: dict[str, str], graph_data: str = "[]") -> dict[str, str]:
     """Docname -> MyST source, for every page of the site.
 
     ``figures`` maps a figure's path in the evidence or results to its path in the source
@@ -189,7 +189,7 @@ def pages(site: SiteData, *, graph_svg: str, graph_renderer: str,
     common = {"site": site, "figures": figures, "constructions": constructions(site)}
     out = {"index": env.get_template("index.md.jinja").render(**common),
            "graph": env.get_template("graph.md.jinja").render(
-               **common, svg=graph_svg, renderer=graph_renderer),
+               **common, svg=graph_svg, renderer=graph_renderer, graph_data=graph_data),
            "empirics": env.get_template("empirics.md.jinja").render(**common),
            "reading": env.get_template("reading.md.jinja").render(**common)}
     area_template = env.get_template("area.md.jinja")

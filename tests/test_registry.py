@@ -13,6 +13,7 @@ from theorems.claims import (
     Claim,
     Source,
     area_modules,
+    dependency_mismatches,
     derive_status,
     inconsistencies,
     isolated_registry,
@@ -234,3 +235,36 @@ def test_verified_through_dependencies_needs_every_transitive_dependency_verifie
         assert verified_through_dependencies(registry, base_refuted) == {
             "a.base": False, "a.middle": False, "a.top": False, "a.alone": True}
         assert not verified_through_dependencies(registry, {"a.top": "verified"})["a.top"]
+
+
+def _with_calls(calls_by_claim: dict[str, list[str]]) -> dict:
+    return {"claims": {cid: {"status": "verified", "checks": [
+        {"tier": "property", "outcome": "passed", "calls": calls}]}
+        for cid, calls in calls_by_claim.items()}}
+
+
+def test_derived_dependencies_must_match_the_declared_ones():
+    with isolated_registry() as registry:
+        Claim(id="a.base", title="t", statement="s", source=Source(**SOURCE), kind="identity",
+              construction="constructions.hopfield:twicing")
+        Claim(id="a.user", title="t", statement="s", source=Source(**SOURCE), kind="identity",
+              construction="constructions.hopfield:hopfield_update", depends_on=("a.base",))
+        Claim(id="a.stowaway", title="t", statement="s", source=Source(**SOURCE),
+              kind="identity", construction="constructions.bilinear:bilinear_layer")
+        good = _with_calls({"a.base": ["constructions.hopfield:twicing"],
+                            "a.user": ["constructions.hopfield:hopfield_update",
+                                       "constructions.hopfield:twicing"],
+                            "a.stowaway": ["constructions.bilinear:BilinearLayer.forward",
+                                           "constructions.bilinear:bilinear_layer"]})
+        assert dependency_mismatches(registry, good) == []
+        # a.user's checks no longer call a.base's construction: an unexercised dependency
+        unused = _with_calls({"a.user": ["constructions.hopfield:hopfield_update"]})
+        assert any("never call" in p for p in dependency_mismatches(registry, unused))
+        # a.stowaway calls a.user's construction without depending on it
+        hidden = _with_calls({"a.stowaway": ["constructions.bilinear:bilinear_layer",
+                                             "constructions.hopfield:HopfieldUpdate.forward",
+                                             "constructions.hopfield:hopfield_update"]})
+        problems = dependency_mismatches(registry, hidden)
+        assert any("'a.stowaway' uses constructions.hopfield:hopfield_update" in p
+                   for p in problems), problems
+        assert dependency_mismatches(registry, {"claims": {}}) == []  # no calls: not judged

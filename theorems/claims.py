@@ -323,8 +323,9 @@ def inconsistencies(registry: Registry, evidence: Mapping | None = None,
     ``evidence`` is a loaded ``evidence.json``. Reported: a check naming an unknown claim, a
     claim with no check (or only symbolic ones), a refutation check on a claim that does not
     say what it refutes, a dependency on an unknown claim, a cycle in
-    ``depends_on``, a claim whose id prefix is not its area, and a verified claim that depends
-    on a failing one.
+    ``depends_on``, a claim whose id prefix is not its area, a verified claim that depends
+    on a failing one, and (from the checks' recorded calls) a dependency used but not declared
+    or declared but never exercised (:func:`dependency_mismatches`).
     """
     problems: list[str] = []
     if checked is not None:
@@ -345,6 +346,8 @@ def inconsistencies(registry: Registry, evidence: Mapping | None = None,
                 problems.append(f"claim {claim.id!r} depends on unknown claim {dep!r}")
     problems.extend(f"dependency cycle: {' -> '.join(c)}" for c in _cycles(registry))
     if evidence is not None:
+        problems.extend(dependency_mismatches(registry, evidence))
+    if evidence is not None:
         status = {cid: rec["status"] for cid, rec in evidence.get("claims", {}).items()}
         for claim in registry:
             if status.get(claim.id) != "verified":
@@ -352,6 +355,59 @@ def inconsistencies(registry: Registry, evidence: Mapping | None = None,
             for dep in claim.depends_on:
                 if status.get(dep) == "failing":
                     problems.append(f"verified claim {claim.id!r} depends on failing {dep!r}")
+    return problems
+
+
+def _uses(calls: Iterable[str], construction: str) -> bool:
+    """Whether recorded calls (``module:qualname``) exercise ``construction`` (``module:attr``):
+    the attribute itself, or a method of it."""
+    module, attribute = construction.split(":")
+    return any(c.split(":")[0] == module and (c.split(":")[1] == attribute
+                                              or c.split(":")[1].startswith(attribute + "."))
+               for c in calls)
+
+
+def dependency_mismatches(registry: Registry, evidence: Mapping) -> list[str]:
+    """Where the dependencies the checks exercised disagree with the declared ``depends_on``.
+
+    The plugin records in every check record the constructions' functions and classes the
+    check called (``calls``). For a claim whose checks carry such records:
+
+    * it uses another claim's construction (one it does not name itself) without depending,
+      directly or transitively, on any claim that names that construction;
+    * it declares a dependency on a claim with a construction that none of its checks calls
+      (and that is not its own construction too).
+
+    Claims without ``calls`` in the evidence (older files, claims whose checks did not run)
+    are not judged.
+    """
+    named: dict[str, list[str]] = {}
+    for claim in registry:
+        if claim.construction:
+            named.setdefault(claim.construction, []).append(claim.id)
+    problems = []
+    for claim in registry:
+        record = evidence.get("claims", {}).get(claim.id)
+        checks = [c for c in (record or {}).get("checks", ()) if "calls" in c
+                  and c.get("outcome") != "skipped"]
+        if not checks:
+            continue
+        calls = {name for c in checks for name in c["calls"]}
+        deps = set(registry.transitive_dependencies(claim.id))
+        for construction, owners in sorted(named.items()):
+            if construction == claim.construction or not _uses(calls, construction):
+                continue
+            if claim.id not in owners and not deps & set(owners):
+                problems.append(f"claim {claim.id!r} uses {construction} (the construction "
+                                f"of {', '.join(owners)}) without depending on it")
+        for dep in claim.depends_on:
+            target = registry.claims.get(dep)
+            if target is None or target.construction is None:
+                continue
+            if target.construction != claim.construction and not _uses(calls,
+                                                                        target.construction):
+                problems.append(f"claim {claim.id!r} declares a dependency on {dep!r} whose "
+                                f"construction {target.construction} its checks never call")
     return problems
 
 

@@ -32,6 +32,8 @@ Schema (version 1)
               "counterexample": str|null,     # pinned by a refutation check
               "falsifying_example": str|null, # Hypothesis' report when the check failed
               "message": str|null,            # failure or skip reason, first lines
+              "calls": ["module:qualname"],   # constructions' public functions and classes
+                                              # the check called (additive within version 1)
               "duration": float               # seconds (a time: not compared between runs)
           }]
         }

@@ -134,6 +134,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return report.returncode
     print()
     print_table(report.data)
+    from empirics.census import census, summary_line
+
+    print(summary_line(census()))
     if ev.is_partial(report.data):
         print(f"partial run ({report.data['run'].get('selection')}): evidence written to "
               f"{report.out}, not to the file the docs read")

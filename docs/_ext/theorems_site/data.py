@@ -203,6 +203,20 @@ class SiteData:
                          "examples": sum(int(k["examples"]) for _, k in checks)})
         return rows
 
+    def empirics_counts(self, config: str = "full") -> dict[str, int]:
+        """Registered experiments by the state of their published ``config`` result: current,
+        stale (code changed since), missing; and how many of the published are one seed."""
+        counts = {"current": 0, "stale": 0, "missing": 0, "single_seed": 0, "experiments": 0}
+        for experiment in (e for e in self.experiments if e.registered):
+            counts["experiments"] += 1
+            mine = [r for r in experiment.results if r.config_name == config]
+            if not mine:
+                counts["missing"] += 1
+                continue
+            counts["current" if all(r.staleness == "current" for r in mine) else "stale"] += 1
+            counts["single_seed"] += all(len(r.seeds) < 2 for r in mine)
+        return counts
+
     def results(self) -> list[ResultView]:
         return [r for e in self.experiments for r in e.results]
 

@@ -325,7 +325,7 @@ def inconsistencies(registry: Registry, evidence: Mapping | None = None,
     say what it refutes, a dependency on an unknown claim, a cycle in
     ``depends_on``, a claim whose id prefix is not its area, a verified claim that depends
     on a failing one, and (from the checks' recorded calls) a dependency used but not declared
-    or declared but never exercised (:func:`dependency_mismatches`).
+    or declared but never exercised are reported apart, by :func:`dependency_mismatches`.
     """
     problems: list[str] = []
     if checked is not None:
@@ -345,8 +345,6 @@ def inconsistencies(registry: Registry, evidence: Mapping | None = None,
             if dep not in registry:
                 problems.append(f"claim {claim.id!r} depends on unknown claim {dep!r}")
     problems.extend(f"dependency cycle: {' -> '.join(c)}" for c in _cycles(registry))
-    if evidence is not None:
-        problems.extend(dependency_mismatches(registry, evidence))
     if evidence is not None:
         status = {cid: rec["status"] for cid, rec in evidence.get("claims", {}).items()}
         for claim in registry:
@@ -371,10 +369,11 @@ def dependency_mismatches(registry: Registry, evidence: Mapping) -> list[str]:
     """Where the dependencies the checks exercised disagree with the declared ``depends_on``.
 
     The plugin records in every check record the constructions' functions and classes the
-    check called (``calls``). For a claim whose checks carry such records:
+    check called (``calls``), and those it called from its own code rather than from inside
+    a construction (``direct_calls``). For a claim whose checks carry such records:
 
-    * it uses another claim's construction (one it does not name itself) without depending,
-      directly or transitively, on any claim that names that construction;
+    * its checks call another claim's construction directly (one it does not name itself)
+      without the claim depending, directly or transitively, on any claim that names it;
     * it declares a dependency on a claim with a construction that none of its checks calls
       (and that is not its own construction too).
 
@@ -393,9 +392,10 @@ def dependency_mismatches(registry: Registry, evidence: Mapping) -> list[str]:
         if not checks:
             continue
         calls = {name for c in checks for name in c["calls"]}
+        direct = {name for c in checks for name in c.get("direct_calls", c["calls"])}
         deps = set(registry.transitive_dependencies(claim.id))
         for construction, owners in sorted(named.items()):
-            if construction == claim.construction or not _uses(calls, construction):
+            if construction == claim.construction or not _uses(direct, construction):
                 continue
             if claim.id not in owners and not deps & set(owners):
                 problems.append(f"claim {claim.id!r} uses {construction} (the construction "

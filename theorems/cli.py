@@ -142,6 +142,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
               f"{report.out}, not to the file the docs read")
     for problem in report.problems:
         print(f"inconsistent: {problem}", file=sys.stderr)
+    for warning in report.dependency_warnings:
+        print(f"dependency (derived from the checks' calls): {warning}", file=sys.stderr)
     for label, claims in (("failing", report.failing), ("unchecked", report.unchecked)):
         if claims:
             print(f"\n{len(claims)} {label}: {', '.join(claims)}", file=sys.stderr)

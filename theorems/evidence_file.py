@@ -34,6 +34,7 @@ Schema (version 1)
               "message": str|null,            # failure or skip reason, first lines
               "calls": ["module:qualname"],   # constructions' public functions and classes
                                               # the check called (additive within version 1)
+              "direct_calls": [...],          # those it called from its own code
               "duration": float               # seconds (a time: not compared between runs)
           }]
         }
@@ -78,7 +79,8 @@ SCHEMA_CHANGELOG = (
     (1, "first published format"),
     (1, "run.partial and run.selection (additive)"),
     (1, "claims.<id>.refutes: what a refutation refutes (additive)"),
-    (1, "checks[].calls: the constructions module:function names a check called (additive)"),
+    (1, "checks[].calls and direct_calls: the constructions module:qualname names a check "
+        "called, and those it called from its own code (additive)"),
 )
 
 
@@ -192,6 +194,7 @@ def json_schema() -> dict:
             "counterexample": string_or_null, "falsifying_example": string_or_null,
             "message": string_or_null, "duration": {"type": "number"},
             "calls": {"type": "array", "items": {"type": "string"}},
+            "direct_calls": {"type": "array", "items": {"type": "string"}},
         },
     }
     claim = {

@@ -97,7 +97,10 @@ class _CallRecorder:
         if event == "call":
             module = self.files.get(frame.f_code.co_filename)
             if module is not None:
-                self.calls.add((module, frame.f_code.co_qualname))
+                # direct: called from the check's own code, not from inside a construction
+                caller = frame.f_back
+                direct = caller is None or caller.f_code.co_filename not in self.files
+                self.calls.add((module, frame.f_code.co_qualname, direct))
 
     def __enter__(self) -> _CallRecorder:
         self.previous = sys.getprofile()
@@ -107,8 +110,8 @@ class _CallRecorder:
     def __exit__(self, *exc) -> None:
         sys.setprofile(self.previous)
 
-    def names(self) -> list[str]:
-        public = {(m, _public(q)) for m, q in self.calls}
+    def names(self, direct_only: bool = False) -> list[str]:
+        public = {(m, _public(q)) for m, q, direct in self.calls if direct or not direct_only}
         return sorted(f"{m}:{q}" for m, q in public if q is not None)
 
 
@@ -194,6 +197,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
               "falsifying_example": None, "message": None}
     calls = item.stash.get(_CALLS, None)
     record["calls"] = calls.names() if calls is not None else []
+    record["direct_calls"] = calls.names(direct_only=True) if calls is not None else []
     if call.excinfo is not None:
         error = call.excinfo.value
         if report.outcome == "failed":

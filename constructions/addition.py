@@ -119,3 +119,30 @@ def failure_probability(n_digits: int) -> Fraction:
                  1: (state[0] + state[1] + state[2]) * carry,
                  2: state[1] * nine}
     return failed
+
+
+def expected_wrong_digits(n_digits: int) -> Fraction:
+    r"""Exact expected number of wrong answer digits (of the :math:`n_d + 1`) for uniform
+    :math:`n_d`-digit addends.
+
+    The algorithm's carry into column :math:`p` is the true one except when column
+    :math:`p-1` and :math:`p-2` both sum to 9 and a carry enters column :math:`p-2` (the
+    algorithm looks back one 9-sum column only); it is never too large. So digit :math:`p`
+    is wrong with probability :math:`(1/10)^2\,q_{p-2}`, where :math:`q_j` is the probability
+    of a true carry into column :math:`j`: :math:`q_0 = 0`, :math:`q_{j+1} = 45/100 +
+    (10/100)\,q_j`. A failing question can have several wrong digits: a long run of 9-sum
+    columns after a carry breaks every digit from the third on.
+    """
+    n_digits = _validate.positive_int("n_digits", n_digits)
+    carry, nine = Fraction(45, 100), Fraction(10, 100)
+    q, total = Fraction(0), Fraction(0)
+    for _ in range(2, n_digits + 1):  # answer digits p = 2..n_d; q is q_{p-2}
+        total += nine * nine * q
+        q = carry + nine * q
+    return total
+
+
+def per_digit_accuracy(n_digits: int) -> Fraction:
+    """Exact fraction of the n_d + 1 answer digits that the algorithm gets right."""
+    n_digits = _validate.positive_int("n_digits", n_digits)
+    return 1 - expected_wrong_digits(n_digits) / (n_digits + 1)

@@ -7,13 +7,22 @@
                                 [--out DIR] [--workers N] [--backend process|serial|ray]
                                 [--set KEY=VALUE ...]
     python -m empirics results [--dir DIR] [--json]
+    python -m empirics run-all [--config full] [--device cuda] [--seeds 3] [--out DIR]
+                               [--only NAME,...] [--dry-run]
 
 ``run`` writes ``<out>/<name>/<config>.json`` and its PNG figures (default ``--out
 build/empirics``). With ``--seeds K > 1`` the seeds run as a sweep (a local process pool, or
 Ray with ``--backend ray``); each seed is saved as ``<config>-seed<k>.json`` and
 ``<config>.json`` holds the mean and spread over seeds, with an error-bar figure. To publish
 a full-config result, run it with ``--out empirics/results`` and commit what it writes;
-``results`` lists the published results and marks those whose code has changed since.
+``results`` lists the published results and marks those whose code has changed since, and
+counts the stale and missing ones.
+
+``run-all`` is the GPU path in one command: every registered experiment's config (``full`` by
+default) with ``--seeds`` seeds each, one after the other, written where ``--out`` says
+(``empirics/results`` to publish), then a summary with each experiment's wall time. For
+example, on one GPU: ``python -m empirics run-all --config full --device cuda --seeds 3
+--out empirics/results``. The test suite runs it at smoke size on the CPU.
 """
 
 from __future__ import annotations
@@ -94,6 +103,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
+    from empirics.census import census, summary_line
+
     entries = published(args.dir)
     if args.json:
         print(json.dumps(entries, indent=1))
@@ -104,6 +115,44 @@ def cmd_results(args: argparse.Namespace) -> int:
         mark = "STALE" if e["stale"] else "current"
         print(f"{e['experiment']:<22} {e['config']:<6} {mark:<8} {e['device']} {e['date']} "
               f"seeds={e['seeds']} {e['path']}")
+    counts = census(args.dir)
+    print(summary_line(counts))
+    if counts["missing"]:
+        print(f"missing: {', '.join(counts['missing'])}")
+    return 0
+
+
+def cmd_run_all(args: argparse.Namespace) -> int:
+    import time
+
+    experiments = load_all()
+    names = sorted(experiments) if not args.only else [n.strip() for n in args.only.split(",")]
+    unknown = sorted(set(names) - set(experiments))
+    if unknown:
+        raise ValueError(f"--only names unknown experiments {unknown}")
+    plan = [name for name in names if args.config in experiments[name].configs]
+    skipped = sorted(set(names) - set(plan))
+    print(f"run-all: {len(plan)} experiments, config {args.config}, {args.seeds} seed(s) each, "
+          f"device {args.device}, into {args.out}"
+          + (f"; no {args.config} config: {', '.join(skipped)}" if skipped else ""))
+    if args.dry_run:
+        for name in plan:
+            print(f"  {name}")
+        return 0
+    summary = []
+    for name in plan:
+        start = time.perf_counter()
+        data = run_seeds(experiments[name], args.config,
+                         seeds=list(range(args.seed, args.seed + args.seeds)),
+                         device=args.device, out=args.out, workers=args.workers,
+                         backend=args.backend, progress=False, **dict(args.set or []))
+        seconds = time.perf_counter() - start
+        summary.append({"experiment": name, "seconds": round(seconds, 1),
+                        "device": data["device"], "path": str(data["path"])})
+        print(f"  {name:<24} {seconds:8.1f} s on {data['device']}", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"run-all-{args.config}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"run-all: {sum(s['seconds'] for s in summary):.1f} s in all")
     return 0
 
 
@@ -132,6 +181,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", type=parse_override, metavar="KEY=VALUE",
                    help="override one config value (repeatable), e.g. --set steps=100")
     p.set_defaults(run=cmd_run)
+
+    p = sub.add_parser("run-all", help="every experiment's config, with several seeds: the "
+                                       "GPU path in one command")
+    p.add_argument("--config", default="full")
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:k]")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0, help="first seed")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                   help=f"output folder (default {DEFAULT_OUT}; publish with {RESULTS_DIR})")
+    p.add_argument("--workers", type=int, default=1,
+                   help="parallel seeds per experiment (default 1: one GPU)")
+    p.add_argument("--backend", choices=BACKENDS, default="serial")
+    p.add_argument("--only", default=None, help="comma-separated experiment names")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    p.add_argument("--set", action="append", type=parse_override, metavar="KEY=VALUE",
+                   help="override one config value of every experiment run (with --only)")
+    p.set_defaults(run=cmd_run_all)
 
     p = sub.add_parser("results", help="published results and whether they are stale")
     p.add_argument("--dir", type=Path, default=RESULTS_DIR)

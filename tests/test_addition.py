@@ -10,6 +10,8 @@ from theorems.areas.addition import (
     failure_set_exhaustive_check,
     failure_set_property_check,
     linear_probability_refutation,
+    per_digit_exhaustive_check,
+    per_digit_value_check,
     probability_exhaustive_check,
 )
 from theorems.evidence import expect_failure
@@ -35,6 +37,17 @@ def test_dropping_use_sum9_breaks_the_failure_set():
 def test_a_perturbed_probability_is_caught_by_enumeration():
     expect_failure(probability_exhaustive_check(lambda n: failure_probability(n)
                                                 + Fraction(1, 10**9)), 3)
+
+
+def one_wrong_digit_per_failure(n_digits):
+    """The note's old assumption: a failing question has exactly one wrong digit."""
+    return failure_probability(n_digits)
+
+
+@pytest.mark.mutant("addition.per-digit-accuracy")
+def test_one_wrong_digit_per_failure_is_caught():
+    expect_failure(per_digit_exhaustive_check(one_wrong_digit_per_failure), 5)
+    expect_failure(per_digit_value_check(lambda n: 1 - failure_probability(n) / (n + 1)))
 
 
 @pytest.mark.mutant("addition.failure-probability-linear")

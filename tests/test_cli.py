@@ -25,6 +25,9 @@ def test_list_json_names_every_registered_claim():
     assert [c["id"] for c in listed] == [c.id for c in load_all()]
     for claim in listed:
         assert claim["sources"] and {"arxiv", "where", "tag"} <= set(claim["sources"][0])
+    scopes = {c["id"]: c["refutes"] for c in listed}
+    assert scopes["fact-mlps.gd-matches-construction"] == "finite-test"
+    assert scopes["boltzmann.ordered-separation"] == "reading"
 
 
 def test_list_is_human_readable():
@@ -63,9 +66,14 @@ def test_verify_writes_evidence_and_prints_one_row_per_claim(verified):
     assert data["run"]["hypothesis_profile"] == "ci"
     assert data["claims"]["bilinear.tensor-identity"]["status"] == "verified"
     assert data["claims"]["addition.failure-probability-linear"]["status"] == "refuted"
+    assert data["claims"]["addition.failure-probability-linear"]["refutes"] == "as-written"
+    assert data["claims"]["bilinear.tensor-identity"]["refutes"] is None
     assert re.search(r"✔ verified\s+bilinear\.tensor-identity\s+property(,proved)?\s+\d+",
                      result.stdout)
     assert re.search(r"✘ refuted\s+addition\.failure-probability-linear\s+refutation",
+                     result.stdout)
+    assert re.search(r"; \d+ verified with all its dependencies", result.stdout)
+    assert re.search(r"published empirics \(full\): \d+ current, \d+ stale, \d+ missing",
                      result.stdout)
 
 
@@ -73,6 +81,7 @@ def test_show_reads_the_last_evidence(verified):
     _, out = verified
     result = theorems("show", "addition.failure-probability-linear", "--evidence", str(out))
     assert "Status: refuted" in result.stdout
+    assert "Refutes: as-written" in result.stdout
     assert "counterexample: n_d = 6" in result.stdout
 
 

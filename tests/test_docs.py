@@ -21,7 +21,13 @@ import docs_fixture
 import pytest
 
 from theorems import site as docs
-from theorems.claims import Claim, Source, isolated_registry, load_all
+from theorems.claims import (
+    Claim,
+    Source,
+    isolated_registry,
+    load_all,
+    verified_through_dependencies,
+)
 
 for _module in ("sphinx", "myst_parser", "furo"):
     docs_fixture.require(_module)
@@ -108,6 +114,7 @@ def test_refuted_and_failing_claims_show_what_broke(site):
         body = section(page(site_dir, f"claims/{claim.area}.html"), data.anchor(claim.id))
         assert html.escape(f"the pinned counterexample to {claim.id}") in body
         assert "Corrected statement" in body and "tt-refutation" in body
+        assert "What this refutes:" in body and claim.refutes in body
     failing = registry[docs_fixture.roles(registry)["failing"]]
     body = section(page(site_dir, f"claims/{failing.area}.html"), data.anchor(failing.id))
     assert "Falsifying example: run(" in body and "tt-outcome-failed" in body
@@ -156,6 +163,21 @@ def test_graph_links_every_claim_and_colours_it_by_status(site):
         assert f'claims/{claim.area}.html#{data.anchor(claim.id)}' in text, claim.id
     fill = graph.STATUS_COLOURS["failing"][0]
     assert fill in text
+    legend = text[text.index('class="tt-legend"'):text.index("</dl>")]
+    for key, meaning in graph.LEGEND.items():  # every colour is explained
+        assert graph.COLOURS[key][0] in legend and html.escape(meaning) in legend, key
+    assert set(graph.LEGEND) == set(graph.COLOURS)
+
+
+def test_index_shows_who_is_verified_with_all_dependencies(site):
+    site_dir, _, evidence = site
+    registry = load_all()
+    statuses = {cid: r["status"] for cid, r in evidence["claims"].items()}
+    through = verified_through_dependencies(registry, statuses)
+    index = page(site_dir, "index.html")
+    assert f"{sum(through.values())} of {len(registry)} claims are" in index
+    assert "verified with all their" in index and "all verified" in index
+    assert "rests on unverified" in index  # the fixture's failing claim has verified users
 
 
 def test_exportable_constructions_show_their_transformer_lens_export(site):
@@ -267,6 +289,10 @@ def test_python_graph_renderer_links_and_colours_every_node():
         assert f'href="{node.url}"' in svg
         assert graph.STATUS_COLOURS[node.status][0] in svg
     assert svg.count("marker-end=") == 3  # a.one->a.two, a.one->b.three, a.two->b.three
+    alone = graph.Node("c.four", "c", "Four", "verified", "claims/c.html#c-four", ("a.two",),
+                       through=False)
+    assert alone.colour == "verified-alone"
+    assert graph.COLOURS["verified-alone"][0] in graph.render_in_python([*_nodes(), alone])
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed")
@@ -365,3 +391,21 @@ def test_extension_refuses_to_write_into_the_docs_folder(tmp_path):
     with docutils_namespace(), pytest.raises(ExtensionError, match="dedicated"):
         Sphinx(docs.DOCS, docs.DOCS, tmp_path / "out", tmp_path / "doctrees", "html",
                status=None, warning=None)
+
+
+def test_signatures_show_no_machine_paths(site):
+    site_dir, _, _ = site
+    text = page(site_dir, "claims/induction-heads.html")
+    assert "= math" in html.unescape(re.sub(r"<[^>]+>", "", text))
+    for path in site_dir.rglob("*.html"):
+        body = html.unescape(path.read_text())
+        assert "<module '" not in body, path
+    assert data.clean_signature("(x, lib=<module 'math' from '/usr/lib/python3.12/x.so'>)") == (
+        "(x, lib=math)")
+
+
+def test_the_site_links_the_dataset_for_download(site):
+    site_dir, _, _ = site
+    index = page(site_dir, "index.html")
+    for name in ("evidence.json", "evidence.schema.json", "claims.json", "CITATION.cff"):
+        assert f'href="dataset/{name}"' in index and (site_dir / "dataset" / name).is_file()

@@ -186,3 +186,36 @@ def test_graph_nodes_open_their_claims(page, served):
     assert page.url.endswith(f"claims/{target.area}.html#{make_id(target.id)}")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "graph-click.png"))
+
+
+def test_the_graph_focuses_on_one_claim_from_its_page(page, served):
+    url, _ = served
+    registry = load_all()
+    # the claim with the most transitive dependencies shows a real restriction
+    claim = max(registry, key=lambda c: (len(registry.transitive_dependencies(c.id)), c.id))
+    expected = {claim.id, *registry.transitive_dependencies(claim.id)}
+    assert 1 < len(expected) < len(registry)
+    page.goto(url + f"claims/{claim.area}.html#{make_id(claim.id)}")
+    page.locator(f"section#{make_id(claim.id)} a.tt-focus-link").first.click()
+    page.wait_for_load_state()
+    assert f"focus={claim.id}" in page.url and "direction=dependencies" in page.url
+
+    def shown() -> set[str]:
+        return set(page.eval_on_selector_all(
+            "svg.tt-graph-focused a title", "ts => ts.map(t => t.textContent.split(' ')[0])"))
+
+    assert shown() == expected
+    assert not page.locator(".tt-graph-wrapper").is_visible()  # the full graph is hidden
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "graph-focus.png"))
+
+    base = next(iter(registry.transitive_dependencies(claim.id)))
+    page.fill(".tt-focus input[type=search]", base)
+    page.select_option(".tt-focus select[name=direction]", "dependents")
+    page.dispatch_event(".tt-focus input[type=search]", "change")
+    assert shown() == {base, *registry.transitive_dependents(base)}
+    assert f"focus={base}" in page.url and "direction=dependents" in page.url
+
+    page.click(".tt-focus button")  # back to the whole graph
+    assert page.locator(".tt-graph-wrapper").is_visible() and "focus=" not in page.url
+    assert page.locator("svg.tt-graph-focused").count() == 0

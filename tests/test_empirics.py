@@ -472,3 +472,23 @@ def test_the_benchmark_runs_both_loops_on_identical_work():
     # identical arithmetic: a speed ratio between the two loops compares like with like
     assert report["identical_weights"]
     assert report["ratio"] > 0 and math.isfinite(report["ratio"])
+
+
+def test_run_all_plans_every_experiment_and_runs_at_smoke_size(tmp_path, capsys):
+    from empirics.census import census, summary_line
+
+    assert empirics_main(["run-all", "--config", "full", "--device", "cuda", "--dry-run"]) == 0
+    plan = capsys.readouterr().out
+    assert all(f"  {name}\n" in plan for name in load_all())  # the GPU path covers them all
+    assert empirics_main(["run-all", "--config", "smoke", "--device", "cpu", "--seeds", "2",
+                          "--only", "prenorm-gradients", "--out", str(tmp_path),
+                          "--set", "d=8", "--set", "trials=4", "--set", "chunk=4",
+                          "--set", "depths=[1,2]"]) == 0
+    data = json.loads((tmp_path / "prenorm-gradients" / "smoke.json").read_text())
+    assert data["spread"]["pre/slope"]["n"] == 2
+    summary = json.loads((tmp_path / "run-all-smoke.json").read_text())
+    assert [s["experiment"] for s in summary] == ["prenorm-gradients"]
+    counts = census(tmp_path, config="smoke")
+    assert counts["current"] == ["prenorm-gradients"] and "prenorm-gradients" not in counts[
+        "missing"] and len(counts["missing"]) == counts["experiments"] - 1
+    assert "1 current, 0 stale" in summary_line(counts)

@@ -12,6 +12,7 @@ from theorems.areas.hopfield import (
     fixed_point_check,
     residual_check,
     twicing_check,
+    twicing_hull_refutation,
 )
 from theorems.evidence import expect_failure
 
@@ -53,6 +54,17 @@ def test_without_the_residual_the_orthogonal_part_is_lost():
 @pytest.mark.mutant("hopfield.twicing-identity")
 def test_transposed_square_breaks_twicing():
     expect_failure(twicing_check(lambda A, V: (2 * A - A @ A.T) @ V))
+
+
+def _convex_twicing(A, V):
+    """A^2 V in place of (2A - A^2)V: A^2 is row-stochastic and nonnegative, so this output
+    does stay in the hull, and the refutation must then fail to find its counterexample."""
+    return A @ (A @ V)
+
+
+@pytest.mark.mutant("hopfield.twicing-convex-hull")
+def test_a_convex_correction_cannot_be_refuted():
+    expect_failure(twicing_hull_refutation(_convex_twicing))
 
 
 @pytest.mark.parametrize("call, error, name", [

@@ -197,7 +197,13 @@ def test_wrong_step_size_breaks_multi_step_exactness():
 
 @pytest.mark.mutant("icl-regression.cot-error-table")
 def test_wrong_step_size_breaks_the_error_table():
-    expect_failure(multi_step.cot_error_table_check(step_off(multi_step_gd)))
+    expect_failure(multi_step.cot_construction_check(step_off(multi_step_gd)))
+
+
+@pytest.mark.mutant("icl-regression.cot-error-table")
+def test_a_table_printed_to_the_resolved_digits_is_not_refuted():
+    # an entry above the exact lower bound is not refuted by it
+    expect_failure(multi_step.cot_table_refutation({**multi_step.COT_PRINTED, 100: 1e60}))
 
 
 @pytest.mark.mutant("icl-regression.cot-error-decreases-every-eta")

@@ -29,7 +29,7 @@ SOURCE = Source(arxiv="2408.14332", where="Theorem 1", tag="V")
 GOOD = Claim(id="demo.good", title="t", statement="s", source=SOURCE, kind="identity")
 BAD = Claim(id="demo.bad", title="t", statement="s", source=SOURCE, kind="bound")
 REFUTED = Claim(id="demo.refuted", title="t", statement="s", source=SOURCE, kind="identity",
-                correction="x != 3 except at 3")
+                correction="x != 3 except at 3", refutes="as-written")
 SYMBOLIC = Claim(id="demo.symbolic-only", title="t", statement="s", source=SOURCE,
                  kind="identity")
 UNCHECKED = Claim(id="demo.unchecked", title="t", statement="s", source=SOURCE, kind="identity")
@@ -46,6 +46,9 @@ def test_good(x):
 
 @check(GOOD, "exhaustive")
 def test_good_exhaustively():
+    from constructions.numerics import gamma
+
+    gamma(3)  # recorded in the check's calls
     evidence.cases(7)
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, 1])
@@ -131,6 +134,8 @@ def test_evidence_file_records_each_check(demo_runs, demo_directory):
     assert good["property"]["ratio"]["worst"] == 1.0
     assert good["property"]["metrics"]["x"]["worst"] == 10**6
     assert good["exhaustive"]["examples"] == 7
+    assert "constructions.numerics:gamma" in good["exhaustive"]["calls"]
+    assert good["property"]["calls"] == []  # nothing from constructions was called
     assert good["exhaustive"]["tables"]["squares"]["rows"] == [[0, 0], [1, 1], [2, 4]]
     figure = demo_directory / "serial" / good["exhaustive"]["figures"][0]
     assert figure.read_bytes().startswith(b"\x89PNG")

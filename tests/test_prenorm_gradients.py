@@ -29,7 +29,7 @@ def he_initialised(arch, depth, d, **kwargs):
 @pytest.mark.mutant("prenorm-gradients.residual-norm-band")
 def test_he_initialisation_breaks_the_norm_band():
     report = expect_failure(norm_band_check(build=he_initialised))
-    assert "outside Lemma 1" in report
+    assert "outside Lemma 2" in report
 
 
 @pytest.mark.mutant("prenorm-gradients.last-layer-gradient")

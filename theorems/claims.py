@@ -11,6 +11,11 @@ status is computed from that evidence by :func:`derive_status`, never set by han
   is pinned (and no check failed);
 * ``failing``: some check failed;
 * ``unchecked``: no check ran, every check was skipped, or only symbolic checks ran.
+
+A derived state rides on top of the status: a claim is *verified with all its dependencies*
+(:func:`verified_through_dependencies`) when it and every claim it transitively depends on
+are verified. A verified claim whose dependency is refuted, failing or unchecked is verified
+only on its own: its checks passed, but what it rests on is not established.
 """
 
 from __future__ import annotations
@@ -34,10 +39,20 @@ TAGS = {
 KINDS = ("identity", "bound", "construction", "lower-bound", "dynamics", "scaling")
 TIERS = ("property", "exhaustive", "symbolic", "numeric", "empirical", "refutation", "proved")
 STATUSES = ("verified", "refuted", "failing", "unchecked")
+# What a refutation refutes. A refuted claim (one with a ``correction`` or a refutation check)
+# names one of these, so that nobody reads "refuted" as "the paper is wrong" when it is not.
+REFUTATION_SCOPES = {
+    "as-written": "the statement as written is false: the paper's own words for a [V], [S] or "
+                  "[R] source, the claim catalogue's for a [D] statement",
+    "reading": "one reading of an ambiguous statement is false; the paper may mean another",
+    "finite-test": "this project's stronger or finite-range test of the paper's claim fails; "
+                   "the paper's claim itself (asymptotic, or weaker) is not refuted",
+}
 
 Tag = Literal["V", "S", "R", "D"]
 Kind = Literal["identity", "bound", "construction", "lower-bound", "dynamics", "scaling"]
 Status = Literal["verified", "refuted", "failing", "unchecked"]
+Scope = Literal["as-written", "reading", "finite-test"]
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\.[a-z0-9]+(?:-[a-z0-9]+)*$")
 _ARXIV = re.compile(r"^\d{4}\.\d{4,5}$")
@@ -55,6 +70,8 @@ class Source:
     ``cKNOCYPo2W``, for a paper with no arXiv version) names the paper; :attr:`url` follows
     from it. ``where`` is the theorem, lemma or section, and ``tag`` how well the detail is
     sourced (see :data:`TAGS`). ``ref`` is a short citation.
+    ``verified=False`` marks a locator (the theorem or section number in ``where``) that could
+    not be checked against the paper's text; ``doubt`` then says why, and the page shows it.
     """
 
     arxiv: str | None = None
@@ -62,6 +79,8 @@ class Source:
     tag: Tag
     ref: str = ""
     openreview: str | None = None
+    verified: bool = True
+    doubt: str = ""
 
     def __post_init__(self) -> None:
         if (self.arxiv is None) == (self.openreview is None):
@@ -78,6 +97,10 @@ class Source:
             raise ValueError(f"tag must be one of {sorted(TAGS)}, got {self.tag!r}")
         if not self.where.strip():
             raise ValueError("where must name the theorem, lemma or section")
+        if not isinstance(self.verified, bool):
+            raise TypeError(f"verified must be a bool, got {self.verified!r}")
+        if not self.verified and not self.doubt.strip():
+            raise ValueError("an unverified locator (verified=False) needs a doubt saying why")
 
     @property
     def label(self) -> str:
@@ -94,7 +117,8 @@ class Source:
 
     def as_dict(self) -> dict:
         return {"arxiv": self.arxiv, "openreview": self.openreview, "label": self.label,
-                "where": self.where, "tag": self.tag, "ref": self.ref, "url": self.url}
+                "where": self.where, "tag": self.tag, "ref": self.ref, "url": self.url,
+                "verified": self.verified, "doubt": self.doubt}
 
 
 @dataclass(frozen=True)
@@ -102,7 +126,9 @@ class Claim:
     """One checkable statement. Creating it registers it in the current :class:`Registry`.
 
     ``id`` is ``area.slug``; the area is the ``theorems`` module that defines the claim.
-    ``correction`` is the corrected statement of a claim that is false as stated.
+    ``correction`` is the corrected statement of a claim that is false as stated, and
+    ``refutes`` (required with it) says what the refutation refutes: a key of
+    :data:`REFUTATION_SCOPES`.
     """
 
     id: str
@@ -113,6 +139,7 @@ class Claim:
     construction: str | None = None
     depends_on: tuple[str, ...] = ()
     correction: str | None = None
+    refutes: Scope | None = None
     notes: str = ""
 
     def __post_init__(self) -> None:
@@ -130,6 +157,12 @@ class Claim:
             raise ValueError(f"{self.id}: construction must be 'module:attribute', "
                              f"got {self.construction!r}")
         object.__setattr__(self, "depends_on", tuple(self.depends_on))
+        if self.refutes is not None and self.refutes not in REFUTATION_SCOPES:
+            raise ValueError(f"{self.id}: refutes must be one of {tuple(REFUTATION_SCOPES)}, "
+                             f"got {self.refutes!r}")
+        if (self.correction is None) != (self.refutes is None):
+            raise ValueError(f"{self.id}: a correction needs refutes= (what it refutes), and "
+                             "refutes= needs a correction")
         current_registry().add(self)
 
     @property
@@ -157,7 +190,7 @@ class Claim:
             "id": self.id, "area": self.area, "title": self.title, "statement": self.statement,
             "kind": self.kind, "sources": [s.as_dict() for s in self.sources], "tags": self.tags,
             "construction": self.construction, "depends_on": list(self.depends_on),
-            "correction": self.correction, "notes": self.notes,
+            "correction": self.correction, "refutes": self.refutes, "notes": self.notes,
         }
 
 
@@ -193,6 +226,26 @@ class Registry:
     def dependents(self, claim_id: str) -> list[str]:
         """Claims whose ``depends_on`` names ``claim_id``: the reverse links."""
         return [c.id for c in self if claim_id in c.depends_on]
+
+    def transitive_dependencies(self, claim_id: str) -> list[str]:
+        """Every claim ``claim_id`` rests on, directly or through others (definition order;
+        unknown ids are skipped, cycles terminate)."""
+        return self._closure(claim_id, lambda c: self.claims[c].depends_on
+                             if c in self.claims else ())
+
+    def transitive_dependents(self, claim_id: str) -> list[str]:
+        """Every claim that rests on ``claim_id``, directly or through others."""
+        return self._closure(claim_id, self.dependents)
+
+    def _closure(self, claim_id: str, step) -> list[str]:
+        seen: set[str] = set()
+        stack = list(step(claim_id))
+        while stack:
+            node = stack.pop()
+            if node not in seen and node != claim_id:
+                seen.add(node)
+                stack.extend(step(node))
+        return [c for c in self.claims if c in seen]
 
 
 _DEFAULT = Registry()
@@ -268,15 +321,35 @@ def derive_status(checks: Iterable[Mapping]) -> Status:
     return "unchecked"
 
 
+VERIFIED_THROUGH = "verified with all its dependencies"
+
+
+def verified_through_dependencies(registry: Registry, statuses: Mapping[str, str]
+                                  ) -> dict[str, bool]:
+    """Claim id -> whether it and every claim it transitively depends on are ``verified``.
+
+    ``statuses`` maps claim ids to their status (from the evidence file); a claim missing
+    from it is unchecked. This is the one place the derived state is computed: the site's
+    table and graph and ``verify``'s summary all call it.
+    """
+    def ok(claim_id: str) -> bool:
+        return statuses.get(claim_id) == "verified"
+
+    return {c.id: ok(c.id) and all(ok(d) for d in registry.transitive_dependencies(c.id))
+            for c in registry}
+
+
 def inconsistencies(registry: Registry, evidence: Mapping | None = None,
                     checked: Mapping[str, Iterable[str]] | None = None) -> list[str]:
     """Every way the registry and the evidence disagree; an empty list means consistent.
 
     ``checked`` maps a claim id to the tiers of the checks that name it (from collection);
     ``evidence`` is a loaded ``evidence.json``. Reported: a check naming an unknown claim, a
-    claim with no check (or only symbolic ones), a dependency on an unknown claim, a cycle in
-    ``depends_on``, a claim whose id prefix is not its area, and a verified claim that depends
-    on a failing one.
+    claim with no check (or only symbolic ones), a refutation check on a claim that does not
+    say what it refutes, a dependency on an unknown claim, a cycle in
+    ``depends_on``, a claim whose id prefix is not its area, a verified claim that depends
+    on a failing one, and (from the checks' recorded calls) a dependency used but not declared
+    or declared but never exercised are reported apart, by :func:`dependency_mismatches`.
     """
     problems: list[str] = []
     if checked is not None:
@@ -288,6 +361,9 @@ def inconsistencies(registry: Registry, evidence: Mapping | None = None,
                 problems.append(f"claim {claim.id!r} has no check")
             elif tiers <= {"symbolic"}:
                 problems.append(f"claim {claim.id!r} has only symbolic checks")
+            if "refutation" in tiers and claim.refutes is None:
+                problems.append(f"claim {claim.id!r} has a refutation check but no refutes= "
+                                "(what it refutes)")
     for claim in registry:
         for dep in claim.depends_on:
             if dep not in registry:
@@ -301,6 +377,61 @@ def inconsistencies(registry: Registry, evidence: Mapping | None = None,
             for dep in claim.depends_on:
                 if status.get(dep) == "failing":
                     problems.append(f"verified claim {claim.id!r} depends on failing {dep!r}")
+    return problems
+
+
+def _uses(calls: Iterable[str], construction: str) -> bool:
+    """Whether recorded calls (``module:qualname``) exercise ``construction`` (``module:attr``):
+    the attribute itself, or a method of it."""
+    module, attribute = construction.split(":")
+    return any(c.split(":")[0] == module and (c.split(":")[1] == attribute
+                                              or c.split(":")[1].startswith(attribute + "."))
+               for c in calls)
+
+
+def dependency_mismatches(registry: Registry, evidence: Mapping) -> list[str]:
+    """Where the dependencies the checks exercised disagree with the declared ``depends_on``.
+
+    The plugin records in every check record the constructions' functions and classes the
+    check called (``calls``), and those it called from its own code rather than from inside
+    a construction (``direct_calls``). For a claim whose checks carry such records:
+
+    * its checks call another claim's construction directly (one it does not name itself)
+      without the claim depending, directly or transitively, on any claim that names it;
+    * it declares a dependency on a claim with a construction that none of its checks calls
+      (and that is not its own construction too).
+
+    Claims without ``calls`` in the evidence (older files, claims whose checks did not run)
+    are not judged.
+    """
+    named: dict[str, list[str]] = {}
+    for claim in registry:
+        if claim.construction:
+            named.setdefault(claim.construction, []).append(claim.id)
+    problems = []
+    for claim in registry:
+        record = evidence.get("claims", {}).get(claim.id)
+        checks = [c for c in (record or {}).get("checks", ()) if "calls" in c
+                  and c.get("outcome") != "skipped"]
+        if not checks:
+            continue
+        calls = {name for c in checks for name in c["calls"]}
+        direct = {name for c in checks for name in c.get("direct_calls", c["calls"])}
+        deps = set(registry.transitive_dependencies(claim.id))
+        for construction, owners in sorted(named.items()):
+            if construction == claim.construction or not _uses(direct, construction):
+                continue
+            if claim.id not in owners and not deps & set(owners):
+                problems.append(f"claim {claim.id!r} uses {construction} (the construction "
+                                f"of {', '.join(owners)}) without depending on it")
+        for dep in claim.depends_on:
+            target = registry.claims.get(dep)
+            if target is None or target.construction is None:
+                continue
+            if target.construction != claim.construction and not _uses(calls,
+                                                                        target.construction):
+                problems.append(f"claim {claim.id!r} declares a dependency on {dep!r} whose "
+                                f"construction {target.construction} its checks never call")
     return problems
 
 

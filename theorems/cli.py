@@ -1,4 +1,5 @@
-"""``python -m theorems``: list the claims, show one, verify them all, build the docs."""
+"""``python -m theorems``: list the claims, show one, verify them all, export the evidence as a
+dataset, build the docs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from pathlib import Path
 
 from theorems import evidence_file as ev
 from theorems.catalogue import load_claims
-from theorems.claims import Claim
+from theorems.claims import (
+    REFUTATION_SCOPES,
+    VERIFIED_THROUGH,
+    Claim,
+    verified_through_dependencies,
+)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STATUS_MARK = {"verified": "✔ verified", "refuted": "✘ refuted", "failing": "! FAILING",
@@ -39,6 +45,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"    {claim.title}")
         if claim.construction:
             print(f"    construction: {claim.construction}")
+        if claim.refutes:
+            print(f"    refutes: {claim.refutes}")
     print(f"\n{len(registry)} claims in {len(registry.areas())} areas")
     return 0
 
@@ -48,13 +56,16 @@ def _describe(claim: Claim) -> str:
              textwrap.indent(textwrap.fill(claim.statement, 96), "  "), "", "Sources:"]
     for s in claim.sources:
         lines.append(f"  [{s.tag}] {s.ref} {s.label}, {s.where} ({s.url})")
+        if not s.verified:
+            lines.append(f"      locator unverified: {s.doubt}")
     if claim.construction:
         lines.append(f"Construction: {claim.construction}")
     if claim.depends_on:
         lines.append(f"Depends on: {', '.join(claim.depends_on)}")
     if claim.correction:
-        lines += ["", "Corrected statement:", textwrap.indent(textwrap.fill(claim.correction, 96),
-                                                              "  ")]
+        lines += ["", f"Refutes: {claim.refutes} ({REFUTATION_SCOPES[claim.refutes]})",
+                  "", "Corrected statement:",
+                  textwrap.indent(textwrap.fill(claim.correction, 96), "  ")]
     if claim.notes:
         lines += ["", "Notes:", textwrap.indent(textwrap.fill(claim.notes, 96), "  ")]
     return "\n".join(lines)
@@ -106,7 +117,10 @@ def print_table(data: dict) -> None:
     counts = {}
     for record in data["claims"].values():
         counts[record["status"]] = counts.get(record["status"], 0) + 1
-    print("\n" + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+    statuses = {cid: record["status"] for cid, record in data["claims"].items()}
+    through = verified_through_dependencies(load_claims(), statuses)
+    print("\n" + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+          + f"; {sum(through.values())} {VERIFIED_THROUGH}")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -120,15 +134,38 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return report.returncode
     print()
     print_table(report.data)
+    from empirics.census import census, summary_line
+
+    print(summary_line(census()))
     if ev.is_partial(report.data):
         print(f"partial run ({report.data['run'].get('selection')}): evidence written to "
               f"{report.out}, not to the file the docs read")
     for problem in report.problems:
         print(f"inconsistent: {problem}", file=sys.stderr)
+    for warning in report.dependency_warnings:
+        print(f"dependency (derived from the checks' calls): {warning}", file=sys.stderr)
     for label, claims in (("failing", report.failing), ("unchecked", report.unchecked)):
         if claims:
             print(f"\n{len(claims)} {label}: {', '.join(claims)}", file=sys.stderr)
     return 0 if report.ok else 1
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from theorems.dataset import export
+
+    path = Path(args.evidence)
+    if not path.exists():
+        print(f"export: {path} is missing: run `python -m theorems verify` first",
+              file=sys.stderr)
+        return 2
+    try:
+        files = export(args.dir, path, previous=args.previous)
+    except ValueError as error:
+        print(f"export: {error}", file=sys.stderr)
+        return 1
+    for file in files:
+        print(file)
+    return 0
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
@@ -164,6 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"evidence file (default: {ev.DEFAULT_PATH}, or {ev.PARTIAL_PATH} "
                         "with -k, so that a subset never replaces what the docs read)")
     p.set_defaults(run=cmd_verify)
+
+    p = sub.add_parser("export", help="write the evidence as a citable dataset bundle")
+    p.add_argument("dir", help="folder to write the bundle into")
+    p.add_argument("--evidence", default=str(ev.DEFAULT_PATH))
+    p.add_argument("--previous", default=None,
+                   help="the previous release's evidence.json (or bundle folder): the "
+                        "changelog lists the status changes since it")
+    p.set_defaults(run=cmd_export)
 
     p = sub.add_parser("docs", help="generate and build the documentation site")
     p.add_argument("--serve", action="store_true", help="serve build/site on localhost")

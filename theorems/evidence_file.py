@@ -17,6 +17,8 @@ Schema (version 1)
       "claims": {
         "<claim id>": {
           "status": "verified" | "refuted" | "failing" | "unchecked",
+          "refutes": "as-written" | "reading" | "finite-test" | null,  # what a refutation
+                                      # refutes (theorems.claims.REFUTATION_SCOPES)
           "summary": {"tiers": [...], "checks": int, "passed": int, "examples": int,
                       "worst_margin": float|null, "max_ratio": float|null, "duration": float},
           "checks": [{
@@ -32,6 +34,9 @@ Schema (version 1)
                         "seconds", "sha256", "cached"} | null,  # a proved-tier check
               "falsifying_example": str|null, # Hypothesis' report when the check failed
               "message": str|null,            # failure or skip reason, first lines
+              "calls": ["module:qualname"],   # constructions' public functions and classes
+                                              # the check called (additive within version 1)
+              "direct_calls": [...],          # those it called from its own code
               "duration": float               # seconds (a time: not compared between runs)
           }]
         }
@@ -44,7 +49,9 @@ cache, see :mod:`theorems.proving`) depend on the run, like the times. Checks ar
 sorted by node id, so runs under pytest-xdist give the same file as serial runs. Only the
 ``started``/``finished``/``duration`` fields are times; with the ``ci`` profile two runs give the
 same file apart from those. ``partial`` and ``selection`` were added within version 1: a reader
-treats a file without them as complete.
+treats a file without them as complete. ``refutes`` was added within version 1 too (an
+additive field, so the version stays 1): a reader treats a file without it as saying nothing
+about scope. The JSON Schema of this format is :func:`json_schema`.
 
 Where it goes: a complete run writes :data:`DEFAULT_PATH`, which the docs read; a partial run
 writes :data:`PARTIAL_PATH` instead, so that ``pytest -k foo`` never replaces the evidence the
@@ -66,8 +73,19 @@ SCHEMA_VERSION = 1
 DEFAULT_PATH = Path("build") / "evidence.json"
 PARTIAL_PATH = Path("build") / "evidence-partial.json"
 
-__all__ = ["DEFAULT_PATH", "PARTIAL_PATH", "SCHEMA_VERSION", "as_float", "claim_records",
-           "is_partial", "load", "run_metadata", "summarize", "write"]
+__all__ = ["DEFAULT_PATH", "PARTIAL_PATH", "SCHEMA_CHANGELOG", "SCHEMA_VERSION", "as_float",
+           "claim_records", "is_partial", "json_schema", "load", "run_metadata", "summarize",
+           "write"]
+
+# Every change to the format, newest last. An additive field (one a reader may ignore, whose
+# absence means "not recorded") stays within a version; anything else bumps SCHEMA_VERSION.
+SCHEMA_CHANGELOG = (
+    (1, "first published format"),
+    (1, "run.partial and run.selection (additive)"),
+    (1, "claims.<id>.refutes: what a refutation refutes (additive)"),
+    (1, "checks[].calls and direct_calls: the constructions module:qualname names a check "
+        "called, and those it called from its own code (additive)"),
+)
 
 
 def summarize(checks: Sequence[Mapping]) -> dict:
@@ -87,13 +105,17 @@ def summarize(checks: Sequence[Mapping]) -> dict:
     }
 
 
-def claim_records(checks_by_claim: Mapping[str, list[dict]], claim_ids: Sequence[str]) -> dict:
-    """Per claim: its derived status, summary and check records (sorted by node id)."""
+def claim_records(checks_by_claim: Mapping[str, list[dict]], claim_ids: Sequence[str],
+                  refutes: Mapping[str, str | None] | None = None) -> dict:
+    """Per claim: its derived status, what a refutation of it refutes (``refutes``: claim id
+    to scope, from the registry), its summary and check records (sorted by node id)."""
     records = {}
+    refutes = refutes or {}
     for claim_id in sorted(set(claim_ids) | set(checks_by_claim)):
         checks = sorted(checks_by_claim.get(claim_id, []), key=lambda c: c["nodeid"])
-        records[claim_id] = {"status": derive_status(checks), "summary": summarize(checks),
-                             "checks": checks}
+        records[claim_id] = {"status": derive_status(checks),
+                             "refutes": refutes.get(claim_id),
+                             "summary": summarize(checks), "checks": checks}
     return records
 
 
@@ -145,3 +167,75 @@ def load(path: str | os.PathLike = DEFAULT_PATH) -> dict:
 def is_partial(data: Mapping) -> bool:
     """Whether a loaded evidence file comes from a run that did not check every claim."""
     return bool(data.get("run", {}).get("partial", False))
+
+
+def json_schema() -> dict:
+    """The JSON Schema (draft 2020-12) of an evidence file of :data:`SCHEMA_VERSION`."""
+    number = {"type": ["number", "string", "null"]}  # non-finite floats are strings
+    stat = {"type": ["object", "null"], "required": ["worst", "last", "count"],
+            "properties": {"worst": number, "last": number, "count": {"type": "integer"}}}
+    string_or_null = {"type": ["string", "null"]}
+    check = {
+        "type": "object",
+        "required": ["nodeid", "name", "tier", "outcome", "examples", "margin", "ratio",
+                     "metrics", "tables", "figures", "counterexample", "falsifying_example",
+                     "message", "duration"],
+        "properties": {
+            "nodeid": {"type": "string"}, "name": {"type": "string"},
+            "tier": {"enum": list(TIERS)},
+            "outcome": {"enum": ["passed", "failed", "skipped"]},
+            "examples": {"type": "integer", "minimum": 0},
+            "margin": stat, "ratio": stat,
+            "metrics": {"type": "object", "additionalProperties": {
+                "type": "object", "required": ["worst", "last", "count"],
+                "properties": {"worst": number, "last": number, "count": {"type": "integer"},
+                               "worse": {"enum": ["lower", "higher"]}}}},
+            "tables": {"type": "object", "additionalProperties": {
+                "type": "object", "required": ["header", "rows"],
+                "properties": {"header": {"type": "array"},
+                               "rows": {"type": "array", "items": {"type": "array"}}}}},
+            "figures": {"type": "array", "items": {"type": "string"}},
+            "counterexample": string_or_null, "falsifying_example": string_or_null,
+            "message": string_or_null, "duration": {"type": "number"},
+            "calls": {"type": "array", "items": {"type": "string"}},
+            "direct_calls": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+    claim = {
+        "type": "object", "required": ["status", "summary", "checks"],
+        "properties": {
+            "status": {"enum": list(STATUSES)},
+            "refutes": {"enum": ["as-written", "reading", "finite-test", None]},
+            "summary": {"type": "object",
+                        "required": ["tiers", "checks", "passed", "examples", "worst_margin",
+                                     "max_ratio", "duration"],
+                        "properties": {"tiers": {"type": "array",
+                                                 "items": {"enum": list(TIERS)}},
+                                       "checks": {"type": "integer"},
+                                       "passed": {"type": "integer"},
+                                       "examples": {"type": "integer"},
+                                       "worst_margin": number, "max_ratio": number,
+                                       "duration": {"type": "number"}}},
+            "checks": {"type": "array", "items": check},
+        },
+    }
+    run_fields = ["git_sha", "git_dirty", "started", "finished", "hypothesis_profile",
+                  "hypothesis_seed", "python", "torch", "numpy", "hypothesis", "platform",
+                  "device", "workers"]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"transformer-theorems/evidence/{SCHEMA_VERSION}",
+        "title": "transformer-theorems evidence file",
+        "description": "What every check of every claim produced, and the status derived "
+                       "from it (theorems/evidence_file.py documents each field).",
+        "type": "object", "required": ["schema", "run", "claims"],
+        "properties": {
+            "schema": {"const": SCHEMA_VERSION},
+            "run": {"type": "object", "required": run_fields,
+                    "properties": {"git_dirty": {"type": ["boolean", "null"]},
+                                   "workers": {"type": "integer"},
+                                   "partial": {"type": "boolean"},
+                                   "selection": string_or_null}},
+            "claims": {"type": "object", "additionalProperties": claim},
+        },
+    }

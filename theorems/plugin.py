@@ -11,7 +11,12 @@ It therefore minds its own business, as Hypothesis' own plugin does:
   otherwise it adds two command-line options and does nothing else, writing no file;
 * its state lives in ``config.stash``.
 
-When active, each check runs inside a context-local recorder (see :mod:`theorems.evidence`),
+When active, each check runs inside a context-local recorder (see :mod:`theorems.evidence`)
+and under a profile hook that records which public functions and classes of the
+``constructions`` package it calls (``calls`` in its record, as ``module:qualname``): the
+dependencies a check actually exercises, which :func:`theorems.claims.inconsistencies`
+compares with the declared ``depends_on``. The hook is cheap: per Python call it does one set
+lookup of the code's file name, and it is installed only while a check runs.
 and its record travels on the test report's ``user_properties``, so under pytest-xdist the
 controller receives every worker's records and aggregates them. A complete run writes the
 evidence file the docs read (:data:`theorems.evidence_file.DEFAULT_PATH`); a partial one
@@ -32,6 +37,7 @@ import pytest
 
 PROPERTY_KEY = "theorems-evidence"
 _CLAIMS_KEY = "theorems-claims"
+_SCOPES_KEY = "theorems-refutes"
 
 
 @dataclass
@@ -44,11 +50,69 @@ class _State:
     checks: dict[str, list[dict]] = field(default_factory=dict)
     collected: int = 0  # check items this process collected
     worker_claims: set[str] = field(default_factory=set)
+    worker_refutes: dict[str, str | None] = field(default_factory=dict)
     written: Path | None = None
 
 
 _STATE = pytest.StashKey[_State]()
 _RECORDER = pytest.StashKey[object]()
+_CALLS = pytest.StashKey[object]()
+_FILES = pytest.StashKey[dict]()
+
+
+def _construction_files() -> dict[str, str]:
+    """File name -> module name of every module of the ``constructions`` package."""
+    import importlib
+    import pkgutil
+
+    import constructions
+
+    files = {}
+    for info in pkgutil.iter_modules(constructions.__path__):
+        module = importlib.import_module(f"constructions.{info.name}")
+        if getattr(module, "__file__", None) and not info.name.startswith("_"):
+            files[module.__file__] = module.__name__
+    return files
+
+
+def _public(qualname: str) -> str | None:
+    """The name a claim's ``construction`` would use for a called code object: ``f``,
+    ``Cls`` for ``Cls.__init__``/``Cls.__call__``, ``Cls.method``; None for private helpers,
+    lambdas and comprehensions."""
+    parts = qualname.split(".")
+    if parts[-1] in ("__init__", "__call__", "__post_init__") and len(parts) > 1:
+        parts = parts[:-1]
+    if any(p.startswith(("_", "<")) for p in parts):
+        return None
+    return ".".join(parts)
+
+
+class _CallRecorder:
+    """A ``sys.setprofile`` hook that records calls into the constructions modules."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files, self.calls, self.previous = files, set(), None
+
+    def hook(self, frame, event, arg) -> None:
+        if event == "call":
+            module = self.files.get(frame.f_code.co_filename)
+            if module is not None:
+                # direct: called from the check's own code, not from inside a construction
+                caller = frame.f_back
+                direct = caller is None or caller.f_code.co_filename not in self.files
+                self.calls.add((module, frame.f_code.co_qualname, direct))
+
+    def __enter__(self) -> _CallRecorder:
+        self.previous = sys.getprofile()
+        sys.setprofile(self.hook)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.setprofile(self.previous)
+
+    def names(self, direct_only: bool = False) -> list[str]:
+        public = {(m, _public(q)) for m, q, direct in self.calls if direct or not direct_only}
+        return sorted(f"{m}:{q}" for m, q in public if q is not None)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -105,7 +169,12 @@ def pytest_runtest_call(item: pytest.Item):
     recorder = Recorder(claim=mark.args[0], tier=mark.kwargs["tier"], figure_dir=figure_dir,
                         name=item.name)
     item.stash[_RECORDER] = recorder
-    with recording(recorder):
+    files = item.config.stash.get(_FILES, None)
+    if files is None:
+        files = item.config.stash[_FILES] = _construction_files()
+    calls = _CallRecorder(files)
+    item.stash[_CALLS] = calls
+    with recording(recorder), calls:
         return (yield)
 
 
@@ -126,6 +195,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
               "tier": mark.kwargs["tier"], "outcome": report.outcome,
               "duration": round(report.duration, 4), **recorder.as_dict(),
               "falsifying_example": None, "message": None}
+    calls = item.stash.get(_CALLS, None)
+    record["calls"] = calls.names() if calls is not None else []
+    record["direct_calls"] = calls.names(direct_only=True) if calls is not None else []
     if call.excinfo is not None:
         error = call.excinfo.value
         if report.outcome == "failed":
@@ -155,7 +227,9 @@ class _Controller:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:
         """pytest-xdist: a worker finished; take the claim ids its collection registered."""
-        self.state.worker_claims.update(getattr(node, "workeroutput", {}).get(_CLAIMS_KEY, []))
+        output = getattr(node, "workeroutput", {})
+        self.state.worker_claims.update(output.get(_CLAIMS_KEY, []))
+        self.state.worker_refutes.update(output.get(_SCOPES_KEY, {}))
 
 
 def _default_out(config: pytest.Config) -> Path:
@@ -177,6 +251,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             from theorems.claims import current_registry
 
             workeroutput[_CLAIMS_KEY] = sorted(current_registry().claims)
+            workeroutput[_SCOPES_KEY] = {c.id: c.refutes for c in current_registry()}
         return
     if not state.checks or config.getoption("--no-evidence"):
         return  # no check ran: keep the last evidence file as it is, and write nothing
@@ -188,7 +263,10 @@ def _write(session: pytest.Session, state: _State, exitstatus: int) -> None:
     from theorems.claims import current_registry, load_all
 
     config = session.config
-    claim_ids = state.worker_claims | set(load_all().claims) | set(current_registry().claims)
+    registry = load_all()
+    claim_ids = state.worker_claims | set(registry.claims) | set(current_registry().claims)
+    refutes = {**state.worker_refutes,
+               **{c.id: c.refutes for c in (*registry, *current_registry())}}
     selection = _selection(config)
     unchecked = claim_ids - set(state.checks)
     stopped = bool(session.shouldstop or session.shouldfail) or exitstatus == 2
@@ -211,7 +289,7 @@ def _write(session: pytest.Session, state: _State, exitstatus: int) -> None:
                             if hypothesis is not None else None),
         hypothesis_seed=None if seed is None else str(seed), device=device)
     state.written = evidence_file.write(
-        out, run, evidence_file.claim_records(state.checks, sorted(claim_ids)))
+        out, run, evidence_file.claim_records(state.checks, sorted(claim_ids), refutes))
 
 
 def _selection(config: pytest.Config) -> str | None:

@@ -78,6 +78,10 @@ def build_site(evidence: str | Path, out: str | Path, *, results: str | Path | N
                      status=status if quiet else sys.stdout, warning=warnings,
                      freshenv=True, warningiserror=strict)
         app.build(force_all=True)
+    if Path(evidence).is_file():  # the dataset bundle the index links for download
+        from theorems.dataset import export
+
+        export(out / "dataset", evidence)
     emitted = tuple(line for line in warnings.getvalue().splitlines() if line.strip())
     if not quiet:
         for line in emitted:

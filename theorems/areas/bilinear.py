@@ -30,7 +30,9 @@ BL_TENSOR = Claim(
         r"satisfies $f(x)_a = \sum_{j,k} B_{ajk}x_jx_k$ with "
         r"$B_{ajk} = \sum_{i=1}^h (W_O)_{ai}(W_1)_{ij}(W_2)_{ik}$; $\odot$ is the elementwise "
         r"product. With $W_O = I$ this is $B_{ijk} = (W_1)_{ij}(W_2)_{ik}$."),
-    source=(Source(where="Section 2 (bilinear layers as tensors)", tag="S", **SHARKEY),
+    source=(Source(where="Abstract: bilinear layers can be expressed using only linear "
+                         "operations and third order tensors", tag="V", **SHARKEY),
+            Source(where="Section 2 (bilinear layers as tensors)", tag="S", **SHARKEY),
             Source(where="the identity, with an output projection, derived here", tag="D",
                    **SHARKEY)),
     kind="identity",

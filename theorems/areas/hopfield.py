@@ -13,12 +13,12 @@ Scores are :math:`d`-term dot products scaled by :math:`\beta`, accurate to
 from __future__ import annotations
 
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from constructions.hopfield import hopfield_update, twicing
 from theorems.claims import Claim, Source
-from theorems.evidence import check, evidence
+from theorems.evidence import check, evidence, expect_failure
 from theorems.numerics import gamma
 from theorems.profiles import budget
 from theorems.strategies import gaussian_matrices
@@ -34,7 +34,7 @@ HP_CONVEX = Claim(
         r"$T(\xi) = X\,\mathrm{softmax}(\beta X^\top\xi)$ has weights "
         r"$p = \mathrm{softmax}(\beta X^\top\xi)$ with $p_i \ge 0$, $\sum_i p_i = 1$, so "
         r"$T(\xi) \in \mathrm{conv}(X) \subseteq \mathrm{col}(X)$."),
-    source=Source(where="Proposition (one-step projection), part (a)", tag="V", **SARGOLZAEI),
+    source=Source(where="Proposition 1(a) (one-step projection)", tag="V", **SARGOLZAEI),
     kind="identity",
     construction="constructions.hopfield:hopfield_update",
 )
@@ -47,7 +47,7 @@ HP_ERASURE = Claim(
         r"$\xi = \xi_\parallel + \xi_\perp$ with $\xi_\parallel = XX^+\xi \in \mathrm{col}(X)$ "
         r"($X^+$ the pseudo-inverse) and $\xi_\perp \perp \mathrm{col}(X)$. Then "
         r"$T(\xi) = T(\xi_\parallel)$: the orthogonal part is erased in one step."),
-    source=Source(where="Proposition (one-step projection), part (b)", tag="V", **SARGOLZAEI),
+    source=Source(where="Proposition 1(b) (one-step projection)", tag="V", **SARGOLZAEI),
     kind="identity",
     construction="constructions.hopfield:hopfield_update",
     depends_on=("hopfield.convex-hull",),
@@ -59,7 +59,7 @@ HP_FIXED_POINTS = Claim(
     statement=(
         r"With $T$ as in the convex-hull claim, every $\xi^\star$ with "
         r"$T(\xi^\star) = \xi^\star$ lies in $\mathrm{conv}(X)$."),
-    source=Source(where="Proposition (one-step projection), part (c)", tag="V", **SARGOLZAEI),
+    source=Source(where="Proposition 1(c) (one-step projection)", tag="V", **SARGOLZAEI),
     kind="identity",
     construction="constructions.hopfield:hopfield_update",
     depends_on=("hopfield.convex-hull",),
@@ -88,6 +88,36 @@ HP_TWICING = Claim(
     source=Source(where="Section on boosted attention (twicing)", tag="V", **SARGOLZAEI),
     kind="identity",
     construction="constructions.hopfield:twicing",
+)
+
+
+HP_TWICING_HULL = Claim(
+    id="hopfield.twicing-convex-hull",
+    title="Twicing's output stays in the convex hull of the values (false)",
+    statement=(
+        r"For a row-stochastic attention matrix $A = \mathrm{softmax}(QK^\top/\sqrt{d_h}) "
+        r"\in \mathbb R^{n\times n}$ (softmax over each row) and values $V \in \mathbb "
+        r"R^{n\times d_v}$ with rows $V_1, \dots, V_n$, every row of the Twicing output "
+        r"$(2A - A^2)V$ lies in $\mathrm{conv}(V_1, \dots, V_n)$, because $2A - A^2$ is doubly "
+        r"stochastic with nonnegative entries."),
+    source=Source(where="Proposition 3 (limitation of shared attention in Twicing) and its "
+                        "proof, in the paper/main.tex of commit 0f7d4ee of "
+                        "salehsargolzaee/boosted-attention; the release commit fd75980 and "
+                        "later no longer state it", tag="V", **SARGOLZAEI),
+    kind="identity",
+    construction="constructions.hopfield:twicing",
+    depends_on=("hopfield.twicing-identity",),
+    correction=(
+        r"The rows of $W = 2A - A^2$ sum to one ($A\mathbf 1 = \mathbf 1$ gives "
+        r"$A^2\mathbf 1 = \mathbf 1$) but their entries can be negative: "
+        r"$W_{ij} = 2A_{ij} - \sum_k A_{ik}A_{kj} \ge 2A_{ij} - 1 \ge -1$. So each output row "
+        r"is an affine combination $\sum_j W_{ij}V_j$ of the values with weights summing to "
+        r"one and $\lVert W_{i\cdot}\rVert_1 \le 2 + 1 = 3$: it lies in the affine hull of "
+        r"the values, not in general in their convex hull. With $A = \mathrm{softmax}"
+        r"\begin{pmatrix}0&5\\5&0\end{pmatrix}$ and $V = I_2$ the first output row is "
+        r"$(-0.973, 1.973)$, outside $\mathrm{conv}(e_1, e_2)$, whose coordinates lie in "
+        r"$[0, 1]$."),
+    refutes="as-written",
 )
 
 
@@ -234,6 +264,74 @@ def twicing_check(boost=twicing):
 
 
 test_twicing_identity = check(HP_TWICING, "property")(twicing_check())
+
+
+# --- Twicing and the convex hull (false as stated) -----------------------------------------
+
+def pinned_twicing_case() -> tuple[torch.Tensor, torch.Tensor]:
+    """A two-token attention that looks almost entirely at the other token, and V = I."""
+    scores = torch.tensor([[0.0, 5.0], [5.0, 0.0]], dtype=torch.float64)
+    return scores.softmax(-1), torch.eye(2, dtype=torch.float64)
+
+
+@st.composite
+def softmax_attention(draw):
+    """A row-stochastic A = softmax(scores), sharp or flat, and Gaussian values."""
+    n = draw(st.integers(1, 8))
+    scale = draw(st.sampled_from([0.1, 1.0, 5.0]))
+    A = draw(gaussian_matrices(n, n, scale=scale)).softmax(-1)
+    return A, draw(gaussian_matrices(n, draw(st.integers(1, 4))))
+
+
+def twicing_hull_check(boost=twicing):
+    """The claim as stated, through a necessary condition: each coordinate of an output row
+    lies between the smallest and largest value of that coordinate over the rows of V (the
+    projection of conv(V) onto a coordinate axis). A point outside that interval is outside
+    the hull, so a failure here is a genuine counterexample.
+
+    Tolerance: the computed (2A - A^2)V differs from the exact one entrywise by at most
+    gamma_{2n+2} (2|A| + |A|^2)|V| (an n-term product for A^2, one subtraction, an n-term
+    product with V), and the interval ends are exact (min and max of stored entries).
+    """
+    @given(case=softmax_attention())
+    @example(case=pinned_twicing_case())
+    def run(case):
+        A, V = case
+        n = A.shape[0]
+        out = boost(A, V)
+        tol = gamma(2 * n + 2) * ((2 * A.abs() + A.abs() @ A.abs()) @ V.abs())
+        low, high = V.min(0).values, V.max(0).values
+        excess = torch.maximum(low - out, out - high) - tol
+        evidence.margin(float(-excess.max()) / float(V.abs().max() + 1e-300))
+        assert float(excess.max()) <= 0, (
+            f"(2A - A^2)V leaves the values' coordinate range by {float(excess.max()):.4g}: "
+            f"rows {out.tolist()} against ranges {low.tolist()}..{high.tolist()}")
+    return run
+
+
+def twicing_hull_refutation(boost=twicing):
+    """The as-stated check fails, and the pinned case leaves the hull by exactly
+    2(1 - e)^2 - 1 with e = 1/(1 + e^5): its first output row is (1 - 2(1-e)^2, 2(1-e)^2)."""
+    def run():
+        report = expect_failure(twicing_hull_check(boost))
+        evidence.counterexample(report)
+        A, V = pinned_twicing_case()
+        out = boost(A, V)
+        e = 1 / (1 + torch.exp(torch.tensor(5.0, dtype=torch.float64)))
+        exact = torch.stack([1 - 2 * (1 - e) ** 2, 2 * (1 - e) ** 2])
+        # rounding: gamma_6 (n = 2) times (2|A| + |A|^2)|V| <= 3, plus the exact value's own
+        # evaluation (a few operations on e, well inside 8 u)
+        tol = 3 * gamma(6) + gamma(8)
+        err = float((out[0] - exact).abs().max())
+        evidence.metric("first output row, coordinate 1", float(out[0, 0]), worse="higher")
+        evidence.metric("distance outside [0, 1]", float(-out[0, 0]), worse="lower")
+        assert err <= tol, f"pinned output {out[0].tolist()} is not {exact.tolist()}"
+        assert float(out[0, 0]) < -0.97, "the pinned output should leave [0, 1] by 0.97"
+    return run
+
+
+test_twicing_leaves_the_convex_hull = check(HP_TWICING_HULL, "refutation")(
+    twicing_hull_refutation())
 
 
 # --- proved (appended: machine-checked proofs, see theorems/proving.py) ----------------------

@@ -50,7 +50,9 @@ LN_TWO_DIMENSIONS = Claim(
         r"For $x = (x_1, x_2) \in \mathbb R^2$ with $x_1 \ne x_2$, "
         r"$\mathrm{LN}(x) = \operatorname{sign}(x_1 - x_2)\,(1, -1)$, with $\mathrm{LN}$ as in "
         r"the projection-decomposition claim."),
-    source=Source(where="Section 3 (corollary of the decomposition)", tag="V", **BRODY),
+    source=Source(where="Section 3 (corollary of the decomposition)", tag="V", verified=False,
+                  doubt="an audit suggests the two-dimensional case is Figure 5 rather than "
+                        "Section 3; not re-read here", **BRODY),
     kind="identity",
     construction="constructions.layernorm_geometry:layer_norm",
     depends_on=("layernorm.projection-decomposition",),
@@ -108,6 +110,7 @@ LN_UNNORMALISED_SELECTABLE = Claim(
         r"$k_i$ is selectable iff it is an exposed vertex of $\mathrm{conv}\{k_j\}$. A key in "
         r"the convex hull of the others, such as $k_3 = (k_1 + k_2)/2$, is never selectable; "
         r"equal norms (for example after LayerNorm) rule this out for distinct keys."),
+    refutes="as-written",
 )
 
 

@@ -63,6 +63,7 @@ OCR_FROBENIUS = Claim(
                 r"column) and the relation columns treat all animals alike by symmetry, so the "
                 r"test implications are ties and nothing is inferred. The nuclear norm answers "
                 r"them (ocr.nuclear-margin)."),
+    refutes="as-written",
 )
 
 OCR_NUCLEAR = Claim(

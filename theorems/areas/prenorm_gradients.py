@@ -1,7 +1,9 @@
 r"""Gradients at initialisation, Pre-LN against Post-LN (Xiong et al. 2020, arXiv:2002.04745).
 
-The paper's full text was not retrieved for this project, so the wording of Lemma 1 and
-Theorem 1 is recalled ([R]). What is checked is stated exactly below: Lemma 1's expectations,
+The paper's full text was not retrieved for this project. The norm band is Lemma 2 (Section 3.3)
+of the paper, as two independent reading notes of an audit agree (its Lemma 1 is the
+ReLU-Gaussian fact), so its locator is [S]; the wording of Theorem 1 is recalled ([R]). What is
+checked is stated exactly below: Lemma 2's expectations,
 which this project derives in closed form ([D], see :mod:`empirics.prenorm_gradients`), and
 Theorem 1's depth scaling as a Monte Carlo log-log slope ([D]). Both checks run the smoke
 config of the ``prenorm-gradients`` experiment: a sweep over depths and 40 independent
@@ -45,7 +47,8 @@ NORM_BAND = Claim(
         r"$(1 + \tfrac L2)\,d \le \mathbb E\lVert x^{pre}_{L+1,i}\rVert^2 \le "
         r"(1 + \tfrac{3L}2)\,d$, where $x^{pre}_{L+1}$ is the residual stream after $L$ "
         r"Pre-LN layers."),
-    source=(Source(where="Lemma 1", tag="R", **XIONG),
+    source=(Source(where="Lemma 2 (Section 3.3); Lemma 1 is the ReLU-Gaussian fact it uses "
+                         "(from two independent reading notes)", tag="S", **XIONG),
             Source(where="exact expectations (FFN adds d/2, attention adds [0, d]) and the "
                          "indexing of the Pre-LN band, derived here", tag="D", **XIONG)),
     kind="bound",
@@ -62,14 +65,15 @@ LAST_LAYER_GRADIENT = Claim(
         r"$[d]$, and $G(L) = \mathbb E\lVert\partial\mathcal L/\partial W^{2,L}\rVert_F$ the "
         r"expected gradient norm of the last layer's second FFN matrix. Theorem 1 bounds "
         r"$\lVert\partial\mathcal L/\partial W^{2,L}\rVert_F$, with probability at least "
-        r"$0.99 - \delta - \epsilon/(0.9 + \epsilon)$ when the squared norms of Lemma 1 are "
+        r"$0.99 - \delta - \epsilon/(0.9 + \epsilon)$ when the squared norms of Lemma 2 are "
         r"$(\epsilon, \delta)$-bounded (concentrated within a factor $1 \pm \epsilon$ of their "
         r"means except with probability $\delta$), by $O(d\sqrt{\ln d})$ for Post-LN and "
         r"$O(d\sqrt{\ln d / L})$ for Pre-LN. Checked form: "
         r"for $d = 64$, $n = 16$ and $L \in \{1, 2, 4, 8, 16, 32\}$, the least-squares slope "
         r"of $\log G(L)$ on $\log L$ lies in $[-0.6, -0.4]$ for Pre-LN and in $[-0.1, 0.1]$ "
         r"for Post-LN."),
-    source=(Source(where="Theorem 1", tag="R", **XIONG),
+    source=(Source(where="Theorem 1 (its hypotheses: the norms of Lemma 2, Section 3.3)",
+                   tag="R", **XIONG),
             Source(where="the loss, the depth grid and the slope bands (a Monte Carlo of the "
                          "theorem's scaling), chosen here", tag="D", **XIONG)),
     kind="scaling",
@@ -118,7 +122,7 @@ def norm_band_check(build: Callable = mean_field_transformer) -> Callable[[], No
             evidence.metric(f"{row['arch']} L={row['depth']} E|x|^2/d", mean)
             assert slack >= 0, (
                 f"{row['arch']}-LN at L={row['depth']}: E|x|^2/d = {mean:.4f} ± {se:.4f} lies "
-                f"outside Lemma 1's [{low}, {high}] by more than {BAND_SE} standard errors")
+                f"outside Lemma 2's [{low}, {high}] by more than {BAND_SE} standard errors")
     return run
 
 

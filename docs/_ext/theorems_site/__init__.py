@@ -38,8 +38,16 @@ def setup(app: Sphinx) -> dict:
     # MathJax on every page: the index's table shows titles, which may carry math.
     app.set_html_assets_policy("always")
     app.connect("builder-inited", generate)
+    app.connect("autodoc-process-signature", _clean_autodoc_signature)
     app.connect("build-finished", copy_mathjax)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}
+
+
+def _clean_autodoc_signature(app, what, name, obj, options, signature, return_annotation):
+    """autodoc's signatures too: a module default renders as the module's name."""
+    from .data import clean_signature
+
+    return clean_signature(signature), clean_signature(return_annotation)
 
 
 def generate(app: Sphinx) -> None:
@@ -77,9 +85,10 @@ def generate(app: Sphinx) -> None:
     nodes = [graph.Node(id=v.id, area=v.claim.area, title=v.claim.title, status=v.status,
                         url=app.builder.get_relative_uri("graph", data.area_docname(
                             v.claim.area)) + "#" + v.anchor,
-                        depends_on=v.claim.depends_on) for v in site.claims]
+                        depends_on=v.claim.depends_on, through=v.through)
+             for v in site.claims]
     pages = render.pages(site, graph_svg=draw(nodes), graph_renderer=renderer_name,
-                         figures=figures)
+                         figures=figures, graph_data=graph.focus_data(nodes))
     for docname, source in pages.items():
         _write_if_changed(srcdir / f"{docname}.md", source)
     logger.info("theorems_site: %d pages for %d claims in %d areas", len(pages),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import subprocess
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -25,7 +26,14 @@ from typing import Any
 
 from docutils.nodes import make_id
 
-from theorems.claims import STATUSES, TIERS, Claim, Registry, inconsistencies
+from theorems.claims import (
+    STATUSES,
+    TIERS,
+    Claim,
+    Registry,
+    inconsistencies,
+    verified_through_dependencies,
+)
 
 # A published result is compared with the code that would produce it now.
 STALENESS = {
@@ -110,6 +118,7 @@ class ClaimView:
     record: Mapping[str, Any] | None  # this claim's entry in the evidence file, if any
     dependents: tuple[str, ...]
     experiments: tuple[str, ...]
+    through: bool = False  # verified, and so is every claim it transitively depends on
 
     @property
     def id(self) -> str:
@@ -173,6 +182,10 @@ class SiteData:
     def claims_in(self, area: str) -> list[ClaimView]:
         return [c for c in self.claims if c.claim.area == area]
 
+    def through_count(self) -> int:
+        """How many claims are verified with all their dependencies."""
+        return sum(c.through for c in self.claims)
+
     def status_counts(self, claims: list[ClaimView] | None = None) -> dict[str, int]:
         counts = Counter(c.status for c in (self.claims if claims is None else claims))
         return {status: counts.get(status, 0) for status in STATUSES}
@@ -189,6 +202,20 @@ class SiteData:
                          "skipped": outcomes.get("skipped", 0),
                          "examples": sum(int(k["examples"]) for _, k in checks)})
         return rows
+
+    def empirics_counts(self, config: str = "full") -> dict[str, int]:
+        """Registered experiments by the state of their published ``config`` result: current,
+        stale (code changed since), missing; and how many of the published are one seed."""
+        counts = {"current": 0, "stale": 0, "missing": 0, "single_seed": 0, "experiments": 0}
+        for experiment in (e for e in self.experiments if e.registered):
+            counts["experiments"] += 1
+            mine = [r for r in experiment.results if r.config_name == config]
+            if not mine:
+                counts["missing"] += 1
+                continue
+            counts["current" if all(r.staleness == "current" for r in mine) else "stale"] += 1
+            counts["single_seed"] += all(len(r.seeds) < 2 for r in mine)
+        return counts
 
     def results(self) -> list[ResultView]:
         return [r for e in self.experiments for r in e.results]
@@ -301,10 +328,13 @@ def collect(registry: Registry, evidence: Mapping[str, Any] | None,
             covering.setdefault(claim_id, []).append(experiment.name)
     # Areas in alphabetical order; within an area, claims in their order of definition.
     order = {claim_id: rank for rank, claim_id in enumerate(registry.claims)}
+    through = verified_through_dependencies(
+        registry, {cid: record["status"] for cid, record in records.items()})
     claims = [ClaimView(claim=claim, record=records.get(claim.id),
                         dependents=tuple(d for d in registry.dependents(claim.id)
                                          if d in shown_ids),
-                        experiments=tuple(covering.get(claim.id, ())))
+                        experiments=tuple(covering.get(claim.id, ())),
+                        through=through.get(claim.id, False))
               for claim in sorted(shown, key=lambda c: (c.area, order[c.id]))]
     return SiteData(registry=registry, claims=claims, evidence_path=evidence_path,
                     run=evidence["run"] if evidence else None, experiments=experiments,
@@ -329,6 +359,15 @@ def area_intro(area: str) -> tuple[str, str]:
     return title, "" if paragraph.rstrip(". ") == title else paragraph
 
 
+_MODULE_REPR = re.compile(r"<module '([\w.]+)'(?: from '[^']*')?(?: \(\w+\))?>")
+
+
+def clean_signature(signature: str | None) -> str | None:
+    """A signature as a reader should see it: a default that is a module renders as its
+    name (``math``), never as ``<module 'math' from '/usr/lib/...'>`` with a machine path."""
+    return None if signature is None else _MODULE_REPR.sub(r"\1", signature)
+
+
 @dataclass(frozen=True)
 class ConstructionView:
     """What autodoc documents for a claim's construction."""
@@ -351,7 +390,7 @@ class ConstructionView:
         else:
             directive = "autodata"
         try:
-            signature = str(inspect.signature(obj))
+            signature = clean_signature(str(inspect.signature(obj)))
         except (TypeError, ValueError):
             signature = ""
         from constructions.export import export_line

@@ -17,12 +17,24 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-# Fill and text colours per status (also used by the legend and the CSS badges).
+# Fill and text colours per status (also used by the legend and the CSS badges), and one more
+# for a verified claim that rests on a claim that is not verified.
 STATUS_COLOURS = {
     "verified": ("#d5f0dc", "#1b5e20"),
     "refuted": ("#efe0f7", "#5b2378"),
     "failing": ("#fbd5d5", "#a11a1a"),
     "unchecked": ("#eceff1", "#455a64"),
+}
+COLOURS = {**STATUS_COLOURS, "verified-alone": ("#fff4cc", "#1b5e20")}
+# What every colour of the graph means: the legend.
+LEGEND = {
+    "verified": "verified with all its dependencies: it and every claim it transitively "
+                "depends on are verified",
+    "verified-alone": "verified on its own checks, but it depends (perhaps transitively) on a "
+                      "claim that is refuted, failing or unchecked",
+    "refuted": "a counterexample to the claim as stated is pinned",
+    "failing": "some check failed",
+    "unchecked": "no check ran (or only symbolic ones)",
 }
 
 
@@ -34,10 +46,27 @@ class Node:
     status: str
     url: str
     depends_on: tuple[str, ...]
+    through: bool = True  # verified with all its dependencies (only read when verified)
 
     @property
     def label(self) -> str:
         return self.id.split(".", 1)[1]
+
+    @property
+    def colour(self) -> str:
+        """The key of :data:`COLOURS` (and :data:`LEGEND`) this node is drawn with."""
+        return "verified-alone" if self.status == "verified" and not self.through else self.status
+
+
+def focus_data(nodes: Sequence[Node]) -> str:
+    """The nodes as JSON for the graph page's focus control (``graph-focus.js``), safe to
+    embed in a ``<script type="application/json">`` element."""
+    import json
+
+    rows = [{"id": n.id, "area": n.area, "title": n.title, "status": n.status,
+             "colour": n.colour, "fill": COLOURS[n.colour][0], "ink": COLOURS[n.colour][1],
+             "url": n.url, "depends_on": list(n.depends_on)} for n in nodes]
+    return json.dumps(rows).replace("</", "<\\/")
 
 
 def dot_source(nodes: Sequence[Node]) -> str:
@@ -57,7 +86,7 @@ def dot_source(nodes: Sequence[Node]) -> str:
         lines.append(f'    label={quote(area)}; style="rounded"; color="#b0bec5"; '
                      f'fontcolor="#455a64";')
         for node in (n for n in nodes if n.area == area):
-            fill, ink = STATUS_COLOURS[node.status]
+            fill, ink = COLOURS[node.colour]
             lines.append(
                 f"    {quote(node.id)} [label={quote(node.label)}, fillcolor={quote(fill)}, "
                 f"color={quote(ink)}, fontcolor={quote(ink)}, URL={quote(node.url)}, "
@@ -123,7 +152,7 @@ def render_in_python(nodes: Sequence[Node], per_row: int = 5) -> str:
                      f'{y2}" fill="none" stroke="#78909c" marker-end="url(#tt-arrow)"/>')
     for node_id, (x, y) in sorted(position.items()):
         node = by_id[node_id]
-        fill, ink = STATUS_COLOURS[node.status]
+        fill, ink = COLOURS[node.colour]
         text = node.id if len(node.id) <= 34 else node.id[:33] + "…"
         parts.append(
             f'<a href="{html.escape(node.url)}" target="_top"><title>'

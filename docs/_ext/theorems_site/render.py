@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from theorems.claims import STATUSES, TAGS
+from theorems.claims import REFUTATION_SCOPES, STATUSES, TAGS
 
 from .data import (
     STALENESS,
@@ -29,6 +29,7 @@ from .data import (
     area_intro,
     experiment_anchor,
 )
+from .graph import COLOURS, LEGEND
 from .markup import STATUS_MEANING, TIER_MEANING
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -156,6 +157,7 @@ def environment() -> jinja2.Environment:
         result_metric_rows=result_metric_rows,
         result_meta_rows=result_meta_rows, vocabulary_rows=vocabulary_rows,
         STATUSES=STATUSES, TAGS=TAGS, STALENESS=STALENESS, STATUS_MEANING=STATUS_MEANING,
+        REFUTATION_SCOPES=REFUTATION_SCOPES, LEGEND=LEGEND, COLOURS=COLOURS,
         TIER_MEANING=TIER_MEANING)
     return env
 
@@ -177,7 +179,7 @@ def constructions(site: SiteData) -> dict[str, tuple[ConstructionView, bool]]:
 
 
 def pages(site: SiteData, *, graph_svg: str, graph_renderer: str,
-          figures: dict[str, str]) -> dict[str, str]:
+          figures: dict[str, str], graph_data: str = "[]") -> dict[str, str]:
     """Docname -> MyST source, for every page of the site.
 
     ``figures`` maps a figure's path in the evidence or results to its path in the source
@@ -187,7 +189,7 @@ def pages(site: SiteData, *, graph_svg: str, graph_renderer: str,
     common = {"site": site, "figures": figures, "constructions": constructions(site)}
     out = {"index": env.get_template("index.md.jinja").render(**common),
            "graph": env.get_template("graph.md.jinja").render(
-               **common, svg=graph_svg, renderer=graph_renderer),
+               **common, svg=graph_svg, renderer=graph_renderer, graph_data=graph_data),
            "empirics": env.get_template("empirics.md.jinja").render(**common),
            "reading": env.get_template("reading.md.jinja").render(**common)}
     area_template = env.get_template("area.md.jinja")
@@ -318,10 +320,20 @@ def claim_nav_row(view: ClaimView) -> list[str]:
     return [ref(view.id), f"{{status}}`{view.status}`", view.claim.title]
 
 
+def dependency_cell(view: ClaimView) -> str:
+    """The index's "with dependencies" column: whether the claim is verified with all it rests
+    on (theorems.claims.verified_through_dependencies)."""
+    if view.through:
+        return "all verified"
+    if view.status == "verified":
+        return "rests on unverified"
+    return "—"
+
+
 def claim_row(view: ClaimView) -> list[str]:
     """A row of the index's claims table: the id links to the claim, the title below it."""
     area = view.claim.area
     return [f"{ref(view.id)}\n\n{view.claim.title}", f"{{doc}}`{area} </{area_docname(area)}>`",
-            f"{{status}}`{view.status}`",
+            f"{{status}}`{view.status}`", dependency_cell(view),
             " ".join(f"{{tier}}`{t}`" for t in view.tiers) or "—",
             margin_or_ratio(view.summary), " ".join(f"{{tag}}`{t}`" for t in view.claim.tags)]

@@ -52,6 +52,7 @@ UA_STATED = Claim(
                         "conditions')", tag="V", **GUMAAN),
     kind="construction", construction="constructions.universality:random_single_layer",
     depends_on=("approximation.equivariance-lower-bound",),
+    refutes="as-written",
     correction=(
         r"False for $g = f$ (copy token 1) on $K = [-1, 1]^{2\times 1}$, $\varepsilon = 1/4$: "
         r"every such $T$ errs by $\ge 1$ on $X = (1, -1)$ or $X' = (-1, 1)$ "

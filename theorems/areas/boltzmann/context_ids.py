@@ -93,6 +93,7 @@ BZ_ORDERED = Claim(
         r"$F(X)\pi$, so $F(X')_{\pi^{-1}(q)} = F(X)_q$: no $\delta > 0$ separates permuted "
         r"sequences. The condition must compare token *sets*, $V_X \ne V_{X'}$, as in "
         r"boltzmann.contextual-mapping; that reading holds."),
+    refutes="reading",
     notes="The camera-ready text of Eq. (10) could not be read here; this records that the "
           "ordered reading is unsatisfiable and the set reading is the one that holds.")
 

@@ -87,6 +87,7 @@ BZ_MONOTONE = Claim(
         r"after, with $x^* = -1 - W(1/e) \approx -1.2785$ and minimum $-W(1/e) \approx -0.2785$ "
         r"($W$ the Lambert function). boltz is non-decreasing in $a_i$ wherever "
         r"$a_i \ge \mathrm{boltz}(a) - 1$, for example on any box of side $\le 1$."),
+    refutes="as-written",
     notes="This is why Lemma 1 needs score gaps above 2 ln n + 3: far from the maximum the "
           "Boltzmann operator is not monotone, and different contexts could collide.")
 

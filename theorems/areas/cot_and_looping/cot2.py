@@ -376,6 +376,7 @@ COT2_CATALOGUE_BOUND = Claim(
                         "derivation, not the paper's)", tag="D", **COT2),
     kind="bound",
     construction="constructions.cot2:cot2_layer",
+    refutes="as-written",
     correction=(
         r"Clamping the $n_0$ zero entries of $p = M_a\alpha$ at $e^{-B}$ adds mass "
         r"$\delta = n_0e^{-B}$ and the softmax renormalises it away: "

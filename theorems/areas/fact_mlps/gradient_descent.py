@@ -45,7 +45,7 @@ FM_GD = Claim(
         r"agree within their 95% confidence intervals: GD matches the construction's "
         r"facts-per-parameter scaling."),
     source=(Source(where="Abstract: the encoder-decoder matches GD's facts-per-parameter "
-                         "asymptotics across all inputs and outputs tested", tag="S", **DUGAN),
+                         "asymptotics across all inputs and outputs tested", tag="V", **DUGAN),
             Source(where="the finite-range test of that claim (this project)", tag="D",
                    **DUGAN)),
     kind="scaling",
@@ -59,6 +59,7 @@ FM_GD = Claim(
         r"range cannot refute an asymptotic statement; what holds is that GD is cheaper at "
         r"every $F$ (fact-mlps.gd-cheaper), and that both slopes must approach 1 if GD's bits "
         r"per parameter stay bounded. Matching slopes would need larger $F/d$."),
+    refutes="finite-test",
 )
 
 

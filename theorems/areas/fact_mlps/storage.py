@@ -44,7 +44,7 @@ from theorems.strategies import gaussian_matrices, seeds
 
 FM_EXACT = Claim(
     id="fact-mlps.encoder-exact-storage",
-    title="The encoder-decoder MLP stores generic fact sets exactly at hd ≥ Fm",
+    title="A single-bucket encoder-decoder MLP stores generic fact sets exactly at hd ≥ Fm",
     statement=(
         r"Keys $k_1,\dots,k_F \in \mathbb R^d$ (distinct), values $v_1,\dots,v_{|V|} \in "
         r"\mathbb R^{d_v}$ and facts $f:[F]\to[|V|]$; $g$ stores the facts iff "
@@ -198,6 +198,7 @@ FM_ALL_SETS = Claim(
         r"for example $d = 4$, $F = 8$, $m = 2$, $h = 4$ with every key's last coordinate 0 "
         r"leaves 4 of the 16 columns of $M$ identically zero. Any generic perturbation of the "
         r"keys restores full rank, and the builder raises ValueError for such keys."),
+    refutes="finite-test",
 )
 
 # Eight distinct keys in R^4 whose last coordinate is exactly 0 (a 3-dimensional subspace).

@@ -106,7 +106,8 @@ IR_ISOTROPIC = Claim(
     source=(Source(where="Abstract (isotropic covariates: the minimiser is one GD step)",
                    tag="V", **MAHANKALI),
             Source(where=f"η*, L* and the three numbers: {DERIVED}; the paper may normalise "
-                         "by n+1 or drop the noise", tag="D", **MAHANKALI)),
+                         "by n+1 (it keeps the noise: its abstract studies noisy linear "
+                         "regression data)", tag="D", **MAHANKALI)),
     kind="construction",
     construction="constructions.icl_regression:optimal_preconditioner",
     depends_on=("icl-regression.effective-predictor", "icl-regression.one-step-gd"),

@@ -31,8 +31,10 @@ IR_VON_OSWALD = Claim(
     source=(Source(where="official code, transformers_learn_icl_by_gd/src/transformer.py "
                          "(include_query=False: the query is not a key; read-out "
                          "h[:, -1, -1] * (-1.0))", tag="V", **VON_OSWALD),
-            Source(where="Proposition 1's weights, as the claim catalogue lists them from "
-                         "the code (not re-read here)", tag="R", **VON_OSWALD)),
+            Source(where="Proposition 1's weights: the official create_weights in "
+                         "transformers_learn_icl_by_gd/src/data.py (W_K = W_Q project onto x, "
+                         "W_V's last row is (W_0, -1), the projection is diag(0, eta/n))",
+                   tag="V", **VON_OSWALD)),
     kind="construction",
     construction="constructions.icl_regression:von_oswald",
     depends_on=("icl-regression.effective-predictor",),
@@ -52,6 +54,7 @@ IR_VON_OSWALD_LEAK = Claim(
         r"Unmasked, the query's own value $\eta(W_0x_q - 0)$ joins the sum, and every label "
         r"moves by an extra $\tfrac\eta n(W_0x_q)(x_q^\top x_j)$. The layer is a GD step iff "
         r"the query is masked as a key, or $W_0x_q = 0$ (in particular $W_0 = 0$)."),
+    refutes="as-written",
 )
 
 # --- IR.4: von Oswald et al. ------------------------------------------------------------------

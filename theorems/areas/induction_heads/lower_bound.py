@@ -30,7 +30,8 @@ IH_LOWER_BOUND = Claim(
     id="induction-heads.one-layer-lower-bound",
     title="One layer needs h(m+1)p ≥ (n−1)/2; the width-11 two-layer model beats it by n = 1023",
     statement=(
-        r"If a one-layer transformer with $h$ heads, value width $m$ and $p$-bit numbers computes "
+        r"If a one-layer transformer with $h$ heads, value width $m$ (at most the embedding "
+        r"dimension, which is probably the paper's $m$) and $p$-bit numbers computes "
         r"$\tau_n$ on all inputs of odd length $n$ over $\{0, 1, \star\}$, then "
         r"$h(m+1)p \ge (n-1)/2$: by the decomposition Alice's message has $h(m+1)p$ bits, and "
         r"one-way INDEX on $n' = (n-1)/2$ bits needs $n'$ (two inputs sharing a message differ "
@@ -41,7 +42,11 @@ IH_LOWER_BOUND = Claim(
         r"task there."),
     source=(Source(where="abstract: one layer needs exponentially larger size than two", tag="V",
                    **SHT),
-            Source(where="main theorem: hmp = Ω(n) (from a summary)", tag="S", **SHT),
+            Source(where="main theorem: hmp = Ω(n) (from a summary)", tag="S", verified=False,
+                   doubt="the paper's m is probably the embedding dimension, not the value "
+                         "width used here; a value width at most the embedding dimension makes "
+                         "this bound imply the paper's form, but the definition was not read",
+                   **SHT),
             Source(where="the constant h(m+1)p ≥ (n−1)/2 (this reconstruction)", tag="R", **SHT)),
     kind="lower-bound",
     depends_on=("induction-heads.index-reduction", "induction-heads.one-layer-decomposition",

@@ -85,6 +85,7 @@ BB_VALUE_DRAIN = Claim(
     kind="construction",
     construction=f"{CONSTRUCTION}:active_dormant_model",
     depends_on=("induction-variants.bb-active-dormant",),
+    refutes="as-written",
     correction=(
         r"Softmax is shift-invariant, so a BOS value $v = c\mathbf 1$ shifts every non-trigger "
         r"logit vector by the constant $\gamma w_0 c$ and changes no prediction. What holds: "

@@ -96,7 +96,10 @@ PM_BOUNDS = Claim(
         r"(\lambda_{r+1}/\lambda_1)^L$. At finite $\rho > 0$ the looped model's output obeys "
         r"the same bounds with $\lambda_i$ replaced by $1 + \rho\lambda_i$."),
     source=(Source(where="Theorems 4.6 and 4.7 (iteration count; also out of distribution)",
-                   tag="S", **WU),
+                   tag="S", verified=False,
+                   doubt="only the abstract could be read here; an audit reads Theorems 4.6/4.7 "
+                         "as about the single layer applied repeatedly, not the looped model of "
+                         "Theorem 4.1, so the bound may be cited from the wrong result", **WU),
             Source(where="the finite-rho version (derived here: I + rho S has the same "
                          "eigenvectors)", tag="D", **WU)),
     kind="bound",

@@ -44,7 +44,10 @@ PM_RATE_GAP = Claim(
         r"without LN, at a finite $\gamma^*$, contracts at $R^* = R(\gamma^*) > "
         r"\lambda_{r+1}/\lambda_1$, while with LN $\gamma_t \to \infty$ and the rate tends to "
         r"$\lambda_{r+1}/\lambda_1$."),
-    source=(Source(where="Theorems 4.3 and 4.6 (rates without and with LN)", tag="S", **WU),
+    source=(Source(where="Theorem 4.6 (the rates without and with LN); Theorem 4.3 is the "
+                         "with-LN loss-to-zero result", tag="S", verified=False,
+                   doubt="only the abstract could be read here; an audit places the rates in "
+                         "Theorem 4.6, not 4.3, and that numbering is not confirmed", **WU),
             Source(where="the closed form of R* - lambda_{r+1}/lambda_1", tag="D", **WU)),
     kind="bound",
     construction="constructions.power_method:looped_power_transformer",

@@ -73,6 +73,7 @@ CI_KAPPA = Claim(
     kind="bound",
     construction="constructions.conditioned_init:conditioned_init",
     depends_on=("training-dynamics.conditioned-init-value-jacobian",),
+    refutes="finite-test",
     correction=(r"At unit input scale the conditioned median is larger (about 864 against 704 "
                 r"here); with $X$ scaled by $1/\sqrt d$ or by 2 it is smaller (about 2229 "
                 r"against 4943, and 2249 against 6318). The direction depends on the input "
@@ -101,6 +102,7 @@ CI_SPEED = Claim(
                    **CI)),
     kind="dynamics",
     construction="constructions.conditioned_init:conditioned_init",
+    refutes="finite-test",
     correction=(r"At this size the conditioned arm saves a few steps on average (about 5 of "
                 r"180, 3%, paired standard deviation about 13 over 6 seeds, effect size about "
                 r"0.4): no speed-up of the summarised size is seen on induction heads at "

@@ -139,7 +139,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     print(summary_line(census()))
     if ev.is_partial(report.data):
         print(f"partial run ({report.data['run'].get('selection')}): evidence written to "
-              f"{report.out}, not to the file the docs read")
+              f"{report.out}")
     for problem in report.problems:
         print(f"inconsistent: {problem}", file=sys.stderr)
     for warning in report.dependency_warnings:

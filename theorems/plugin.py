@@ -38,6 +38,10 @@ import pytest
 PROPERTY_KEY = "theorems-evidence"
 _CLAIMS_KEY = "theorems-claims"
 _SCOPES_KEY = "theorems-refutes"
+_COLLECTED_KEY = "theorems-collected-claims"
+# Added to the slow checks of a claim that has no other check, so that ``verify`` (which
+# selects ``not slow or sole_evidence``) still checks every claim while ``pytest`` skips them.
+SOLE_EVIDENCE = "sole_evidence"
 
 
 @dataclass
@@ -49,6 +53,7 @@ class _State:
     active: bool = False
     checks: dict[str, list[dict]] = field(default_factory=dict)
     collected: int = 0  # check items this process collected
+    collected_claims: set[str] = field(default_factory=set)  # before any deselection
     worker_claims: set[str] = field(default_factory=set)
     worker_refutes: dict[str, str | None] = field(default_factory=dict)
     written: Path | None = None
@@ -136,12 +141,18 @@ def _claim_mark(item: pytest.Item):
     return item.get_closest_marker("claim")
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m/-k deselect anything
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     checks = [item for item in items if _claim_mark(item) is not None]
     if not checks:
         return
     state = config.stash[_STATE]
     state.active, state.collected = True, len(checks)
+    state.collected_claims = {_claim_mark(item).args[0] for item in checks}
+    fast = {_claim_mark(item).args[0] for item in checks if item.get_closest_marker("slow") is None}
+    for item in checks:
+        if _claim_mark(item).args[0] not in fast:
+            item.add_marker(SOLE_EVIDENCE)
     from theorems.claims import TIERS, current_registry
 
     registry = current_registry()
@@ -230,6 +241,7 @@ class _Controller:
         output = getattr(node, "workeroutput", {})
         self.state.worker_claims.update(output.get(_CLAIMS_KEY, []))
         self.state.worker_refutes.update(output.get(_SCOPES_KEY, {}))
+        self.state.collected_claims.update(output.get(_COLLECTED_KEY, []))
 
 
 def _default_out(config: pytest.Config) -> Path:
@@ -241,7 +253,7 @@ def _default_out(config: pytest.Config) -> Path:
     return Path(config.rootpath) / DEFAULT_PATH
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist sends the worker's output
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     state = config.stash[_STATE]
@@ -252,6 +264,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
             workeroutput[_CLAIMS_KEY] = sorted(current_registry().claims)
             workeroutput[_SCOPES_KEY] = {c.id: c.refutes for c in current_registry()}
+            workeroutput[_COLLECTED_KEY] = sorted(state.collected_claims)
         return
     if not state.checks or config.getoption("--no-evidence"):
         return  # no check ran: keep the last evidence file as it is, and write nothing
@@ -268,9 +281,12 @@ def _write(session: pytest.Session, state: _State, exitstatus: int) -> None:
     refutes = {**state.worker_refutes,
                **{c.id: c.refutes for c in (*registry, *current_registry())}}
     selection = _selection(config)
-    unchecked = claim_ids - set(state.checks)
+    # A claim whose checks were collected but deselected by -m (slow ones in a default run)
+    # is unchecked in this run's evidence; a claim with no check collected at all (a subset
+    # of the areas was run) makes the run partial.
+    uncollected = claim_ids - state.collected_claims
     stopped = bool(session.shouldstop or session.shouldfail) or exitstatus == 2
-    partial = bool(selection or unchecked or stopped)
+    partial = bool(selection or uncollected or stopped)
     if state.out is not None:
         out = state.out
     else:
@@ -283,8 +299,8 @@ def _write(session: pytest.Session, state: _State, exitstatus: int) -> None:
     seed = config.getoption("hypothesis_seed", default=None)
     run = evidence_file.run_metadata(
         state.started, int(getattr(config.option, "numprocesses", 0) or 0), partial=partial,
-        selection=selection or (f"{len(unchecked)} claims had no check run" if unchecked
-                                else "stopped early" if stopped else None),
+        selection=selection or (f"{len(uncollected)} claims had no check collected"
+                                if uncollected else "stopped early" if stopped else None),
         hypothesis_profile=(hypothesis.settings.get_current_profile_name()
                             if hypothesis is not None else None),
         hypothesis_seed=None if seed is None else str(seed), device=device)

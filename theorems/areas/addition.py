@@ -215,7 +215,8 @@ def failure_probability_matches_linear_formula_up_to_five_digits():
 
 
 test_failure_probability_matches_linear_formula_up_to_five_digits = check(
-    AD_FAILURE_PROBABILITY, "symbolic")(failure_probability_matches_linear_formula_up_to_five_digits)
+    AD_FAILURE_PROBABILITY, "symbolic")(
+        failure_probability_matches_linear_formula_up_to_five_digits)
 
 
 def linear_probability_refutation(probability=failure_probability):

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from constructions.recording import BuildCall, build_call, import_builder
+from constructions.recording import BuildCall, build_call, import_builder, public_module
 
 FORMAT = "transformer-theorems.construction"
 FORMAT_VERSION = 1
@@ -146,7 +146,7 @@ def save(model: nn.Module, path: str | Path) -> tuple[Path, Path]:
     tensors.update({k: v.detach().cpu().contiguous().clone() for k, v in state.items()})
     sidecar = {"format": FORMAT, "format_version": FORMAT_VERSION, "builder": call.builder,
                "args": args, "kwargs": kwargs,
-               "class": f"{type(model).__module__}.{type(model).__qualname__}",
+               "class": f"{public_module(type(model))}.{type(model).__qualname__}",
                "versions": _versions()}
     text = json.dumps(sidecar, indent=1, allow_nan=False)
     weights_path.parent.mkdir(parents=True, exist_ok=True)

@@ -59,6 +59,25 @@ def import_builder(path: str) -> Any:
     return target
 
 
+def public_module(obj: Any) -> str:
+    """The module a user imports ``obj`` from: its defining module, or the package above it
+    that re-exports the same object (an area that is a package re-exports its topic modules'
+    API), so that recorded names do not depend on which topic module defines a builder."""
+    module, qualname = obj.__module__, obj.__qualname__
+    while "." in module and "." not in qualname:
+        parent = module.rpartition(".")[0]
+        if parent == "constructions":
+            break
+        try:
+            found = import_builder(f"{parent}:{qualname}")
+        except (ImportError, AttributeError):
+            break
+        if inspect.unwrap(found) is not inspect.unwrap(obj):
+            break
+        module = parent
+    return module
+
+
 def _builder_path(builder: Callable) -> str:
     """``module:qualname`` of a builder, checked to import back to the same function."""
     if not callable(builder):
@@ -68,17 +87,7 @@ def _builder_path(builder: Callable) -> str:
     if not module or not qualname or "<" in qualname:
         raise ValueError(f"builder {builder!r} is not importable by name (a lambda, local "
                          f"function or partial cannot be rebuilt from a file)")
-    # An area that is a package re-exports its builders: record the public path (the package),
-    # so that saved files do not depend on which of its modules defines the builder.
-    while "." in module and "." not in qualname:
-        parent = module.rpartition(".")[0]
-        try:
-            found = import_builder(f"{parent}:{qualname}")
-        except (ImportError, AttributeError):
-            break
-        if inspect.unwrap(found) is not inspect.unwrap(builder) or parent == "constructions":
-            break
-        module = parent
+    module = public_module(builder)
     path = f"{module}:{qualname}"
     try:
         found = import_builder(path)

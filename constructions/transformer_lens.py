@@ -134,8 +134,11 @@ def construction_classes(method: str) -> set[type]:
     for info in pkgutil.iter_modules(constructions.__path__):
         module = importlib.import_module(f"constructions.{info.name}")
         for value in vars(module).values():
-            if (isinstance(value, type) and issubclass(value, nn.Module)
-                    and value.__module__ == module.__name__ and method in vars(value)):
+            # a package's classes live in its topic modules and are re-exported by it
+            own = (value.__module__ == module.__name__
+                   or value.__module__.startswith(module.__name__ + ".")) if isinstance(
+                       value, type) else False
+            if (own and issubclass(value, nn.Module) and method in vars(value)):
                 found.add(value)
     return found
 

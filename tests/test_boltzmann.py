@@ -17,7 +17,8 @@ from constructions.boltzmann import (
     rank_one_head,
     token_only_ceiling,
 )
-from theorems.areas.boltzmann import context_ids, memorization, operator
+from theorems.areas.boltzmann import context_ids, memorization
+from theorems.areas.boltzmann import operator as operator_checks
 from theorems.evidence import expect_failure
 from theorems.profiles import without_shrinking
 
@@ -53,33 +54,34 @@ def with_hardmax(module):
 
 @pytest.mark.mutant("boltzmann.entropy-decomposition")
 def test_hardmax_is_not_lse_minus_entropy():
-    expect_failure(operator.entropy_check(hardmax_operator))
+    expect_failure(operator_checks.entropy_check(hardmax_operator))
 
 
 @pytest.mark.mutant("boltzmann.max-bounds")
 def test_a_tightened_lower_bound_fails():
-    expect_failure(operator.max_bounds_check(slack=0.1))
+    expect_failure(operator_checks.max_bounds_check(slack=0.1))
 
 
 @pytest.mark.mutant("boltzmann.temperature-derivative")
 def test_hardmax_has_no_temperature_derivative():
-    expect_failure(operator.derivative_check(hardmax_operator))
+    expect_failure(operator_checks.derivative_check(hardmax_operator))
 
 
 @pytest.mark.mutant("boltzmann.shift-permutation")
 @pytest.mark.parametrize("operator", [centring_bug, positional_weights])
 def test_broken_symmetries_are_caught(operator):
-    expect_failure(without_shrinking()(operator.symmetry_check(operator)))
+    expect_failure(without_shrinking()(operator_checks.symmetry_check(operator)))
 
 
 @pytest.mark.mutant("boltzmann.coordinatewise-monotone")
 def test_refutation_fails_when_the_operator_is_monotone():
-    expect_failure(operator.monotonicity_refutation(hardmax_operator))
+    expect_failure(operator_checks.monotonicity_refutation(hardmax_operator))
 
 
 @pytest.mark.mutant("boltzmann.rank-one-head")
 def test_a_hardmax_head_is_not_a_boltzmann_operator():
-    expect_failure(operator.rank_one_check(lambda *a, **k: with_hardmax(rank_one_head(*a, **k))))
+    expect_failure(operator_checks.rank_one_check(
+        lambda *a, **k: with_hardmax(rank_one_head(*a, **k))))
 
 
 # --- mutants: BZ.2, BZ.3, ordered reading ------------------------------------------------------

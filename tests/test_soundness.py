@@ -33,7 +33,12 @@ from theorems.profiles import without_shrinking
 
 #: Factories that are refutations (they expect the as-stated check to fail) or that train a
 #: model (no explicit weights to re-round): not equivalent-mutant material.
-SKIP = {"divergence_refutation", "leak_refutation", "majority_learnable_check"}
+SKIP = {"divergence_refutation", "leak_refutation", "majority_learnable_check",
+        # the claims as stated, which their refutations require to fail
+        "as_stated_check", "catalogue_bound_check", "drain_as_stated_check"}
+#: Killed by an equivalent mutant: an open finding, each with what was seen (see the note).
+KILLED = {"depth_head_check": "re-rounded weights change an emitted depth at length 1",
+          "depth_head_property_check": "re-rounded weights change emitted depths"}
 #: Factories whose explicit examples alone exceed a few CPU-seconds: slow tier only.
 HEAVY = {"efficiency_check", "cot_error_table_check", "rate_gap_check", "limit_sweep_check",
          "bounds_figure_check", "exhaustive_check", "approximation_check",
@@ -117,7 +122,16 @@ def _params(kind: str):
 
 # The session summary (tests/conftest.py) counts these tests' outcomes: tried and survived.
 
-@pytest.mark.parametrize("factory", list(_params("rerounded")))
+def _rerounded_params():
+    for param in _params("rerounded"):
+        short = param.id.rsplit(".", 1)[1]
+        if short in KILLED:  # a strict xfail: a fix of the check makes it pass, and it must
+            param = pytest.param(*param.values, id=param.id, marks=[
+                *param.marks, pytest.mark.xfail(strict=True, reason=KILLED[short])])
+        yield param
+
+
+@pytest.mark.parametrize("factory", list(_rerounded_params()))
 def test_rerounded_weights_pass(factory):
     default = inspect.signature(factory).parameters["build"].default
     _run(factory(build=rerounding(default)))

@@ -337,29 +337,28 @@ def _args(tmp_path: Path, **kw) -> argparse.Namespace:
 def test_docs_command_runs_verify_when_there_is_no_evidence(tmp_path, monkeypatch, capsys):
     calls = []
 
-    def fake_verify(args):
-        calls.append(args)
-        Path(args.out).write_text("{}")
-        return 0
+    def fake_verify(out, **options):
+        calls.append((Path(out), options))
+        Path(out).write_text(json.dumps({"schema": 1, "run": {}, "claims": {}}))
 
     def fake_build(evidence, out, **kw):
         calls.append((Path(evidence), Path(out)))
         return docs.BuildReport(index=Path(out) / "index.html", warnings=(), status=0)
 
-    import theorems.cli
+    import theorems.verify
 
-    monkeypatch.setattr(theorems.cli, "cmd_verify", fake_verify)
+    monkeypatch.setattr(theorems.verify, "verify", fake_verify)
     monkeypatch.setattr(docs, "build_site", fake_build)
     assert docs.main(_args(tmp_path)) == 0
-    assert calls[0].profile == "ci" and calls[0].out == str(tmp_path / "evidence.json")
+    assert calls[0] == (tmp_path / "evidence.json", {})  # verify's defaults: the ci profile
     assert calls[1] == (tmp_path / "evidence.json", tmp_path / "site")
     assert "running `python -m theorems verify`" in capsys.readouterr().out
 
 
 def test_docs_command_fails_when_verify_writes_nothing(tmp_path, monkeypatch, capsys):
-    import theorems.cli
+    import theorems.verify
 
-    monkeypatch.setattr(theorems.cli, "cmd_verify", lambda args: 2)
+    monkeypatch.setattr(theorems.verify, "verify", lambda out, **options: None)
     assert docs.main(_args(tmp_path)) == 1
     assert "wrote no evidence" in capsys.readouterr().err
 

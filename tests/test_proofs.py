@@ -180,7 +180,7 @@ def tightened(conditions):
 @pytest.mark.mutant("induction-heads.two-layer-margins")
 def test_two_layer_margins_ten_times_tighter_come_back_sat():
     from constructions.induction_heads import two_layer_conditions
-    from theorems.areas.induction_heads import margin_query
+    from theorems.areas.induction_heads.exactness import margin_query
 
     message = expect_failure(smt_proof(
         functools.partial(margin_query, conditions=tightened(two_layer_conditions)),
@@ -192,7 +192,7 @@ def test_two_layer_margins_ten_times_tighter_come_back_sat():
 @pytest.mark.mutant("induction-heads.compact-margins")
 def test_compact_margins_ten_times_tighter_come_back_sat():
     from constructions.induction_heads import compact_conditions, compact_parameters
-    from theorems.areas.induction_heads import margin_query
+    from theorems.areas.induction_heads.exactness import margin_query
 
     message = expect_failure(smt_proof(
         functools.partial(margin_query, compact_parameters, tightened(compact_conditions),

@@ -56,9 +56,6 @@ from empirics.provenance import git_sha, json_ready, save_figure, utc_now
 from empirics.training import pick_device
 
 CONFIG_NAMES = ("smoke", "full")
-# Modules of the empirics package that hold the engine rather than an experiment.
-ENGINE_MODULES = frozenset({"training", "experiment", "sweep", "compare", "bench", "plots",
-                            "__main__", "cli"})
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -181,7 +178,8 @@ def load_all() -> dict[str, Experiment]:
     import empirics
 
     for module in pkgutil.iter_modules(empirics.__path__):
-        if module.name not in ENGINE_MODULES and not module.name.startswith("_"):
+        # experiments register themselves on import; engine modules register nothing
+        if not module.name.startswith("_"):
             importlib.import_module(f"empirics.{module.name}")
     return EXPERIMENTS
 

@@ -52,7 +52,7 @@ from constructions.ar_mesa import (
     sample_x1,
     tokens,
 )
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 from empirics.training import HELD_OUT_SALT, TrainConfig, train
 
@@ -183,12 +183,12 @@ def run(config: dict, device: torch.device, seed: int, *, reader: Reader = read_
                                           progress=progress)
         histories[kind] = history
         result.training[kind] = history.as_record()
-        result.metrics.update({f"{kind}/{k}": v for k, v in metrics.items()})
+        result.metrics.update({metric_key(kind, k): v for k, v in metrics.items()})
     result.table("trained vs optimal", ["start", "m", "ab", "ab*_T", "train-set optimum",
                                         "rel. SE", "off KQ", "off PV", "held-out loss",
                                         "construction loss"],
                  [[kind, config["sequences"][kind]]
-                  + [round(result.metrics[f"{kind}/{k}"], 5)
+                  + [round(result.metrics[metric_key(kind, k)], 5)
                      for k in ("ab", "ab_star", "ab_train_optimum", "ab_relative_se", "off_KQ",
                                "off_PV", "held_out_loss", "construction_held_out_loss")]
                   for kind in config["starts"]])
@@ -203,7 +203,7 @@ def curves_figure(histories: Mapping[str, Any], metrics: Mapping[str, float]):
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
     for kind, history in histories.items():
         (line,) = left.plot(*history.series("ab"), label=f"{kind}")
-        left.axhline(metrics[f"{kind}/ab_star"], color=line.get_color(), ls="--", lw=1)
+        left.axhline(metrics[metric_key(kind, "ab_star")], color=line.get_color(), ls="--", lw=1)
         steps, kq = history.series("off_KQ")
         right.plot(steps, kq, color=line.get_color(), label=f"{kind} W_KQ")
         right.plot(*history.series("off_PV"), color=line.get_color(), ls=":",

@@ -25,7 +25,7 @@ import torch
 
 from constructions.bigram_backcopy import BigramBackcopy, dirichlet_bigrams
 from empirics._tiny_gpt import GPTConfig, TinyGPT
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 from empirics.training import TrainConfig, train
 
@@ -91,12 +91,12 @@ def run_bigram_backcopy(config: dict, device: torch.device, seed: int) -> Result
         result.training[name] = trained.as_record()
         for key, value in trained.final.items():
             if key in ("bos_mass", "bos_value_ratio", "kl"):
-                result.metrics[f"{name}/{key}"] = value
+                result.metrics[metric_key(name, key)] = value
     result.table("dormant positions", ["variant", "BOS mass", "‖v_BOS‖ / median ‖v‖",
                                        "KL to oracle"],
-                 [[n, round(result.metrics[f"{n}/bos_mass"], 4),
-                   round(result.metrics[f"{n}/bos_value_ratio"], 4),
-                   round(result.metrics[f"{n}/kl"], 4)] for n in config["variants"]])
+                 [[n, round(result.metrics[metric_key(n, "bos_mass")], 4),
+                   round(result.metrics[metric_key(n, "bos_value_ratio")], 4),
+                   round(result.metrics[metric_key(n, "kl")], 4)] for n in config["variants"]])
     result.figures["dynamics"] = plot(histories)
     return result
 

@@ -20,7 +20,7 @@ import torch
 from constructions.conditioned_init import conditioned_init
 from constructions.induction_heads import induction_targets
 from empirics.compare import recall_accuracy
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.induction_heads import attention_only, induction_loss, sample_tokens
 from empirics.plots import pyplot
 from empirics.training import TrainConfig, train
@@ -67,9 +67,9 @@ def run(config: dict, device: torch.device, seed: int, *, conditioner=condition)
     diff = g - c                                   # positive: conditioned is faster
     finite = np.isfinite(diff)
     for arm, values in (("gaussian", g), ("conditioned", c)):
-        result.metrics[f"{arm}/steps_mean"] = float(np.mean(values))
-        result.metrics[f"{arm}/steps_std"] = float(np.std(values))
-        result.metrics[f"{arm}/reached"] = float(np.isfinite(values).mean())
+        result.metrics[metric_key(arm, "steps_mean")] = float(np.mean(values))
+        result.metrics[metric_key(arm, "steps_std")] = float(np.std(values))
+        result.metrics[metric_key(arm, "reached")] = float(np.isfinite(values).mean())
     result.metrics["steps_saved_mean"] = float(diff[finite].mean()) if finite.any() else math.nan
     result.metrics["steps_saved_std"] = float(diff[finite].std()) if finite.any() else math.nan
     spread = result.metrics["steps_saved_std"]

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from constructions.cot2 import max_sum, mnns_label, uniform_targets
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 from empirics.training import TrainConfig, train
 
@@ -164,9 +164,9 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
                                 "val_accuracy": rollout_accuracy(mdl, val_set, mode)[0]})
             model.eval()
             accuracy, kl = rollout_accuracy(model, val_set, mode)
-            result.metrics[f"{mode} d={d} val accuracy"] = accuracy
+            result.metrics[metric_key(mode, ("d", d), "val accuracy")] = accuracy
             for t, value in enumerate(kl):
-                result.metrics[f"csft d={d} KL step {t + 1}"] = value
+                result.metrics[metric_key("csft", ("d", d), ("KL step", t + 1))] = value
             rows.append([mode, d, round(accuracy, 4), *([round(x, 4) for x in kl] or ["-"])])
             curves[(mode, d)] = history.series("val_accuracy")
             result.training[f"{mode}-d{d}"] = history.as_record()

@@ -35,7 +35,7 @@ from constructions import _validate
 from constructions.deepnorm import deepnorm_constants
 from constructions.mean_field import _layer_norm
 from empirics.compare import loglog_slope
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 from empirics.sweep import sweep
 
@@ -188,13 +188,13 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
             for step in (1, config["steps"]):
                 series = _series(rows, opt, arch, step)
                 means = [r["mean"] for r in series]
-                key = f"{opt}/{arch}/step{step}"
-                result.metrics[f"{key}/spread"] = max(means) / min(means)
-                result.metrics[f"{key}/growth"] = means[-1] / means[0]
+                key = metric_key(opt, arch, f"step{step}")
+                result.metrics[metric_key(key, "spread")] = max(means) / min(means)
+                result.metrics[metric_key(key, "growth")] = means[-1] / means[0]
                 fit = loglog_slope([r["depth"] for r in series], means,
                                    sem=[r["sem"] for r in series])
-                result.metrics[f"{key}/slope"] = fit["slope"]
-                result.metrics[f"{key}/slope_se"] = fit["se"]
+                result.metrics[metric_key(key, "slope")] = fit["slope"]
+                result.metrics[metric_key(key, "slope_se")] = fit["se"]
     result.table("model-update", ["optimizer", "arch", "N", "step", "trials", "RMS change",
                                   "SE"],
                  [[r["optimizer"], r["arch"], r["depth"], r["step"], r["trials"], r["mean"],

@@ -23,7 +23,7 @@ import torch
 
 from constructions.delay_copy import DelayCopyTask, induction_accuracy
 from empirics._tiny_gpt import GPTConfig, TinyGPT
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 from empirics.training import TrainConfig, train
 
@@ -100,16 +100,16 @@ def run_delay_copy(config: dict, device: torch.device, seed: int) -> Result:
         for key, values in (("in_distribution", [a for d, a in curve.items() if lo <= d <= hi]),
                             ("out_of_distribution",
                              [a for d, a in curve.items() if not lo <= d <= hi])):
-            result.metrics[f"{scheme}/{key}"] = float(np.mean(values)) if values else float(
+            result.metrics[metric_key(scheme, key)] = float(np.mean(values)) if values else float(
                 "nan")
-        result.metrics[f"{scheme}/P"] = outside / inside if inside > 0 else float("nan")
+        result.metrics[metric_key(scheme, "P")] = outside / inside if inside > 0 else float("nan")
     baseline = {d: float(induction_accuracy(task.n_data, task.copy_len, max(d - 2, 0),
                                             exact=False)) for d in config["eval_distances"]}
     result.table("accuracy at steps k >= 2", ["scheme", "in distribution",
                                                "out of distribution", "P = P_out / P_in"],
-                 [[s, round(result.metrics[f"{s}/in_distribution"], 3),
-                   round(result.metrics[f"{s}/out_of_distribution"], 3),
-                   round(result.metrics[f"{s}/P"], 3)] for s in curves])
+                 [[s, round(result.metrics[metric_key(s, "in_distribution")], 3),
+                   round(result.metrics[metric_key(s, "out_of_distribution")], 3),
+                   round(result.metrics[metric_key(s, "P")], 3)] for s in curves])
     result.figures["distance"] = plot(curves, baseline, (lo, hi))
     return result
 

@@ -17,7 +17,7 @@ from torch import nn
 
 from constructions.dyck import dyck_oracle, random_dyck
 from empirics.cot2 import TinyGPT
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 from empirics.training import TrainConfig, train
 
@@ -159,9 +159,9 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
         scores, traces = {}, {}
         for name, strings in test_sets.items():
             scores[name], traces[name] = accuracy(model, strings, arm, vocab)
-            result.metrics[f"{arm} {name} accuracy"] = scores[name]
+            result.metrics[metric_key(arm, name, "accuracy")] = scores[name]
             if traces[name] is not None:
-                result.metrics[f"{arm} {name} trace-token accuracy"] = traces[name]
+                result.metrics[metric_key(arm, name, "trace-token accuracy")] = traces[name]
         rows.append([arm, *(round(v, 3) for v in scores.values())])
         result.training[arm] = record.as_record()
     result.table("accuracy", ["arm", *tests], rows)

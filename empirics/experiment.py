@@ -59,6 +59,45 @@ CONFIG_NAMES = ("smoke", "full")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
+MetricPart = str | int | float | tuple[str, int | float]
+
+
+def metric_key(*parts: MetricPart) -> str:
+    """The one spelling of a :class:`Result` metric key: ``parts`` joined by ``/``.
+
+    A part may itself be a key built here (a group of metrics). An int is written as is, a
+    float with ``:g``, and a ``(label, number)`` pair as ``label=number``, so the experiment that
+    writes a metric and the check that reads it cannot spell ``alpha=1`` and ``alpha=1.0``
+    differently. Checks read a metric with :meth:`Result.metric` of the same parts; an
+    experiment whose keys have a structure of their own wraps this in a typed function (for
+    example :func:`empirics.ocr.metric_name`), which both sides call.
+
+    >>> metric_key("factorized", ("wd", 0.0), "test_margin_min")
+    'factorized/wd=0/test_margin_min'
+    """
+    if not parts:
+        raise ValueError("metric_key: parts is empty")
+    texts = []
+    for part in parts:
+        if isinstance(part, tuple) and len(part) == 2 and isinstance(part[0], str):
+            text = f"{part[0]}={_number(part[1])}"
+        elif isinstance(part, str):
+            text = part
+        else:
+            text = _number(part)
+        if not text:
+            raise ValueError("metric_key: a part is empty")
+        texts.append(text)
+    return "/".join(texts)
+
+
+def _number(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"metric_key: a part must be a str, a number or a (label, number) pair, "
+                        f"not {value!r}")
+    return str(value) if isinstance(value, int) else f"{value:g}"  # :g would write 1e+06
+
+
 @dataclass
 class Result:
     """Metrics comparing the trained model with the construction, plus figures and tables."""
@@ -73,6 +112,20 @@ class Result:
     tables: dict[str, dict] = field(default_factory=dict)   # name -> {"header", "rows"}
     training: dict[str, Any] = field(default_factory=dict)  # TrainResult.as_record()s
     record: dict[str, Any] = field(default_factory=dict)
+
+    def metric(self, *parts: MetricPart) -> float:
+        """The metric named by :func:`metric_key` of ``parts``; a KeyError lists the keys."""
+        key = metric_key(*parts)
+        try:
+            return self.metrics[key]
+        except KeyError:
+            raise KeyError(f"{self.experiment} has no metric {key!r}; it has "
+                           f"{sorted(self.metrics)}") from None
+
+    def rows(self, name: str) -> list[dict[str, Any]]:
+        """The rows of table ``name`` as dicts keyed by its header."""
+        table = self.tables[name]
+        return [dict(zip(table["header"], row, strict=True)) for row in table["rows"]]
 
     def table(self, name: str, header: list[str], rows: list[list]) -> None:
         self.tables[name] = {"header": list(header), "rows": [list(r) for r in rows]}

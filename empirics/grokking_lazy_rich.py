@@ -31,7 +31,7 @@ from constructions.grokking_lazy_rich import (
     quadratic_test_loss,
     teacher_task,
 )
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 
 SMOKE = {"dim": 30, "train_size": 165, "width": 150, "eps": 0.02, "alphas": [0.3, 1.0, 10.0],
@@ -145,13 +145,13 @@ def _result(config, device, seed, runs, alphas, seeds, H, levels) -> Result:
                                            for r in idx])}
         for name, values in per.items():
             finite = values[np.isfinite(values)]
-            result.metrics[f"alpha={a:g}/{name}"] = float(np.mean(values))
-            result.metrics[f"alpha={a:g}/{name}_std"] = (float(np.std(finite))
+            result.metrics[metric_key(("alpha", a), name)] = float(np.mean(values))
+            result.metrics[metric_key(("alpha", a), f"{name}_std")] = (float(np.std(finite))
                                                          if finite.size else math.nan)
-        result.metrics[f"alpha={a:g}/lin_gap_max"] = float(np.max(per["lin_gap"]))
-        result.metrics[f"alpha={a:g}/min_ratio_to_ntk"] = float(np.min(
+        result.metrics[metric_key(("alpha", a), "lin_gap_max")] = float(np.max(per["lin_gap"]))
+        result.metrics[metric_key(("alpha", a), "min_ratio_to_ntk")] = float(np.min(
             per["final_test"] / per["ntk_level"]))
-        result.metrics[f"alpha={a:g}/max_ratio_to_ntk"] = float(np.max(
+        result.metrics[metric_key(("alpha", a), "max_ratio_to_ntk")] = float(np.max(
             per["final_test"] / per["ntk_level"]))
         rows.append([f"{a:g}", _pm(per["ntk_level"]), _pm(per["final_test"]),
                      _pm(per["final_lin_test"]), _pm(per["final_train"]),

@@ -39,7 +39,7 @@ from constructions.induction_heads import (
 )
 from constructions.layers import Attention
 from empirics.compare import attention_mass, recall_accuracy
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 from empirics.training import TrainConfig, config_dict, train
 
@@ -195,13 +195,13 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
         reference = measure(two_layer_induction(vocab, length), test, patterns=True)
         reference |= baselines(test)
         for key, value in reference.items():
-            result.metrics[f"n{length}/construction/{key}"] = value
+            result.metrics[metric_key(f"n{length}", "construction", key)] = value
         for spec in model_specs(config):
             model, record = train_model(spec, config, length, device, seed)
             metrics = measure(model, test, patterns=spec["n_layers"] == 2)
             for key, value in metrics.items():
-                result.metrics[f"n{length}/{spec['name']}/{key}"] = value
-            result.training[f"n{length}/{spec['name']}"] = record
+                result.metrics[metric_key(f"n{length}", spec['name'], key)] = value
+            result.training[metric_key(f"n{length}", spec['name'])] = record
             rows.append([length, spec["name"], spec["n_layers"], spec["n_heads"],
                          spec["d_model"], parameter_count(spec, vocab, length),
                          *(round(metrics.get(k, math.nan), 4) for k in

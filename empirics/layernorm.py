@@ -50,7 +50,7 @@ from torch import nn
 
 from constructions import _validate
 from empirics.compare import line_angle, pattern_distance
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 from empirics.training import TrainConfig, held_out_batch, train
 
@@ -261,13 +261,13 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
         histories[normalizer], angles[normalizer] = history, angle
         result.training[normalizer] = history.as_record()
         for name, value in final.items():
-            result.metrics[f"{normalizer}/{name}"] = value
+            result.metrics[metric_key(normalizer, name)] = value
     result.table("final", ["normaliser", "median angle (deg)", "mean angle (deg)",
                            "attention TV to uniform", "held-out accuracy"],
-                 [[v, round(result.metrics[f"{v}/median_angle"], 2),
-                   round(result.metrics[f"{v}/mean_angle"], 2),
-                   round(result.metrics[f"{v}/attention_tv"], 4),
-                   round(result.metrics[f"{v}/accuracy"], 4)] for v in variants])
+                 [[v, round(result.metrics[metric_key(v, "median_angle")], 2),
+                   round(result.metrics[metric_key(v, "mean_angle")], 2),
+                   round(result.metrics[metric_key(v, "attention_tv")], 4),
+                   round(result.metrics[metric_key(v, "accuracy")], 4)] for v in variants])
     result.figures["curves"] = curves_figure(histories)
     result.figures["angles"] = angle_histogram(angles)
     return result

@@ -40,7 +40,7 @@ from constructions.ocr import (
     min_norm_solution,
     nuclear_margin,
 )
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 from empirics.training import TrainConfig, train
 
@@ -137,6 +137,14 @@ def variants(config: Mapping[str, Any]) -> list[tuple[str, float]]:
     return [(kind, wd) for wd in (0.0, config["weight_decay"]) for kind in PARAMETERISATIONS]
 
 
+def metric_name(kind: str, weight_decay: float | None, metric: str) -> str:
+    """The key of ``metric`` for one parameterisation ``kind`` trained with ``weight_decay``
+    (``None``: the minimum-norm reference solution of that ``kind``, "fro" or "nuclear")."""
+    if weight_decay is None:
+        return metric_key(f"min-{kind}", metric)
+    return metric_key(kind, ("wd", weight_decay), metric)
+
+
 def run(config: dict, device: torch.device, seed: int, *,
         builders: Mapping[str, Callable[..., CombinedMap]] = BUILDERS,
         progress: bool = True) -> Result:
@@ -144,24 +152,23 @@ def run(config: dict, device: torch.device, seed: int, *,
     task = task_of(config)
     histories = {}
     for kind, wd in variants(config):
-        name = f"{kind}/wd={wd:g}"
+        name = metric_key(kind, ("wd", wd))
         _, history, metrics = train_map(config, kind, wd, device, seed, builders=builders,
                                         progress=progress)
         histories[name] = history
         result.training[name] = history.as_record()
-        result.metrics.update({f"{name}/{k}": v for k, v in metrics.items()})
+        result.metrics.update({metric_name(kind, wd, k): v for k, v in metrics.items()})
     if config.get("min_norm_reference", True):
         for norm in ("fro", "nuclear"):
             W = min_norm_solution(task, norm)
             singular = torch.linalg.svdvals(W)
-            result.metrics[f"min-{norm}/nuclear_norm"] = float(singular.sum())
-            result.metrics[f"min-{norm}/test_margin_min"] = float(
+            result.metrics[metric_name(norm, None, "nuclear_norm")] = float(singular.sum())
+            result.metrics[metric_name(norm, None, "test_margin_min")] = float(
                 margins(W, *task.test_pairs).min())
     result.metrics["derived_nuclear_test_margin"] = nuclear_margin(task)
     rows = []
     for kind, wd in variants(config):
-        name = f"{kind}/wd={wd:g}"
-        rows.append([kind, wd] + [round(result.metrics[f"{name}/{k}"], 4) for k in (
+        rows.append([kind, wd] + [round(result.metric(metric_name(kind, wd, k)), 4) for k in (
             "test_accuracy", "test_margin_min", "test_margin_median", "animal_margin_max_abs",
             "train_margin_min", "normalized_test_margin", "nuclear_per_margin")])
     result.table("test implications after GD", ["parameterisation", "weight decay", "accuracy",

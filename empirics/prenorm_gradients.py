@@ -63,7 +63,7 @@ from constructions.mean_field import ARCHS as ARCHS
 from constructions.mean_field import MeanFieldTransformer as MeanFieldTransformer
 from constructions.mean_field import mean_field_transformer as mean_field_transformer
 from empirics.compare import loglog_slope
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 from empirics.sweep import sweep
 
@@ -155,20 +155,24 @@ def monte_carlo(config: dict, seed: int = 0, *, build: Callable | None = None,
     return {"rows": rows, "slopes": slopes}
 
 
-def run(config: dict, device: torch.device, seed: int) -> Result:
+def run(config: dict, device: torch.device, seed: int, *, build: Callable | None = None,
+        progress: bool = True) -> Result:
+    """The Monte Carlo as a :class:`Result`: per-arch ``slope``/``slope_se`` metrics, the
+    ``monte-carlo`` table (one row per arch and depth) and the two figures. ``build`` replaces
+    the mean-field builder (a mutant's broken construction)."""
     # On a GPU one process does every point (the points are batched tensor work); on the
     # CPU the config's backend and workers decide.
     if device.type == "cuda":
         config = {**config, "backend": "serial"}
-    summary = monte_carlo(config, seed, device=device, progress=True)
+    summary = monte_carlo(config, seed, build=build, device=device, progress=progress)
     result = Result("prenorm-gradients", config, seed, str(device))
     for arch, (slope, se) in summary["slopes"].items():
-        result.metrics[f"{arch}/slope"] = slope
-        result.metrics[f"{arch}/slope_se"] = se
+        result.metrics[metric_key(arch, "slope")] = slope
+        result.metrics[metric_key(arch, "slope_se")] = se
     for row in summary["rows"]:
-        key = f"{row['arch']}/L{row['depth']}"
-        result.metrics[f"{key}/grad_norm"] = row["grad_mean"]
-        result.metrics[f"{key}/norm_ratio"] = row["norm_mean"]
+        key = metric_key(row['arch'], f"L{row['depth']}")
+        result.metrics[metric_key(key, "grad_norm")] = row["grad_mean"]
+        result.metrics[metric_key(key, "norm_ratio")] = row["norm_mean"]
     result.table("monte-carlo", ["arch", "L", "trials", "grad norm mean", "grad norm SE",
                                  "E|x|^2/d", "SE", "Lemma low", "Lemma high"],
                  [[r["arch"], r["depth"], r["trials"], r["grad_mean"], r["grad_sem"],

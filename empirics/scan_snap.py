@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from constructions.scan_snap import long_sequence_limit, synthetic_classes
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 
 SMOKE = {"steps": 1500, "batch": 64, "length": 128, "lr_y": 1.0, "lr_z_ratios": [0.01, 0.05,
@@ -132,15 +132,15 @@ def _result(config, device, seed, classes, runs, ratios, seeds, steps, norms, at
                               for n in range(K)] for r in idx])
         top = np.array([attn[-1, r].max() for r in idx])
         snaps = [_snap_step(norms[:, r]) for r in idx]
-        key = f"ratio={ratio:g}"
+        key = metric_key(("ratio", ratio))
         metrics = {"distinct_start": d_start.mean(), "distinct_end_min": d_end.min(),
                    "distinct_end": d_end.mean(), "common_end_max": c_end.max(),
                    "spearman_min": spearman.min(), "top_token_max": top.max(),
                    "snap_step": np.mean([s for s, _ in snaps]),
                    "snap_fall_min": min(f for _, f in snaps)}
         for name, value in metrics.items():
-            result.metrics[f"{key}/{name}"] = float(value)
-        result.metrics[f"{key}/distinct_end_std"] = float(d_end.mean(-1).std())
+            result.metrics[metric_key(key, name)] = float(value)
+        result.metrics[metric_key(key, "distinct_end_std")] = float(d_end.mean(-1).std())
         rows.append([f"{ratio:g}", f"{start_distinct:.4f}", f"{d_start.mean():.4f}",
                      f"{d_end.mean():.4f} ± {d_end.mean(-1).std():.2g}",
                      f"{1 - start_distinct:.4f}", f"{c_end.mean():.4f}",

@@ -27,7 +27,7 @@ import torch
 
 from constructions.spatial_induction import CellularAutomaton, neighbourhood
 from empirics._tiny_gpt import GPTConfig, TinyGPT
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 from empirics.training import TrainConfig, train
 
@@ -112,13 +112,13 @@ def run_spatial_induction(config: dict, device: torch.device, seed: int) -> Resu
         result.training[name] = trained.as_record()
         for key, value in trained.final.items():
             if key in ("kl", "baseline_kl", "gather_mass", "match_mass"):
-                result.metrics[f"{name}/{key}"] = value
+                result.metrics[metric_key(name, key)] = value
     result.metrics["baseline_kl"] = result.metrics["two-layer/baseline_kl"]
     result.table("held-out rules (slabs >= 2)", ["model", "KL to Bayes", "prior-only KL",
                                                   "gather mass", "match mass"],
-                 [[n, round(result.metrics[f"{n}/kl"], 4), round(result.metrics["baseline_kl"], 4),
-                   round(result.metrics.get(f"{n}/gather_mass", float("nan")), 3),
-                   round(result.metrics.get(f"{n}/match_mass", float("nan")), 3)]
+                 [[n, round(result.metric(n, "kl"), 4), round(result.metrics["baseline_kl"], 4),
+                   round(result.metrics.get(metric_key(n, "gather_mass"), float("nan")), 3),
+                   round(result.metrics.get(metric_key(n, "match_mass"), float("nan")), 3)]
                   for n in histories])
     result.figures["kl"] = plot(histories, result.metrics["baseline_kl"])
     return result

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 from empirics.training import TrainConfig, train
 
@@ -101,7 +101,7 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
             for width in config["widths"]:
                 err = probe(config, name, width, positions, device, seed)
                 label = "pe" if positions else "nope"
-                result.metrics[f"{name}/{label}/w{width}/sup_error"] = err
+                result.metrics[metric_key(name, label, f"w{width}", "sup_error")] = err
                 rows.append([name, label, width, err])
     bound = float((grid(config["grid"])[:, 0] - grid(config["grid"])[:, 1]).abs().max() / 2)
     result.metrics["copy/no_position_bound"] = bound

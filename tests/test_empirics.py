@@ -492,3 +492,21 @@ def test_run_all_plans_every_experiment_and_runs_at_smoke_size(tmp_path, capsys)
     assert counts["current"] == ["prenorm-gradients"] and "prenorm-gradients" not in counts[
         "missing"] and len(counts["missing"]) == counts["experiments"] - 1
     assert "1 current, 0 stale" in summary_line(counts)
+
+
+def test_metric_keys_are_spelled_in_one_place():
+    """The writer and the reader of a metric build its key with the same function, so a float
+    and an int name the same metric and a missing one is reported with the keys there are."""
+    from empirics.experiment import Result, metric_key
+
+    assert metric_key("factorized", ("wd", 0.0), "margin") == "factorized/wd=0/margin"
+    assert metric_key(("alpha", 1.0)) == metric_key(("alpha", 1)) == "alpha=1"
+    assert metric_key(("n", 1_000_000)) == "n=1000000"          # not :g's 1e+06
+    assert metric_key(metric_key("sgd", "post"), "slope") == "sgd/post/slope"
+    result = Result("toy", {}, 0, "cpu", metrics={"alpha=0.3/delay": 2.0})
+    assert result.metric(("alpha", 0.3), "delay") == 2.0
+    with pytest.raises(KeyError, match=r"alpha=0\.3/delay"):
+        result.metric(("alpha", 0.3), "loss")
+    for bad in ((), ("",), (True,), (None,)):
+        with pytest.raises((TypeError, ValueError), match="metric_key"):
+            metric_key(*bad)

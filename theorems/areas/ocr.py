@@ -220,18 +220,26 @@ def ocr_result(builders=None, overrides: dict | None = None, config_name: str = 
                progress=False)
 
 
-def assert_answers(metrics: dict, name: str, margin: float) -> None:
-    low = metrics[f"{name}/test_margin_min"]
+def assert_answers(result, kind: str, decay: float, margin: float) -> None:
+    from empirics.experiment import metric_key
+    from empirics.ocr import metric_name
+
+    name = metric_key(kind, ("wd", decay))  # the label the evidence has always used
+    low = result.metric(metric_name(kind, decay, "test_margin_min"))
+    accuracy = result.metric(metric_name(kind, decay, "test_accuracy"))
     evidence.metric(f"{name}: min test margin", low, worse="lower")
-    assert metrics[f"{name}/test_accuracy"] == 1.0 and low >= margin, (
-        f"{name}: test accuracy {metrics[f'{name}/test_accuracy']:.2f}, min test margin "
-        f"{low:.3g} (< {margin})")
+    assert accuracy == 1.0 and low >= margin, (
+        f"{name}: test accuracy {accuracy:.2f}, min test margin {low:.3g} (< {margin})")
 
 
-def assert_no_ocr(metrics: dict, name: str) -> None:
+def assert_no_ocr(result, kind: str, decay: float) -> None:
     """No test implication answered, and the animals indistinguishable (ties among them)."""
-    best = metrics[f"{name}/test_margin_max"]
-    spread = metrics[f"{name}/animal_margin_max_abs"]
+    from empirics.experiment import metric_key
+    from empirics.ocr import metric_name
+
+    name = metric_key(kind, ("wd", decay))  # the label the evidence has always used
+    best = result.metric(metric_name(kind, decay, "test_margin_max"))
+    spread = result.metric(metric_name(kind, decay, "animal_margin_max_abs"))
     evidence.metric(f"{name}: max test margin", best)
     evidence.metric(f"{name}: max |margin among the animals|", spread)
     evidence.margin(min(COMBINED_BAND - best, COMBINED_BAND - spread) / COMBINED_BAND)
@@ -242,8 +250,8 @@ def assert_no_ocr(metrics: dict, name: str) -> None:
 def gd_check(builders=None, overrides: dict | None = None, config_name: str = "smoke"):
     def run():
         result = ocr_result(builders, overrides, config_name)
-        assert_answers(result.metrics, "factorized/wd=0", FACTORIZED_MARGIN)
-        assert_no_ocr(result.metrics, "combined/wd=0")
+        assert_answers(result, "factorized", 0.0, FACTORIZED_MARGIN)
+        assert_no_ocr(result, "combined", 0.0)
         evidence.cases(2)
         evidence.table(*_table(result))
         evidence.figure(result.figures["margins"], "margins")
@@ -252,17 +260,21 @@ def gd_check(builders=None, overrides: dict | None = None, config_name: str = "s
 
 def implicit_explicit_check(builders=None, overrides: dict | None = None):
     def run():
+        from empirics.experiment import metric_key
+        from empirics.ocr import metric_name
+
         result = ocr_result(builders, overrides)
         decay = result.config["weight_decay"]
-        assert_answers(result.metrics, "factorized/wd=0", 0.0)            # implicit bias alone
-        assert_answers(result.metrics, f"factorized/wd={decay:g}", 0.0)   # explicit nuclear
-        assert_no_ocr(result.metrics, f"combined/wd={decay:g}")           # explicit Frobenius
-        for name in ("factorized/wd=0", f"factorized/wd={decay:g}"):
-            balance = result.metrics[f"{name}/balance"]
+        assert_answers(result, "factorized", 0.0, 0.0)        # implicit bias alone
+        assert_answers(result, "factorized", decay, 0.0)      # explicit nuclear
+        assert_no_ocr(result, "combined", decay)              # explicit Frobenius
+        for wd in (0.0, decay):
+            name = metric_key("factorized", ("wd", wd))
+            balance = result.metric(metric_name("factorized", wd, "balance"))
             evidence.metric(f"{name}: balance", balance)
             assert 1 - 1e-9 <= balance <= 1.01, f"{name}: factors unbalanced ({balance:.4f})"
-            evidence.metric(f"{name}: test/train margin", result.metrics[
-                f"{name}/normalized_test_margin"], worse="lower")
+            evidence.metric(f"{name}: test/train margin", result.metric(
+                metric_name("factorized", wd, "normalized_test_margin")), worse="lower")
         evidence.cases(4)
         evidence.table(*_table(result))
     return run

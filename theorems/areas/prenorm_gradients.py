@@ -19,6 +19,8 @@ import functools
 import math
 from collections.abc import Callable
 
+import torch
+
 from constructions.mean_field import mean_field_transformer
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
@@ -95,33 +97,32 @@ POST_SLOPE_BAND = (-0.1, 0.1)
 
 
 @functools.cache
-def smoke_monte_carlo(build: Callable = mean_field_transformer) -> dict:
-    """The smoke Monte Carlo for ``build`` (cached: both claims' checks share one run)."""
-    from empirics.prenorm_gradients import SMOKE, monte_carlo
+def smoke_result(build: Callable = mean_field_transformer):
+    """The experiment's smoke Result for ``build`` (cached: both claims' checks share one run).
+    It carries the Monte Carlo's table, slopes and figures; the checks only read them."""
+    from empirics.prenorm_gradients import SMOKE, run
 
-    return monte_carlo(SMOKE, seed=0, build=build)
+    return run(SMOKE, torch.device("cpu"), 0, build=build, progress=False)
 
 
 def norm_band_check(build: Callable = mean_field_transformer) -> Callable[[], None]:
     def run() -> None:
-        from empirics.prenorm_gradients import norm_figure
-
-        summary = smoke_monte_carlo(build)
-        evidence.cases(sum(r["trials"] for r in summary["rows"]))
+        result = smoke_result(build)
+        rows = result.rows("monte-carlo")
+        evidence.cases(sum(r["trials"] for r in rows))
         evidence.table("residual norms", ["arch", "L", "E|x|^2/d", "SE", "low", "high"],
-                       [[r["arch"], r["depth"], round(r["norm_mean"], 4),
-                         round(r["norm_sem"], 4), r["band_low"], r["band_high"]]
-                        for r in summary["rows"]])
-        evidence.figure(norm_figure(summary), "norms")
-        for row in summary["rows"]:
-            mean, se = row["norm_mean"], row["norm_sem"]
-            low, high = row["band_low"], row["band_high"]
+                       [[r["arch"], r["L"], round(r["E|x|^2/d"], 4), round(r["SE"], 4),
+                         r["Lemma low"], r["Lemma high"]] for r in rows])
+        evidence.figure(result.figures["norms"], "norms")
+        for row in rows:
+            mean, se = row["E|x|^2/d"], row["SE"]
+            low, high = row["Lemma low"], row["Lemma high"]
             # slack in standard errors: positive inside [low - 4 SE, high + 4 SE]
             slack = BAND_SE + min(mean - low, high - mean) / se
             evidence.margin(slack)
-            evidence.metric(f"{row['arch']} L={row['depth']} E|x|^2/d", mean)
+            evidence.metric(f"{row['arch']} L={row['L']} E|x|^2/d", mean)
             assert slack >= 0, (
-                f"{row['arch']}-LN at L={row['depth']}: E|x|^2/d = {mean:.4f} ± {se:.4f} lies "
+                f"{row['arch']}-LN at L={row['L']}: E|x|^2/d = {mean:.4f} ± {se:.4f} lies "
                 f"outside Lemma 2's [{low}, {high}] by more than {BAND_SE} standard errors")
     return run
 
@@ -131,13 +132,11 @@ test_residual_norms_follow_lemma_one = check(NORM_BAND, "empirical")(norm_band_c
 
 def gradient_slope_check(build: Callable = mean_field_transformer) -> Callable[[], None]:
     def run() -> None:
-        from empirics.prenorm_gradients import gradient_figure
-
-        summary = smoke_monte_carlo(build)
-        evidence.cases(sum(r["trials"] for r in summary["rows"]))
-        evidence.figure(gradient_figure(summary), "gradients")
+        result = smoke_result(build)
+        evidence.cases(sum(r["trials"] for r in result.rows("monte-carlo")))
+        evidence.figure(result.figures["gradients"], "gradients")
         for arch, (low, high) in (("pre", PRE_SLOPE_BAND), ("post", POST_SLOPE_BAND)):
-            slope, se = summary["slopes"][arch]
+            slope, se = result.metric(arch, "slope"), result.metric(arch, "slope_se")
             evidence.metric(f"{arch}-LN log-log slope", slope)
             evidence.metric(f"{arch}-LN slope SE", se)
             slack = min(slope - SLOPE_SE * se - low, high - slope - SLOPE_SE * se)

@@ -136,6 +136,7 @@ def update_check(**overrides):
     """Run the ``deepnorm`` experiment's smoke config (``overrides`` for mutants)."""
     def run():
         from empirics.deepnorm import EXPERIMENT
+        from empirics.experiment import metric_key
 
         result = EXPERIMENT("smoke", device="cpu", **overrides)
         metrics, steps = result.metrics, result.config["steps"]
@@ -145,8 +146,8 @@ def update_check(**overrides):
             evidence.figure(fig, name)
         evidence.cases(1)
         for step in (1, steps):
-            slope = metrics[f"sgd/deepnorm/step{step}/slope"]
-            se = metrics[f"sgd/deepnorm/step{step}/slope_se"]
+            slope = metrics[metric_key("sgd", "deepnorm", f"step{step}", "slope")]
+            se = metrics[metric_key("sgd", "deepnorm", f"step{step}", "slope_se")]
             evidence.metric(f"DeepNorm slope, step {step}", slope)
             evidence.margin(min(slope - SLOPE_SE * se - FLAT_BAND[0],
                                 FLAT_BAND[1] - slope - SLOPE_SE * se))
@@ -154,8 +155,8 @@ def update_check(**overrides):
                 slope + SLOPE_SE * se <= FLAT_BAND[1], (
                     f"DeepNorm: step {step}'s update has log-log slope {slope:.3f} ± {se:.3f} "
                     f"in depth, not within {FLAT_BAND}")
-            post = metrics[f"sgd/post/step{step}/slope"]
-            post_se = metrics[f"sgd/post/step{step}/slope_se"]
+            post = metrics[metric_key("sgd", "post", f"step{step}", "slope")]
+            post_se = metrics[metric_key("sgd", "post", f"step{step}", "slope_se")]
             evidence.metric(f"Post-LN slope, step {step}", post, worse="lower")
             assert post - SLOPE_SE * post_se >= POST_MIN_SLOPE, (
                 f"Post-LN: step {step}'s update has slope {post:.3f} ± {post_se:.3f}, not "

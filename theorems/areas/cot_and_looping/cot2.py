@@ -632,8 +632,8 @@ def csft_check(margin: float = 0.0, result=csft_smoke_result):
     def run():
         res = result()
         for d in res.config["widths"]:
-            sft, csft = res.metrics[f"sft d={d} val accuracy"], res.metrics[f"csft d={d} val "
-                                                                           "accuracy"]
+            sft = res.metric("sft", ("d", d), "val accuracy")
+            csft = res.metric("csft", ("d", d), "val accuracy")
             evidence.metric(f"d={d}: CSFT val accuracy", csft, worse="lower")
             evidence.metric(f"d={d}: SFT val accuracy", sft, worse="lower")
             evidence.margin(csft - sft - margin)

@@ -263,8 +263,8 @@ def trace_smoke_result(seed: int = 0, **overrides):
 def trace_content_check(result=trace_smoke_result):
     def run():
         res = result()
-        learned = res.metrics["trace in-distribution trace-token accuracy"]
-        control = res.metrics["shuffled in-distribution trace-token accuracy"]
+        learned = res.metric("trace", "in-distribution", "trace-token accuracy")
+        control = res.metric("shuffled", "in-distribution", "trace-token accuracy")
         for name, value in sorted(res.metrics.items()):
             evidence.metric(name, value, worse="lower")
         arms = res.config["arms"]
@@ -272,8 +272,8 @@ def trace_content_check(result=trace_smoke_result):
             for axis in ("OOD length", "OOD depth"):
                 if arm in arms:
                     evidence.metric(f"trace - {arm}, {axis}",
-                                    res.metrics[f"trace {axis} accuracy"]
-                                    - res.metrics[f"{arm} {axis} accuracy"], worse="lower")
+                                    res.metric("trace", axis, "accuracy")
+                                    - res.metric(arm, axis, "accuracy"), worse="lower")
         for name, table in res.tables.items():
             evidence.table(name, table["header"], table["rows"])
         for name, fig in res.figures.items():

@@ -215,22 +215,23 @@ def gd_check(config: str = "smoke", **overrides):
         metrics, lengths = result.metrics, result.config["lengths"]
         two = f"2L-h1-d{result.config['two_layer']['d_model']}"
         for n in lengths:
-            accuracy = metrics[f"n{n}/{two}/accuracy"]
+            accuracy = result.metric(f"n{n}", two, "accuracy")
             evidence.metric(f"n={n} two-layer accuracy", accuracy, worse="lower")
             for layer, key in ((1, "i-1"), (2, "j*+1")):
                 evidence.metric(f"n={n} layer-{layer} mass on {key}",
-                                metrics[f"n{n}/{two}/layer{layer}_mass"], worse="lower")
+                                result.metric(f"n{n}", two, f"layer{layer}_mass"), worse="lower")
             for baseline in ("unigram", "context"):
                 evidence.metric(f"n={n} {baseline} baseline",
-                                metrics[f"n{n}/construction/{baseline}_baseline"])
+                                result.metric(f"n{n}", "construction", f"{baseline}_baseline"))
             evidence.margin(accuracy - GD_ACCURACY)
             assert accuracy >= GD_ACCURACY, f"n={n}: two layers reach only {accuracy:.3f}"
             # The construction's mechanism: the majority of each head's attention on its key.
-            assert metrics[f"n{n}/{two}/layer1_mass"] > 0.5, f"n={n}: no previous-token head"
-            assert metrics[f"n{n}/{two}/layer2_mass"] > 0.5, f"n={n}: no induction head"
+            assert result.metric(f"n{n}", two, "layer1_mass") > 0.5, (
+                f"n={n}: no previous-token head")
+            assert result.metric(f"n{n}", two, "layer2_mass") > 0.5, f"n={n}: no induction head"
         one_layer = sorted({k.split("/")[1] for k in metrics if k.split("/")[1].startswith("1L")})
         for name in one_layer:
-            curve = [metrics[f"n{n}/{name}/accuracy"] for n in lengths]
+            curve = [result.metric(f"n{n}", name, "accuracy") for n in lengths]
             for n, value in zip(lengths, curve, strict=True):
                 evidence.metric(f"n={n} {name} accuracy (one layer)", value)
                 assert value < 0.5, f"{name} reaches {value:.3f} at n={n}"

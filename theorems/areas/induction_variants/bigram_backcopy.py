@@ -436,13 +436,14 @@ BB_GD = Claim(
 def gd_check(config: str = "smoke", seed: int = 0, **overrides):
     def run():
         from empirics.bigram_backcopy import BIGRAM_BACKCOPY
+        from empirics.experiment import metric_key
 
         result = BIGRAM_BACKCOPY(config, device="cpu", seed=seed, **overrides)
         metrics = result.metrics
         for name in result.config["variants"]:
             for key, worse in (("bos_mass", "lower"), ("bos_value_ratio", "higher"),
                                ("kl", "higher")):
-                evidence.metric(f"{name} {key}", metrics[f"{name}/{key}"], worse=worse)
+                evidence.metric(f"{name} {key}", metrics[metric_key(name, key)], worse=worse)
         evidence.table("dormant positions", **result.tables["dormant positions"])
         for name, fig in result.figures.items():
             evidence.figure(fig, name)

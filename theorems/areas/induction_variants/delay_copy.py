@@ -298,18 +298,19 @@ DG_GD = Claim(
 def gd_check(config: str = "smoke", seed: int = 0, **overrides):
     def run():
         from empirics.delay_copy import DELAY_COPY
+        from empirics.experiment import metric_key
 
         result = DELAY_COPY(config, device="cpu", seed=seed, **overrides)
         metrics = result.metrics
         for scheme in result.config["schemes"]:
             for key in ("in_distribution", "out_of_distribution", "P"):
-                evidence.metric(f"{scheme} {key}", metrics[f"{scheme}/{key}"], worse="lower")
+                evidence.metric(f"{scheme} {key}", metrics[metric_key(scheme, key)], worse="lower")
         evidence.table("accuracy at steps k >= 2", **result.tables["accuracy at steps k >= 2"])
         for name, fig in result.figures.items():
             evidence.figure(fig, name)
-        nope = metrics["none/in_distribution"]
+        nope = result.metric("none", "in_distribution")
         for scheme in ("rope", "alibi"):
-            gap = metrics[f"{scheme}/in_distribution"] - nope
+            gap = result.metric(scheme, "in_distribution") - nope
             evidence.margin(gap)
             assert gap > 0, f"{scheme} in distribution {gap + nope:.3f} <= NoPE's {nope:.3f}"
     return run

@@ -331,18 +331,19 @@ def grokking_result(overrides: dict | None = None, **mutation):
 def alpha_check(overrides: dict | None = None, **mutation):
     def run():
         result = grokking_result(overrides, **mutation)
-        m = result.metrics
-        for a in ("0.3", "1"):
-            ratio = m[f"alpha={a}/max_ratio_to_ntk"]
-            evidence.metric(f"alpha={a}: final test loss / NTK level (worst seed)", ratio)
-            evidence.metric(f"alpha={a}: grokking delay (steps, mean)", m[f"alpha={a}/delay"])
-            assert ratio < 1, f"alpha={a}: test loss ends at {ratio:.3g} x the NTK level"
-        worst = m["alpha=10/lin_gap_max"]
+        for a in (0.3, 1.0):
+            ratio = result.metric(("alpha", a), "max_ratio_to_ntk")
+            evidence.metric(f"alpha={a:g}: final test loss / NTK level (worst seed)", ratio)
+            evidence.metric(f"alpha={a:g}: grokking delay (steps, mean)",
+                            result.metric(("alpha", a), "delay"))
+            assert ratio < 1, f"alpha={a:g}: test loss ends at {ratio:.3g} x the NTK level"
+        worst = result.metric(("alpha", 10.0), "lin_gap_max")
         evidence.metric("alpha=10: max |net - lin| / lin (worst seed)", worst)
         evidence.margin((LAZY_GAP - worst) / LAZY_GAP)
         assert worst <= LAZY_GAP, (f"alpha=10: the network leaves its linearisation by "
                                    f"{worst:.3g} (relative)")
-        cos_rich, cos_lazy = m["alpha=0.3/final_align"], m["alpha=10/final_align"]
+        cos_rich = result.metric(("alpha", 0.3), "final_align")
+        cos_lazy = result.metric(("alpha", 10.0), "final_align")
         evidence.metric("cos(C - C0, bb^T): alpha=0.3", cos_rich, worse="lower")
         evidence.metric("cos(C - C0, bb^T): alpha=10", cos_lazy)
         assert cos_rich > cos_lazy, (f"alignment with bb^T is {cos_rich:.3g} at alpha=0.3 and "
@@ -350,7 +351,7 @@ def alpha_check(overrides: dict | None = None, **mutation):
         table = result.tables["exact anchors against measured"]
         evidence.table("exact anchors against measured", table["header"], table["rows"])
         evidence.figure(result.figures["curves"], "curves")
-        evidence.cases(int(m["seeds"]) * 3)
+        evidence.cases(int(result.metrics["seeds"]) * 3)
     return run
 
 

@@ -283,6 +283,7 @@ def scan_snap_result(overrides: dict | None = None, **mutation):
 
 def dynamics_check(overrides: dict | None = None, **mutation):
     def run():
+        from empirics.experiment import metric_key
         from empirics.scan_snap import SNAP_FALL
 
         result = scan_snap_result(overrides, **mutation)
@@ -290,19 +291,19 @@ def dynamics_check(overrides: dict | None = None, **mutation):
         start = m["exact_distinct_start"]
         assert start == 0.5, f"the exact initial distinct mass is {start}, not 0.5"
         for ratio in result.config["lr_z_ratios"]:
-            key = f"ratio={ratio:g}"
-            low, high = m[f"{key}/distinct_end_min"], m[f"{key}/common_end_max"]
+            key = metric_key(("ratio", ratio))
+            low, high = result.metric(key, "distinct_end_min"), result.metric(key, "common_end_max")
             evidence.metric(f"{key}: min final distinct mass (exact start 0.5)", low,
                             worse="lower")
-            evidence.metric(f"{key}: snap step (mean over seeds)", m[f"{key}/snap_step"])
+            evidence.metric(f"{key}: snap step (mean over seeds)", result.metric(key, "snap_step"))
             assert low > start, f"{key}: a class's distinct mass ends at {low:.4f} <= 0.5"
             assert high < 1 - start, f"{key}: a class's common mass ends at {high:.4f} >= 0.5"
-            rho = m[f"{key}/spearman_min"]
+            rho = result.metric(key, "spearman_min")
             assert rho == 1.0, f"{key}: a class's distinct ranking has Spearman {rho:.3g}"
-            top = m[f"{key}/top_token_max"]
+            top = result.metric(key, "top_token_max")
             evidence.metric(f"{key}: max single-token mass", top)
             assert top <= NO_WINNER, f"{key}: one token takes {top:.3f} of the attention"
-            fall = m[f"{key}/snap_fall_min"]
+            fall = result.metric(key, "snap_fall_min")
             evidence.metric(f"{key}: min peak/final update norm", fall, worse="lower")
             assert fall >= SNAP_FALL, f"{key}: the update norm falls only {fall:.3g}x (no snap)"
         table = result.tables["exact anchors against measured"]

@@ -386,12 +386,12 @@ def cot2_layer(m: int, *, beta: float = 40.0, clamp: float = 30.0,
 
 # --- how many superposed paths decode (C2.4) -----------------------------------------------------
 
-def gaussian_embeddings(num_tokens: int, d: int, draws: int, seed: int) -> torch.Tensor:
+def gaussian_embeddings(vocab_size: int, d: int, draws: int, seed: int) -> torch.Tensor:
     r"""``draws`` Gaussian token embeddings :math:`E \in \mathbb R^{v\times d}`, shape
     (draws, v, d): :math:`E = P^\top` for the projections :math:`P \in \mathbb R^{d\times v}`
     that :func:`constructions.fact_mlps.decoding_success_rate` draws from the same seed, so the
     two share their draws."""
-    v = _validate.positive_int("num_tokens", num_tokens)
+    v = _validate.positive_int("vocab_size", vocab_size)
     d = _validate.positive_int("d", d)
     draws = _validate.positive_int("draws", draws)
     generator = torch.Generator().manual_seed(_validate.seed("seed", seed))

@@ -429,7 +429,7 @@ def residual_cancelling_layer(d: int, rho: float, *, dtype: torch.dtype = torch.
     the *unshifted* power method. The data columns still receive zero. So a layer without
     normalisation can represent the power step's direction exactly; what it cannot do is
     match the *norm* of a normalised target for every :math:`X` (see the claims in
-    ``theorems/areas/power_method.py``). Use one loop: the cancellation needs a unit query.
+    ``theorems/areas/power_method/``). Use one loop: the cancellation needs a unit query.
     """
     d = _validate.positive_int("d", d, minimum=2)
     rho = _validate.finite_float("rho", rho)

@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device {report['device']}, {report['threads']} thread(s), {args.steps} steps x "
           f"{args.repeats} alternating runs, batch {BATCH}")
     print(f"  bare PyTorch loop   {report['bare_steps_per_s']:9.1f} steps/s (median)")
-    print(f"  empirics.train      {report['engine_steps_per_s']:9.1f} steps/s (median)")
+    print(f"  empirics.training   {report['engine_steps_per_s']:9.1f} steps/s (median)")
     print(f"  ratio engine/bare   {report['ratio']:9.3f}   (target >= 0.95)")
     print(f"  per CPU second: bare {report['bare_steps_per_cpu_s']:.1f}, engine "
           f"{report['engine_steps_per_cpu_s']:.1f} steps, ratio {report['cpu_ratio']:.3f}")

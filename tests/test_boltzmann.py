@@ -1,4 +1,4 @@
-"""Mutants and bad input for the Boltzmann-operator claims (theorems/areas/boltzmann.py)."""
+"""Mutants and bad input for the Boltzmann-operator claims (theorems/areas/boltzmann/)."""
 
 from __future__ import annotations
 

@@ -181,6 +181,8 @@ def test_decoding_a_single_path_fails():
 def test_bad_superposition_input():
     with pytest.raises(ValueError, match="d"):
         cot2.gaussian_embeddings(5, 0, 2, 0)
+    with pytest.raises(ValueError, match="vocab_size"):
+        cot2.gaussian_embeddings(0, 3, 2, 0)
     E = cot2.gaussian_embeddings(5, 3, 2, 0)
     with pytest.raises(ValueError, match="sets"):
         cot2.superposition_recovered(E, torch.full((2, 1, 2), 7))

@@ -1,4 +1,4 @@
-"""Mutants and bad input for the in-context regression claims (theorems/areas/icl_regression.py).
+"""Mutants and bad input for the in-context regression claims (theorems/areas/icl_regression/).
 
 The mutants are the four the area's issue names: the step size off by 10%, the
 preconditioner transposed, the query mask dropped, and the (n+1)/n normalisation replaced by

@@ -3,7 +3,7 @@ r"""In-context linear regression by one layer of linear self-attention (LSA).
 Sources: Mahankali, Hashimoto, Ma (2023, arXiv:2307.03576); Ahn, Cheng, Daneshmand, Sra (2023,
 arXiv:2306.00297); Zhang, Frei, Bartlett (2024, arXiv:2306.09927); von Oswald et al. (2023,
 arXiv:2212.07677); Huang, Wang, Lee (2025, arXiv:2502.21212). Only the papers' openings were
-read; every constant below was derived here (and is checked in ``theorems/areas/icl_regression.py``)
+read; every constant below was derived here (and is checked in ``theorems/areas/icl_regression/``)
 or read from the authors' code, as each docstring says.
 
 The shared parameterisation

@@ -189,7 +189,7 @@ def required_bits(max_len: int, params: InductionParameters) -> int:
     (:math:`1/e - 2`, :math:`2/e - 2`, ... in the exponent) keep a margin of at least 0.29.
     The weights of the softmax and of the readout are rounded once more, a relative
     :math:`u` that the margins absorb. The bound is conservative: on the stress inputs of
-    ``theorems.induction_heads`` the least exact :math:`p` is 8–9 bits lower.
+    ``theorems.areas.induction_heads`` the least exact :math:`p` is 8–9 bits lower.
     """
     return math.ceil(math.log2(max_score(max_len, params)) + 6)  # max_score checks both
 

@@ -28,6 +28,7 @@ from constructions.addition import (
 )
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
+from theorems.proving import coq_proof
 
 QUIRKE = {"arxiv": "2310.13121", "ref": "Quirke & Barez (2024), ICLR"}
 ALGORITHM_SOURCE = Source(where="Section 5 and the authors' code (PhilipQuirke/transformer-maths)",
@@ -292,7 +293,6 @@ test_per_digit_accuracy_at_five_digits = check(AD_PER_DIGIT, "exhaustive")(
 
 # --- proved (appended: machine-checked proofs, see theorems/proving.py) ----------------------
 
-from theorems.proving import coq_proof  # noqa: E402
 
 # The iff for every number of digits, by induction over the digit lists (Coq, nat and lists;
 # no axioms): the algorithm's carry-in equals the true carry at every column unless a carry

@@ -17,6 +17,7 @@ from constructions.bilinear import BilinearLayer, bilinear_form, bilinear_layer,
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma
+from theorems.proving import coq_proof
 from theorems.strategies import gaussian_matrices, seeds
 
 SHARKEY = {"arxiv": "2305.03452", "ref": "Sharkey (2023), technical note"}
@@ -142,7 +143,6 @@ test_bilinear_layer_is_a_quadratic_form = check(BL_QUADRATIC, "property")(
 
 # --- proved (appended: machine-checked proofs, see theorems/proving.py) ----------------------
 
-from theorems.proving import coq_proof  # noqa: E402
 
 # The three identities for every h, d, o, over any commutative ring (numeric field where the
 # statement divides by 2): MathComp matrices and big sums in proofs/coq/bilinear.v.

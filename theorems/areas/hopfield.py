@@ -21,6 +21,7 @@ from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
 from theorems.numerics import gamma
 from theorems.profiles import budget
+from theorems.proving import coq_proof
 from theorems.strategies import gaussian_matrices
 
 SARGOLZAEI = {"arxiv": "2604.03190", "ref": "Sargolzaei (2026)"}
@@ -336,7 +337,6 @@ test_twicing_leaves_the_convex_hull = check(HP_TWICING_HULL, "refutation")(
 
 # --- proved (appended: machine-checked proofs, see theorems/proving.py) ----------------------
 
-from theorems.proving import coq_proof  # noqa: E402
 
 # (2A - A^2)V = AV + A(V - AV) for every n, d_v and ring: MathComp matrices.
 test_twicing_identity_proved = check(HP_TWICING, "proved")(

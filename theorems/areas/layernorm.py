@@ -1,7 +1,7 @@
 r"""LayerNorm geometry and attention (Brody, Alon, Yahav 2023, arXiv:2305.02582).
 
 Each claim is followed by its checks. A check is built by a factory that takes the
-construction under test, so ``tests/test_mutants.py`` can rebuild it around a broken
+construction under test, so ``tests/test_layernorm.py`` can rebuild it around a broken
 construction and assert that it then fails.
 """
 
@@ -23,6 +23,7 @@ from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
 from theorems.numerics import gamma
 from theorems.profiles import budget
+from theorems.proving import coq_proof
 from theorems.strategies import gaussian_matrices, seeds, tensors
 
 BRODY = {"arxiv": "2305.02582", "ref": "Brody, Alon, Yahav (2023), Findings of ACL"}
@@ -401,7 +402,6 @@ test_majority_training_aligns_the_query_with_ones = check(LN_MAJORITY_LEARNABLE,
 
 # --- proved (appended: machine-checked proofs, see theorems/proving.py) ----------------------
 
-from theorems.proving import coq_proof  # noqa: E402
 
 # LN(x) = sqrt(d) Px/||Px||, 1^T LN(x) = 0 and ||LN(x)||^2 = d for every d and every x with
 # Px != 0, over any real closed field: MathComp big sums and Num.sqrt.

@@ -42,6 +42,7 @@ from theorems.areas.induction_heads._shared import (
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.profiles import budget
+from theorems.proving import smt_proof, z3_from_sympy
 
 IH_TASK = Claim(
     id="induction-heads.task",
@@ -581,7 +582,6 @@ test_predicted_precision_sweep = pytest.mark.slow(check(IH_PRECISION, "numeric")
 
 # --- proved (appended: machine-checked proofs, see theorems/proving.py) ----------------------
 
-from theorems.proving import smt_proof, z3_from_sympy  # noqa: E402
 
 
 def margin_query(parameters=two_layer_parameters, conditions=two_layer_conditions, *,

@@ -12,6 +12,9 @@ declares. It covers every status and every kind of evidence a page can show:
   falsifying example, so it comes out ``failing``;
 * ``UNCHECKED`` (the last claim) is left out of the evidence, as a claim added after the run;
 * ``FIGURED`` (the second claim) reports a metric, a table and a figure;
+* a ``proved`` check carries a proof record: a Coq proof of ``bilinear.v``'s
+  ``symmetric_part`` (with the classical-reals axioms), or for ``induction-heads`` claims a z3
+  proof whose query comes from a real function;
 * the file also holds a record for a claim that no longer exists.
 """
 
@@ -33,6 +36,17 @@ RUN = {"git_sha": "0123456789abcdef0123456789abcdef01234567", "git_dirty": False
        "torch": "2.13.0+cpu", "numpy": "2.0.0", "hypothesis": "6.100.0",
        "platform": "Linux-x86_64", "device": "cpu", "workers": 2}
 RETIRED = "retired.claim"
+PROOFS = {
+    "coq": {"tool": "coq", "version": "8.16.1", "source": "proofs/coq/bilinear.v",
+            "theorem": "symmetric_part", "trusts": "the Coq 8.16.1 kernel",
+            "assumptions": ["ClassicalDedekindReals.sig_not_dec", "FunctionalExtensionality"
+                            ".functional_extensionality_dep"],
+            "seconds": 1.5, "sha256": "0" * 64, "cached": False},
+    "smt": {"tool": "z3", "version": "4.13.0", "theorem": "margins for every n >= 1",
+            "source": "constructions.induction_heads:two_layer_conditions (lib=sympy)",
+            "trusts": "z3 4.13.0's unsat answer", "assumptions": [], "seconds": 0.5,
+            "sha256": "1" * 64, "cached": False},
+}
 FALSIFYING = "Falsifying example: run(\n    x=tensor([0.0, 1.0], dtype=torch.float64),\n)"
 
 
@@ -64,6 +78,9 @@ def _check(claim_id: str, tier: str, index: int, **extra) -> dict:
     if tier == "refutation":
         record.update(examples=1, margin=None, ratio=None,
                       counterexample=f"the pinned counterexample to {claim_id}")
+    if tier == "proved":
+        record.update(examples=1, margin=None, ratio=None, proof=PROOFS[
+            "smt" if claim_id.startswith("induction-heads.") else "coq"])
     record.update(extra)
     return record
 

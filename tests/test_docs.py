@@ -169,6 +169,58 @@ def test_graph_links_every_claim_and_colours_it_by_status(site):
     assert set(graph.LEGEND) == set(graph.COLOURS)
 
 
+def proved_claims(evidence: dict) -> list[str]:
+    """The claims with a passed proof (the fixture's failing claim among them)."""
+    return [cid for cid, record in evidence["claims"].items() if any(
+        c["tier"] == "proved" and c["outcome"] == "passed" for c in record["checks"])]
+
+
+def test_proved_claims_are_counted_apart_and_show_their_proof(site):
+    site_dir, _, evidence = site
+    registry, proved = load_all(), proved_claims(evidence)
+    assert proved, "the fixture has no proved claim"
+    index = page(site_dir, "index.html")
+    verified = sum(evidence["claims"].get(c.id, {}).get("status") == "verified"
+                   for c in registry)  # the retired claim's record is not counted
+    verified_and_proved = sum(evidence["claims"][c]["status"] == "verified" for c in proved)
+    assert verified_and_proved < len(proved)  # the failing claim's proof is not counted
+    assert re.search(rf"<strong>{verified_and_proved}</strong> of the {verified} verified "
+                     rf"claims also "
+                     rf"carry a <strong>machine-checked\s+proof</strong>", index)
+    kinds = set()
+    for claim_id in proved:
+        claim = registry[claim_id]
+        body = section(page(site_dir, f"claims/{claim.area}.html"), data.anchor(claim_id))
+        assert "Machine-checked in" in body, claim_id
+        if claim_id.startswith("induction-heads."):
+            kinds.add("smt")
+            assert "z3 4.13.0" in body and "highlight-python" in body  # the query generator
+            assert "def two_layer_conditions" in html.unescape(re.sub("<[^>]+>", "", body))
+        else:
+            kinds.add("coq")
+            assert "Coq 8.16.1" in body and "tt-side-by-side" in body, claim_id
+            assert "highlight-coq" in body, claim_id  # Pygments' Coq lexer
+            link = re.search(r'<a class="reference download[^>]*href="([^"]+bilinear\.v)"',
+                             body)
+            assert link and (site_dir / "claims" / link.group(1)).resolve().is_file()
+            assert "functional_extensionality_dep" in body  # the audited assumptions
+    assert kinds == {"coq", "smt"}
+    graph_page = page(site_dir, "graph.html")
+    focus = json.loads(re.search(r'id="tt-graph-data">(.*?)</script>', graph_page,
+                                 re.S).group(1).replace("<\\/", "</"))
+    assert {n["id"] for n in focus if n["proved"]} == set(proved)
+    assert "double border" in graph_page
+
+
+def test_graph_renderers_mark_proved_nodes():
+    proved = graph.Node("p.one", "p", "One", "verified", "claims/p.html#p-one", (), proved=True)
+    assert 'class="tt-proved"' in graph.render_in_python([proved])
+    assert 'class="tt-proved"' not in graph.render_in_python(_nodes())
+    assert "peripheries=2" in graph.dot_source([proved])
+    assert "peripheries" not in graph.dot_source(_nodes())
+    assert "machine-checked" in proved.tooltip
+
+
 def test_index_shows_who_is_verified_with_all_dependencies(site):
     site_dir, _, evidence = site
     registry = load_all()

@@ -84,6 +84,10 @@
       link.appendChild(el("title", {}, n.id + " (" + n.colour + "): " + n.title));
       link.appendChild(el("rect", {x: p[0], y: p[1], width: w, height: h, rx: 6,
                                    fill: n.fill, stroke: n.ink}));
+      if (n.proved) {  // a machine-checked proof: a second, inner border
+        link.appendChild(el("rect", {x: p[0] + 3, y: p[1] + 3, width: w - 6, height: h - 6,
+                                     rx: 4, fill: "none", stroke: n.ink, "class": "tt-proved"}));
+      }
       link.appendChild(el("text", {x: p[0] + w / 2, y: p[1] + h / 2 + 4,
                                    "text-anchor": "middle", fill: n.ink},
                           n.id.length <= 38 ? n.id : n.id.slice(0, 37) + "…"));

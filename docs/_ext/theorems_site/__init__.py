@@ -85,10 +85,16 @@ def generate(app: Sphinx) -> None:
     nodes = [graph.Node(id=v.id, area=v.claim.area, title=v.claim.title, status=v.status,
                         url=app.builder.get_relative_uri("graph", data.area_docname(
                             v.claim.area)) + "#" + v.anchor,
-                        depends_on=v.claim.depends_on, through=v.through)
+                        depends_on=v.claim.depends_on, through=v.through, proved=v.proved)
              for v in site.claims]
+    proofs = {}  # a proof file's repository path -> its copy in the source tree
+    for view in site.claims:
+        for proof in view.proofs:
+            if proof.language == "coq":
+                proofs[proof.source] = _stage(data.REPO / proof.source, srcdir,
+                                              Path("_proofs") / proof.source)
     pages = render.pages(site, graph_svg=draw(nodes), graph_renderer=renderer_name,
-                         figures=figures, graph_data=graph.focus_data(nodes))
+                         figures=figures, graph_data=graph.focus_data(nodes), proofs=proofs)
     for docname, source in pages.items():
         _write_if_changed(srcdir / f"{docname}.md", source)
     logger.info("theorems_site: %d pages for %d claims in %d areas", len(pages),
@@ -98,7 +104,7 @@ def generate(app: Sphinx) -> None:
 def _stage(source: Path, srcdir: Path, relative: Path) -> str:
     """Copy a figure into the source tree; return its path as Sphinx reads it (``/...``)."""
     if not source.is_file():
-        logger.warning("theorems_site: figure %s named by the evidence is missing", source)
+        logger.warning("theorems_site: file %s named by the evidence is missing", source)
     else:
         target = srcdir / relative
         target.parent.mkdir(parents=True, exist_ok=True)

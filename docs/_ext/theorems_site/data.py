@@ -110,6 +110,78 @@ class ExperimentView:
         return experiment_anchor(self.name)
 
 
+REPO = Path(__file__).resolve().parents[3]
+
+
+@dataclass(frozen=True)
+class ProofView:
+    """A passed ``proved`` check: what checked it, what it trusts, and the proof's text.
+
+    ``statement`` is the main theorem as the proof states it (a Coq ``Theorem`` up to its
+    ``Proof.``; for SMT, the Python function the query is generated from), shown beside the
+    claim's LaTeX statement so a reader can review one against the other; ``text`` is the
+    whole proof file (or function), highlighted as ``language``.
+    """
+
+    check: str
+    tool: str
+    version: str
+    theorem: str
+    source: str
+    trusts: str
+    assumptions: tuple[str, ...]
+    language: str
+    statement: str
+    text: str
+
+    @property
+    def checked_in(self) -> str:
+        """'Coq 8.16.1' or 'z3 4.13.0'."""
+        return f"{'Coq' if self.tool == 'coq' else self.tool} {self.version}".strip()
+
+    @classmethod
+    def of(cls, check: Mapping[str, Any]) -> ProofView:
+        record = check["proof"]
+        source, theorem = record["source"], record["theorem"]
+        if record["tool"] == "coq":
+            language, text = "coq", _read(REPO / source)
+            statement = coq_statement(text, theorem) if text else ""
+        else:
+            language, text = "python", _python_source(source)
+            statement = ""
+        return cls(check=check["name"], tool=record["tool"], version=record["version"],
+                   theorem=theorem, source=source, trusts=record["trusts"],
+                   assumptions=tuple(record.get("assumptions", ())), language=language,
+                   statement=statement, text=text)
+
+
+def coq_statement(text: str, theorem: str) -> str:
+    """The ``Theorem``/``Lemma`` named ``theorem`` in ``text``, up to its ``Proof.``."""
+    found = re.search(rf"^\s*(?:Theorem|Lemma|Corollary|Proposition)\s+{re.escape(theorem)}\b"
+                      rf".*?(?=^\s*Proof\b)", text, flags=re.M | re.S)
+    return found.group(0).strip() if found else ""
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _python_source(source: str) -> str:
+    """The source of ``module:function`` (``source`` may carry a trailing remark)."""
+    target = source.split()[0]
+    module, _, name = target.partition(":")
+    try:
+        obj = importlib.import_module(module)
+        for part in filter(None, name.split(".")):
+            obj = getattr(obj, part)
+        return inspect.getsource(obj)
+    except (ImportError, AttributeError, TypeError, OSError):
+        return ""
+
+
 @dataclass(frozen=True)
 class ClaimView:
     """A claim with its last evidence and its links."""
@@ -150,6 +222,16 @@ class ClaimView:
         return [c for c in self.checks if c["outcome"] == "failed"]
 
     @property
+    def proofs(self) -> list[ProofView]:
+        """The passed machine-checked proofs of this claim."""
+        return [ProofView.of(c) for c in self.checks
+                if c["tier"] == "proved" and c["outcome"] == "passed" and c.get("proof")]
+
+    @property
+    def proved(self) -> bool:
+        return bool(self.proofs)
+
+    @property
     def counterexamples(self) -> list[tuple[str, str]]:
         """(check name, pinned counterexample) of the passed refutation checks."""
         return [(c["name"], c["counterexample"]) for c in self.checks
@@ -181,6 +263,10 @@ class SiteData:
 
     def claims_in(self, area: str) -> list[ClaimView]:
         return [c for c in self.claims if c.claim.area == area]
+
+    def proved_count(self) -> int:
+        """How many verified claims also carry a passed machine-checked proof."""
+        return sum(c.proved and c.status == "verified" for c in self.claims)
 
     def through_count(self) -> int:
         """How many claims are verified with all their dependencies."""

@@ -47,10 +47,16 @@ class Node:
     url: str
     depends_on: tuple[str, ...]
     through: bool = True  # verified with all its dependencies (only read when verified)
+    proved: bool = False  # carries a passed machine-checked proof: drawn with a double border
 
     @property
     def label(self) -> str:
         return self.id.split(".", 1)[1]
+
+    @property
+    def tooltip(self) -> str:
+        return f"{self.id} ({self.status}{', machine-checked' if self.proved else ''}): " \
+               f"{self.title}"
 
     @property
     def colour(self) -> str:
@@ -65,7 +71,8 @@ def focus_data(nodes: Sequence[Node]) -> str:
 
     rows = [{"id": n.id, "area": n.area, "title": n.title, "status": n.status,
              "colour": n.colour, "fill": COLOURS[n.colour][0], "ink": COLOURS[n.colour][1],
-             "url": n.url, "depends_on": list(n.depends_on)} for n in nodes]
+             "url": n.url, "depends_on": list(n.depends_on), "proved": n.proved}
+            for n in nodes]
     return json.dumps(rows).replace("</", "<\\/")
 
 
@@ -87,10 +94,11 @@ def dot_source(nodes: Sequence[Node]) -> str:
                      f'fontcolor="#455a64";')
         for node in (n for n in nodes if n.area == area):
             fill, ink = COLOURS[node.colour]
+            proved = ", peripheries=2" if node.proved else ""
             lines.append(
                 f"    {quote(node.id)} [label={quote(node.label)}, fillcolor={quote(fill)}, "
-                f"color={quote(ink)}, fontcolor={quote(ink)}, URL={quote(node.url)}, "
-                f'target="_top", tooltip={quote(f"{node.id} ({node.status}): {node.title}")}];')
+                f"color={quote(ink)}, fontcolor={quote(ink)}, URL={quote(node.url)}{proved}, "
+                f'target="_top", tooltip={quote(node.tooltip)}];')
         lines.append("  }")
     for node in nodes:
         for dep in node.depends_on:
@@ -154,11 +162,13 @@ def render_in_python(nodes: Sequence[Node], per_row: int = 5) -> str:
         node = by_id[node_id]
         fill, ink = COLOURS[node.colour]
         text = node.id if len(node.id) <= 34 else node.id[:33] + "…"
+        inner = (f'<rect x="{x + 3}" y="{y + 3}" width="{width - 6}" height="{height - 6}" '
+                 f'rx="4" fill="none" stroke="{ink}" class="tt-proved"/>' if node.proved else "")
         parts.append(
             f'<a href="{html.escape(node.url)}" target="_top"><title>'
-            f'{html.escape(f"{node.id} ({node.status}): {node.title}")}</title>'
+            f'{html.escape(node.tooltip)}</title>'
             f'<rect x="{x}" y="{y}" width="{width}" height="{height}" rx="6" fill="{fill}" '
-            f'stroke="{ink}"/><text x="{x + width / 2}" y="{y + height / 2 + 4}" '
+            f'stroke="{ink}"/>{inner}<text x="{x + width / 2}" y="{y + height / 2 + 4}" '
             f'text-anchor="middle" fill="{ink}">{html.escape(text)}</text></a>')
     parts.append("</svg>")
     return "\n".join(parts)

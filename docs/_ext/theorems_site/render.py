@@ -179,14 +179,17 @@ def constructions(site: SiteData) -> dict[str, tuple[ConstructionView, bool]]:
 
 
 def pages(site: SiteData, *, graph_svg: str, graph_renderer: str,
-          figures: dict[str, str], graph_data: str = "[]") -> dict[str, str]:
+          figures: dict[str, str], graph_data: str = "[]",
+          proofs: dict[str, str] | None = None) -> dict[str, str]:
     """Docname -> MyST source, for every page of the site.
 
     ``figures`` maps a figure's path in the evidence or results to its path in the source
-    tree (absolute from the source root, as Sphinx reads ``/...``).
+    tree (absolute from the source root, as Sphinx reads ``/...``); ``proofs`` maps a proof
+    file's repository path to its copy there (the claim page links it for download).
     """
     env = environment()
-    common = {"site": site, "figures": figures, "constructions": constructions(site)}
+    common = {"site": site, "figures": figures, "constructions": constructions(site),
+              "proofs": proofs or {}}
     out = {"index": env.get_template("index.md.jinja").render(**common),
            "graph": env.get_template("graph.md.jinja").render(
                **common, svg=graph_svg, renderer=graph_renderer, graph_data=graph_data),

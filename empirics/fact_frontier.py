@@ -40,8 +40,8 @@ from constructions.fact_mlps import (
     threshold_hidden,
 )
 from empirics.experiment import Experiment, Result
-from empirics.fact_mlps import fact_problem, tidy
-from empirics.plots import pyplot
+from empirics.fact_mlps import fact_problem
+from empirics.plots import pyplot, tidy
 
 CONSTRUCTIONS = ("single-bucket", "multi-bucket", "scalar-code", "hebbian")
 

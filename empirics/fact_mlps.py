@@ -41,7 +41,7 @@ from constructions.fact_mlps import (
 )
 from empirics.compare import loglog_slope
 from empirics.experiment import Experiment, Result
-from empirics.plots import pyplot
+from empirics.plots import pyplot, tidy
 from empirics.sweep import sweep
 from empirics.training import TrainConfig, train
 
@@ -61,15 +61,6 @@ def fact_problem(num_facts: int, d: int, num_values: int, seed: int):
     values = unit_gaussian(num_values, d, generator)
     facts = torch.randint(0, num_values, (num_facts,), generator=generator)
     return keys, values, facts
-
-
-def tidy(*axes) -> None:
-    """No labels on minor log ticks (they overlap on short ranges)."""
-    from matplotlib.ticker import NullFormatter
-
-    for ax in axes:
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 MAX_SOLVE_ROWS = 2048  # about 10 s for LAPACK's SVD-based least squares on one core

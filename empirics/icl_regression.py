@@ -49,7 +49,7 @@ from constructions.icl_regression import (
 )
 from constructions.icl_regression.task import _draw_prompts  # the sampler's unchecked loop
 from empirics.experiment import Experiment, Result
-from empirics.plots import pyplot
+from empirics.plots import new_axes
 from empirics.training import TrainConfig, train
 
 CASE_NAMES = ("isotropic", "preconditioned", "sine", "zfb")
@@ -150,13 +150,6 @@ def random_lsa(d: int, scale: float, generator: torch.Generator):
     W_KQ[:d, :d] = -scale * block / block.norm()
     W_KQ[d, :d] = small * torch.randn(d, generator=generator, dtype=torch.float64)
     return lsa(W_PV, W_KQ)
-
-
-def new_axes(figsize: tuple[float, float] = (5, 3.2)):
-    """A fresh matplotlib figure and axes on the Agg backend (imported lazily)."""
-    plt = pyplot()
-
-    return plt.subplots(figsize=figsize)
 
 
 def _lifted(model) -> torch.Tensor:

@@ -249,7 +249,11 @@ def train_variant(config: Mapping[str, Any], normalizer: str, device: torch.devi
     return model, history, measure(model, tokens, labels), query_angles(model, tokens).cpu()
 
 
-def run(config: dict, device: torch.device, seed: int) -> Result:
+def run(config: dict, device: torch.device, seed: int, *,
+        build: Callable[..., MajorityEncoder] | None = None, progress: bool = True) -> Result:
+    """Train every variant of ``config``; the Result holds their final metrics
+    (``metric_key(normaliser, name)``), the table and the figures. ``build`` replaces
+    :func:`majority_encoder` (a mutant's broken construction)."""
     variants = config["variants"]
     unknown = [v for v in variants if v not in NORMALIZERS]
     if unknown:
@@ -257,7 +261,8 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
     result = Result("ln-majority", config, seed, str(device))
     histories, angles = {}, {}
     for normalizer in variants:
-        _, history, final, angle = train_variant(config, normalizer, device, seed)
+        _, history, final, angle = train_variant(config, normalizer, device, seed,
+                                                 build=build, progress=progress)
         histories[normalizer], angles[normalizer] = history, angle
         result.training[normalizer] = history.as_record()
         for name, value in final.items():

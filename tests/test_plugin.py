@@ -250,3 +250,21 @@ def test_a_partial_run_does_not_replace_the_evidence_the_docs_read(demo_director
     assert partial["run"]["partial"] is True
     assert partial["run"]["selection"] == "-k good"
     assert partial["claims"]["demo.good"]["status"] == "verified"
+
+
+def test_a_figure_is_saved_or_copied_beside_the_evidence(tmp_path):
+    """A check records a matplotlib figure it drew, or a PNG a published result saved (the
+    Result's own figure, never redrawn by the check)."""
+    from empirics.plots import pyplot
+    from theorems.evidence import Recorder
+
+    recorder = Recorder("area.claim", "empirical", figure_dir=tmp_path, name="test_x")
+    fig, ax = pyplot().subplots()
+    ax.plot([0, 1])
+    drawn = recorder.figure(fig, "drawn")
+    published = tmp_path / "published.png"
+    published.write_bytes(b"\x89PNG fake")
+    copied = recorder.figure(published, "published")
+    assert recorder.figures == [drawn, copied]
+    assert (tmp_path / copied).read_bytes() == b"\x89PNG fake"
+    assert (tmp_path / drawn).stat().st_size > 0

@@ -36,6 +36,7 @@ import contextlib
 import functools
 import math
 import re
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -130,16 +131,20 @@ class Recorder:
         self.proof_ = dict(record)
 
     def figure(self, fig, name: str = "") -> str | None:
-        """Save a matplotlib figure as PNG beside the evidence file and close it."""
+        """Save a matplotlib figure as PNG beside the evidence file and close it; ``fig`` may
+        also be the path of a PNG a published result saved, which is copied."""
         from empirics.provenance import save_figure
 
         if self.figure_dir is None:
-            import matplotlib.pyplot as plt
-
-            plt.close(fig)
+            _close(fig)
             return None
         stem = re.sub(r"[^\w.-]+", "_", self.name + (f"-{name}" if name else ""))
-        path = save_figure(fig, self.figure_dir / "figures" / self.claim / f"{stem}.png")
+        target = self.figure_dir / "figures" / self.claim / f"{stem}.png"
+        if isinstance(fig, (str, Path)):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path = Path(shutil.copyfile(fig, target))
+        else:
+            path = save_figure(fig, target)
         relative = path.relative_to(self.figure_dir).as_posix()
         if relative not in self.figures:
             self.figures.append(relative)
@@ -179,12 +184,17 @@ class _NullRecorder(Recorder):
         super().__init__(claim="", tier="")
 
     def figure(self, fig, name: str = "") -> None:
-        import matplotlib.pyplot as plt
-
-        plt.close(fig)
+        _close(fig)
 
     def finish_example(self) -> None:
         pass
+
+
+def _close(fig) -> None:
+    if not isinstance(fig, (str, Path)):
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
 
 
 _NULL = _NullRecorder()

@@ -366,21 +366,22 @@ UNALIGNED_ABOVE = 45.0
 
 
 def majority_learnable_check(build=None):
-    """Train the LN arm first (so a broken LN arm fails fast), then both ablations."""
+    """Train the LN arm and both ablations (the experiment's smoke run), then read them."""
     def run():
         import torch
 
-        from empirics.layernorm import SMOKE, curves_figure, train_variant
+        from empirics.layernorm import SMOKE
+        from empirics.layernorm import run as run_experiment
 
-        cpu, histories = torch.device("cpu"), {}
-        for normalizer in ("layernorm", "no-projection", "none"):
-            _, history, final, _ = train_variant(SMOKE, normalizer, cpu, seed=0, build=build,
-                                                 progress=False)
-            histories[normalizer] = history
-            angle = final["median_angle"]
+        arms = ("layernorm", "no-projection", "none")
+        result = run_experiment({**SMOKE, "variants": list(arms)}, torch.device("cpu"), 0,
+                                build=build, progress=False)
+        for normalizer in arms:
+            angle = result.metric(normalizer, "median_angle")
             evidence.metric(f"{normalizer} median angle (deg)", angle,
                             worse="higher" if normalizer == "layernorm" else "lower")
-            evidence.metric(f"{normalizer} held-out accuracy", final["accuracy"], worse="lower")
+            evidence.metric(f"{normalizer} held-out accuracy",
+                            result.metric(normalizer, "accuracy"), worse="lower")
             if normalizer == "layernorm":
                 evidence.margin(ALIGNED_BELOW - angle)
                 assert angle < ALIGNED_BELOW, (
@@ -392,7 +393,8 @@ def majority_learnable_check(build=None):
                     f"with normaliser {normalizer!r} the median query angle is {angle:.1f}° "
                     f"<= {UNALIGNED_ABOVE}°: the ablation aligned too")
         evidence.cases(3)
-        evidence.figure(curves_figure(histories), "curves")
+        evidence.figure(result.figures["curves"], "curves")
+        evidence.figure(result.figures["angles"], "angles")
     return run
 
 

@@ -69,22 +69,24 @@ def width_sweep_data(config: str = "smoke", **overrides) -> dict:
     from empirics.fact_mlps import WIDTH_SWEEP
 
     result = WIDTH_SWEEP(config, device="cpu", **overrides)
-    return {"config": result.config, "points": result.record["points"], "stale": False}
+    return {"config": result.config, "points": result.record["points"], "stale": False,
+            "figure": result.figures["width"]}
 
 
 def published_width_data() -> dict:
     """The published full-config width sweep (empirics/results/fact-mlps-width/full.json)."""
-    from empirics.experiment import is_stale, published_result
+    from empirics.experiment import RESULTS_DIR, is_stale, published_result
 
     data = published_result("fact-mlps-width", "full")
     return {"config": data["config"], "points": data["record"]["points"],
-            "stale": is_stale(data), "device": data["record"].get("device_name")}
+            "stale": is_stale(data), "device": data["record"].get("device_name"),
+            "figure": RESULTS_DIR / "fact-mlps-width" / data["figures"]["width"]}
 
 
 def gd_cheaper_check(data=width_sweep_data, cost_ratio: float = 1.0):
     """``cost_ratio`` scales the claimed bound (1 = the claim)."""
     def run() -> None:
-        from empirics.fact_mlps import width_figure, width_slopes, width_table
+        from empirics.fact_mlps import width_slopes, width_table
 
         sweep_data = data()
         points = sweep_data["points"]
@@ -108,7 +110,7 @@ def gd_cheaper_check(data=width_sweep_data, cost_ratio: float = 1.0):
             if name.endswith(("slope", "slope_se")):
                 evidence.metric(name, value)
         evidence.table("smallest width", *width_table(points))
-        evidence.figure(width_figure(points, sweep_data["config"]), "params-vs-facts")
+        evidence.figure(sweep_data["figure"], "params-vs-facts")  # the Result's own
         evidence.cases(len(points))
     return run
 

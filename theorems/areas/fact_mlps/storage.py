@@ -329,7 +329,7 @@ test_parameters_per_bit_have_a_finite_limit = check(FM_EFFICIENCY, "symbolic")(
 def efficiency_check(build=encoder_decoder_mlp, d: int = 16, num_values: int = 16,
                      sizes=(16, 32, 64, 128)):
     def run() -> None:
-        from empirics.fact_mlps import pyplot, tidy
+        from empirics.plots import pyplot, tidy
 
         plt = pyplot()
         generator = torch.Generator().manual_seed(0)
@@ -482,7 +482,7 @@ def short_long_pairs(num_values: int, g: float) -> torch.Tensor:
 
 def decodability_scaling_check(bound=jl_code_dim, num_values: int = 16):
     def run() -> None:
-        from empirics.fact_mlps import pyplot, tidy
+        from empirics.plots import pyplot, tidy
 
         plt = pyplot()
         families = {"equicorrelated": [equicorrelated(num_values, r) for r in (0.0, 0.5, 0.75)],

@@ -400,7 +400,7 @@ def cot_table_refutation(printed: dict[int, float] | None = None):
 
 
 def cot_error_figure(lam: torch.Tensor, eta: float):
-    from empirics.icl_regression import new_axes
+    from empirics.plots import new_axes
 
     ks = list(range(1, 101))
     fig, ax = new_axes()

@@ -196,7 +196,7 @@ def prompt_length_risk_check(risk=population_loss, trained: bool = False):
 
 
 def risk_figure(Gamma, case, measured, risk):
-    from empirics.icl_regression import new_axes
+    from empirics.plots import new_axes
 
     lengths = torch.logspace(0, math.log10(100), 60).tolist()
     fig, ax = new_axes()

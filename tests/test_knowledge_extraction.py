@@ -117,6 +117,15 @@ def test_attention_that_does_not_filter_extracts_nothing():
     assert bool((logits == 0).all())     # nothing fires, reachable facts included
 
 
+@pytest.mark.mutant("training-dynamics.knowledge-extraction-gd")
+def test_a_violated_multiplicity_condition_breaks_the_covering_arm():
+    # the covering arm with one template per fact and two fine-tuned people: the
+    # hallucination arm's world, so its extraction falls below the threshold
+    violated = {"n_templates": 16, "multiplicity": 1, "n_finetune": 2}
+    report = expect_failure(knowledge.extraction_check({"arms": {"covering": violated}}))
+    assert "covering arm" in report
+
+
 def test_the_pinned_world_has_reachable_and_unreachable_facts():
     reach = _PINNED.reachable()[~_PINNED.finetune]
     assert bool(reach.any()) and not bool(reach.all())

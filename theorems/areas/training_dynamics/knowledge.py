@@ -9,17 +9,21 @@ sentence of the abstract it makes checkable. A secondary summary [S] gives a bou
 :math:`\exp(-\tilde N_fK^2\log|R|/(2|R|^2))` on the post-fine-tuning error; its symbols were not
 checked, so it is not registered.
 
-Two claims: the relation-covering law (our exact probability that a fact not revisited in
-fine-tuning is reachable, with the abstract's three trends), and an explicit one-layer
+Three claims: the relation-covering law (our exact probability that a fact not revisited in
+fine-tuning is reachable, with the abstract's three trends), an explicit one-layer
 attention + MLP model that stores the facts at a pre-training loss with an exact gap to the
-Bayes level 0 and extracts exactly the reachable facts.
+Bayes level 0 and extracts exactly the reachable facts, and a gradient-descent experiment
+(pre-training, then full or rank-one fine-tuning) measured against those anchors at CPU size.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from fractions import Fraction
 
+import pytest
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -220,3 +224,116 @@ def storage_check(build=storage_transformer):
 
 test_the_construction_stores_and_extracts_the_reachable_facts = check(
     KE_STORAGE, "property")(storage_check())
+
+
+# --- gradient descent ---------------------------------------------------------------------------
+
+KE_GD = Claim(
+    id="training-dynamics.knowledge-extraction-gd",
+    title="Gradient descent stores every fact near the Bayes loss and extracts unrevisited "
+          "facts when relation coverage holds, not when it fails",
+    statement=(WORLD + r"At the size of empirics.knowledge_extraction's smoke config (seed 0: "
+               r"32 people, 2 relations, $V = 8$ values each), a one-layer model (learned "
+               r"embeddings $d = 32$, no positions, one attention head read at the last "
+               r"position, a residual, a ReLU MLP of width 128) pre-trained by full-batch Adam "
+               r"(rate $2\cdot10^{-2}$, 200 steps) on every row (person, template) "
+               r"$\to$ value, then fine-tuned 100 steps on the Q&A rows of the fine-tuned "
+               r"people, either fully or by a rank-one update of $W_V$ and of the MLP's input "
+               r"weights: (i) in both arms the pre-training cross-entropy ends within 0.01 "
+               r"nats of the Bayes level 0 and every pre-training fact is recalled; (ii) in "
+               r"the covering arm ($M = K = 4$, $n_f = 16$, every tested fact reachable) both "
+               r"fine-tunings extract at least 0.6 of the tested facts (chance $1/V = "
+               r"0.125$); (iii) in the hallucination arm ($M = 16$, $K = 1$, $n_f = 2$) full "
+               r"fine-tuning extracts at most the covering oracle's level on the drawn world "
+               r"(reachable fraction $+$ the rest at $1/V$) plus 0.1, and at least 0.4 less "
+               r"than in the covering arm; (iv) the same holds for the means over seeds 0, 1, "
+               r"2. Recorded, not asserted: rank-one fine-tuning in "
+               r"the hallucination arm, and the pre-training loss after fine-tuning."),
+    source=(ABSTRACT_V4,
+            Source(where="Abstract (v1): near-optimal training loss in pre-training; low "
+                         "error on facts learned in pre-training but not reinforced in "
+                         "fine-tuning when the data-multiplicity conditions hold, high error "
+                         "(hallucination) otherwise; both full and low-rank fine-tuning",
+                   tag="V", **XU_CHEN),
+            Source(where="the model, sizes, arms and thresholds, chosen here", tag="D",
+                   **XU_CHEN)),
+    kind="dynamics",
+    construction="constructions.knowledge_extraction:fact_world",
+    depends_on=("training-dynamics.knowledge-covering-law",
+                "training-dynamics.knowledge-storage-construction"),
+    notes=("Measured at this config on seeds 0, 1, 2 (the default run has seed 0; the slow "
+           "tier asserts the same on the three-seed means): covering arm full 0.78 / 0.63 / "
+           "0.81, rank-one 0.84 / 0.94 / 0.91; hallucination arm full 0.22 / 0.13 / 0.23 "
+           "against oracle levels 0.20 / 0.26 / 0.26, rank-one 0.38 / 0.50 / 0.47. Rank-one "
+           "fine-tuning extracts beyond the covering oracle in the hallucination arm: gradient "
+           "descent generalises across a relation's templates, which the lookup-table oracle "
+           "does not. Full fine-tuning forgets the pre-training format (its loss rises from "
+           "~1e-6 to 8-16 nats); rank-one fine-tuning much less (~1-4). The v1 abstract's "
+           "attention-only model that may fail to acquire facts does not fail here: without "
+           "the MLP (attention_only_control, on in the full config) the pre-training loss "
+           "also ends at ~1e-4 with every fact recalled (seeds 0-2, both arms), since each "
+           "relation's values have their own tokens."),
+)
+
+PRE_NEAR, HIGH, ABOVE_ORACLE, SEPARATION = 0.01, 0.6, 0.1, 0.4
+
+
+@functools.cache
+def _cached(config_json: str):
+    from empirics.knowledge_extraction import run
+
+    return run(json.loads(config_json), torch.device("cpu"), 0)
+
+
+def extraction_check(overrides: dict | None = None):
+    """The assertions of the statement on one smoke run (the arms present in the config); with
+    ``seeds`` > 1 the metrics are the means over seeds."""
+    def run():
+        from empirics.knowledge_extraction import EXPERIMENT
+
+        config = {**EXPERIMENT.configs["smoke"], **(overrides or {})}
+        m = _cached(json.dumps(config, sort_keys=True)).metrics
+        margins = []
+        for arm in config["arms"]:
+            pre = m[f"{arm}/pretrain_loss"]
+            evidence.metric(f"{arm}: pre-training loss (Bayes 0)", pre)
+            margins.append((PRE_NEAR - pre) / PRE_NEAR)
+            assert pre <= PRE_NEAR, f"{arm}: the pre-training loss ends at {pre:.3g} nats"
+            assert m[f"{arm}/pretrain_accuracy"] == 1.0, f"{arm}: a pre-training fact is lost"
+            for mode in ("full", "lora"):
+                evidence.metric(f"{arm}: {mode} fine-tuning extraction",
+                                m[f"{arm}/{mode}/extraction"], worse="lower")
+        if "covering" in config["arms"]:
+            for mode in ("full", "lora"):
+                got = m[f"covering/{mode}/extraction"]
+                margins.append((got - HIGH) / HIGH)
+                assert got >= HIGH, (f"covering arm: {mode} fine-tuning extracts {got:.3f} of "
+                                     f"the tested facts (oracle level "
+                                     f"{m['covering/oracle_level']:.3f})")
+        if "hallucination" in config["arms"]:
+            got, oracle = m["hallucination/full/extraction"], m["hallucination/oracle_level"]
+            margins.append((oracle + ABOVE_ORACLE - got) / ABOVE_ORACLE)
+            assert got <= oracle + ABOVE_ORACLE, (
+                f"hallucination arm: full fine-tuning extracts {got:.3f}, above the covering "
+                f"oracle's {oracle:.3f} + {ABOVE_ORACLE}")
+            if "covering" in config["arms"]:
+                gap = m["covering/full/extraction"] - got
+                margins.append((gap - SEPARATION) / SEPARATION)
+                assert gap >= SEPARATION, (
+                    f"the arms' full fine-tuning extractions differ by {gap:.3f}")
+        evidence.margin(min(margins))
+        result = _cached(json.dumps(config, sort_keys=True))
+        table = result.tables["exact anchors against measured"]
+        evidence.table("exact anchors against measured", table["header"], table["rows"])
+        evidence.figure(result.figures["losses"], "extraction")
+        evidence.cases(len(config["arms"]))
+    return run
+
+
+# about 4 CPU-seconds (one seed, two arms, two fine-tunings each)
+test_gd_extracts_when_coverage_holds_and_not_otherwise = check(KE_GD, "empirical")(
+    extraction_check())
+
+# about 10 CPU-seconds: three seeds, beyond this area's share of the default run
+test_gd_extraction_holds_on_the_seed_means = pytest.mark.slow(check(KE_GD, "empirical")(
+    extraction_check({"seeds": 3})))

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from constructions.knowledge_extraction import FactWorld, fact_world
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 
 ARMS = {"covering": {"n_templates": 4, "multiplicity": 4, "n_finetune": 16},
@@ -167,10 +167,10 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
         keys = [k for k in per_seed[0] if k != "curves"]
         for key in keys:
             values = np.array([s[key] for s in per_seed], dtype=float)
-            result.metrics[f"{name}/{key}"] = float(values.mean())
-            result.metrics[f"{name}/{key}_std"] = float(values.std())
-        m = {k: result.metrics[f"{name}/{k}"] for k in keys}
-        s = {k: result.metrics[f"{name}/{k}_std"] for k in keys}
+            result.metrics[metric_key(name, key)] = float(values.mean())
+            result.metrics[metric_key(name, f"{key}_std")] = float(values.std())
+        m = {k: result.metrics[metric_key(name, k)] for k in keys}
+        s = {k: result.metrics[metric_key(name, f"{k}_std")] for k in keys}
         rows.append([name, f"M={arm['n_templates']}, K={arm['multiplicity']}, "
                            f"n_f={arm['n_finetune']}",
                      f"0 (Bayes) / {m['pretrain_loss']:.2g}",
@@ -203,10 +203,10 @@ def _figure(curves, metrics, chance, config):
     names = list(curves)
     x = np.arange(len(names))
     for j, (mode, label) in enumerate((("full", "full FT"), ("lora", "rank-1 LoRA"))):
-        axes[1].bar(x + 0.25 * (j - 1), [metrics[f"{n}/{mode}/extraction"] for n in names],
-                    0.25, yerr=[metrics[f"{n}/{mode}/extraction_std"] for n in names],
+        axes[1].bar(x + 0.25 * (j - 1), [metrics[metric_key(n, mode, "extraction")] for n in names],
+                    0.25, yerr=[metrics[metric_key(n, mode, "extraction_std")] for n in names],
                     label=label)
-    axes[1].bar(x + 0.25, [metrics[f"{n}/oracle_level"] for n in names], 0.25,
+    axes[1].bar(x + 0.25, [metrics[metric_key(n, "oracle_level")] for n in names], 0.25,
                 color="gray", label="covering oracle (exact)")
     axes[1].axhline(chance, color="black", lw=0.8, ls="--", label="chance 1/V")
     axes[1].set_xticks(x, names)

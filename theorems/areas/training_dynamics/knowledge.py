@@ -292,37 +292,38 @@ def extraction_check(overrides: dict | None = None):
         from empirics.knowledge_extraction import EXPERIMENT
 
         config = {**EXPERIMENT.configs["smoke"], **(overrides or {})}
-        m = _cached(json.dumps(config, sort_keys=True)).metrics
+        result = _cached(json.dumps(config, sort_keys=True))
         margins = []
         for arm in config["arms"]:
-            pre = m[f"{arm}/pretrain_loss"]
+            pre = result.metric(arm, "pretrain_loss")
             evidence.metric(f"{arm}: pre-training loss (Bayes 0)", pre)
             margins.append((PRE_NEAR - pre) / PRE_NEAR)
             assert pre <= PRE_NEAR, f"{arm}: the pre-training loss ends at {pre:.3g} nats"
-            assert m[f"{arm}/pretrain_accuracy"] == 1.0, f"{arm}: a pre-training fact is lost"
+            assert result.metric(arm, "pretrain_accuracy") == 1.0, (
+                f"{arm}: a pre-training fact is lost")
             for mode in ("full", "lora"):
                 evidence.metric(f"{arm}: {mode} fine-tuning extraction",
-                                m[f"{arm}/{mode}/extraction"], worse="lower")
+                                result.metric(arm, mode, "extraction"), worse="lower")
         if "covering" in config["arms"]:
             for mode in ("full", "lora"):
-                got = m[f"covering/{mode}/extraction"]
+                got = result.metric("covering", mode, "extraction")
                 margins.append((got - HIGH) / HIGH)
                 assert got >= HIGH, (f"covering arm: {mode} fine-tuning extracts {got:.3f} of "
                                      f"the tested facts (oracle level "
-                                     f"{m['covering/oracle_level']:.3f})")
+                                     f"{result.metric('covering', 'oracle_level'):.3f})")
         if "hallucination" in config["arms"]:
-            got, oracle = m["hallucination/full/extraction"], m["hallucination/oracle_level"]
+            got = result.metric("hallucination", "full", "extraction")
+            oracle = result.metric("hallucination", "oracle_level")
             margins.append((oracle + ABOVE_ORACLE - got) / ABOVE_ORACLE)
             assert got <= oracle + ABOVE_ORACLE, (
                 f"hallucination arm: full fine-tuning extracts {got:.3f}, above the covering "
                 f"oracle's {oracle:.3f} + {ABOVE_ORACLE}")
             if "covering" in config["arms"]:
-                gap = m["covering/full/extraction"] - got
+                gap = result.metric("covering", "full", "extraction") - got
                 margins.append((gap - SEPARATION) / SEPARATION)
                 assert gap >= SEPARATION, (
                     f"the arms' full fine-tuning extractions differ by {gap:.3f}")
         evidence.margin(min(margins))
-        result = _cached(json.dumps(config, sort_keys=True))
         table = result.tables["exact anchors against measured"]
         evidence.table("exact anchors against measured", table["header"], table["rows"])
         evidence.figure(result.figures["losses"], "extraction")

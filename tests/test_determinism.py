@@ -36,7 +36,7 @@ def without_times(data: dict, *, noise: bool = True) -> dict:
     path that memory alignment picks (a serial and an xdist process allocate differently).
     Such a margin can differ in its leading digit between two correct runs (observed:
     ``bilinear.quadratic-form``), while statuses, outcomes, example counts, counterexamples
-    and tables stay identical. The slow tier compares everything.
+    and tables stay identical; both tiers compare those.
     """
     data = json.loads(json.dumps(data))
     for key in ("started", "finished", "workers"):
@@ -92,4 +92,7 @@ def test_evidence_is_the_same_serially_in_parallel_and_with_two_threads(tmp_path
 
 @pytest.mark.slow
 def test_every_claims_evidence_is_the_same_serially_in_parallel_and_with_two_threads(tmp_path):
-    assert_same_evidence(tmp_path, (), noise=True)
+    # Every claim, through ``verify``. Measured margins, ratios and metrics are left out here
+    # too: a margin that measures rounding noise is a property of the kernel path a process
+    # layout picks (see without_times), so asserting it equal would fail correct runs.
+    assert_same_evidence(tmp_path, (), noise=False)

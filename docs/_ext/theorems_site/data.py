@@ -359,6 +359,20 @@ def area_intro(area: str) -> tuple[str, str]:
     return title, "" if paragraph.rstrip(". ") == title else paragraph
 
 
+def area_sections(area: str, site: SiteData) -> str:
+    """MyST the area adds to its page, from its module's ``page_sections(results, claims)``
+    (the published result dicts and the claim ids on the site), or ``""`` without one."""
+    try:
+        module = importlib.import_module(f"theorems.areas.{area.replace('-', '_')}")
+    except ImportError:
+        return ""
+    sections = getattr(module, "page_sections", None)
+    if not callable(sections):
+        return ""
+    results = [dict(r.data) for e in site.experiments for r in e.results]
+    return sections(results, {c.id for c in site.claims})
+
+
 _MODULE_REPR = re.compile(r"<module '([\w.]+)'(?: from '[^']*')?(?: \(\w+\))?>")
 
 

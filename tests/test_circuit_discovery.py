@@ -150,3 +150,23 @@ def test_the_diagram_is_generated_from_the_circuit():
 def test_bad_input_names_the_parameter(call, error, name):
     with pytest.raises(error, match=rf"^{name}\b"):
         call()
+
+
+def test_the_page_section_shows_the_published_scores_and_either_diagram(monkeypatch):
+    from theorems import circuit_pages
+
+    result = {"experiment": "circuit-discovery", "config_name": "full", "config": {"batch": 8},
+              "tables": {"scores": {"header": ["case", "method", "ROC AUC"],
+                                    "rows": [["two-layer-induction", "eap", 0.75],
+                                             ["another-case", "eap", 0.5]]}}}
+    text = circuit_pages.case_sections([result], claims=set())
+    assert "| 0.75" not in text and "  - 0.75" in text and "0.5" not in text.split("ROC AUC")[1]
+    assert "`circuits.induction-sufficient`" in text      # not on the site: named, not linked
+    assert "{ref}`circuit-discovery <experiment-circuit-discovery>`" in text
+    assert 'class="tt-circuit"' in text
+    monkeypatch.setattr(circuit_pages.shutil, "which", lambda name: None)  # no Graphviz
+    fallback = circuit_pages.case_sections([], claims=None)
+    circuit = induction_circuit("two_layer", 4, 8)
+    assert fallback.count('stroke-width="2.2"') == len(circuit.edges)
+    assert fallback.count("stroke-dasharray") == len(circuit.complement())
+    assert "no published result" in fallback

@@ -6,10 +6,10 @@ builder of the model at a size (``size``, keyword arguments of the builder), the
 :class:`~constructions.circuits.Circuit` *relative to the case's corruption*, a sampler of
 (clean, corrupted) prompt batches that meet the corruption's conditions, and the metric
 ``metric(logits, clean, corrupted) -> (B,)`` the circuit is defined for. Cases register
-themselves in :data:`CASES` (:func:`register`); the discovery harness
+themselves in :data:`CASES` (:meth:`CircuitCase.register`); the discovery harness
 (:mod:`empirics.circuit_discovery`), the docs and the bundle iterate over it, so a new case (a
-gauge variant, another construction) plugs in by calling :func:`register` in its own module
-and adding that module to :data:`CASE_MODULES`.
+gauge variant, another construction) plugs in by calling ``CircuitCase(...).register()`` in
+its own module and adding that module to :data:`CASE_MODULES` (or here).
 
 Torch only; nothing here imports TransformerLens.
 """
@@ -60,6 +60,13 @@ class CircuitCase:
         if missing:
             raise ValueError(f"sizes must name the smoke and full sizes, {missing} missing")
 
+    def register(self) -> CircuitCase:
+        """Add this case to :data:`CASES` (names are unique); returns it."""
+        if self.name in CASES:
+            raise ValueError(f"name {self.name!r} is already a registered case")
+        CASES[self.name] = self
+        return self
+
     def instance(self, size: str | Mapping[str, Any] = "smoke") -> tuple[nn.Module, Circuit]:
         """(model, circuit) at a named size or explicit builder keyword arguments."""
         kwargs = self._size(size)
@@ -88,15 +95,6 @@ CASES: dict[str, CircuitCase] = {}
 CASE_MODULES: list[str] = []
 
 
-def register(case: CircuitCase) -> CircuitCase:
-    """Add ``case`` to :data:`CASES` (names are unique)."""
-    _validate.instance("case", case, CircuitCase)
-    if case.name in CASES:
-        raise ValueError(f"case name {case.name!r} is already registered")
-    CASES[case.name] = case
-    return case
-
-
 def all_cases() -> dict[str, CircuitCase]:
     """Every registered case, after importing the modules of :data:`CASE_MODULES`."""
     for module in CASE_MODULES:
@@ -106,6 +104,8 @@ def all_cases() -> dict[str, CircuitCase]:
 
 def case_for_builder(path: str) -> CircuitCase | None:
     """The case whose model builder or circuit builder is ``path`` (``"module:name"``)."""
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a 'module:name' string, got {type(path).__name__}")
     for case in all_cases().values():
         if path in (case.builder, case.circuit_builder):
             return case
@@ -144,7 +144,7 @@ def sample_next_token_pairs(generator: torch.Generator, batch: int, *, vocab_siz
     return clean, resample_next_token(clean, replacement, S)
 
 
-TWO_LAYER_INDUCTION = register(CircuitCase(
+TWO_LAYER_INDUCTION = CircuitCase(
     name="two-layer-induction",
     title="Two-layer induction (one-hot), next-token resampling",
     builder="constructions.induction_heads:two_layer_induction",
@@ -162,4 +162,4 @@ TWO_LAYER_INDUCTION = register(CircuitCase(
            "full": {"vocab_size": 16, "max_len": 32}},
     claims=("circuits.induction-sufficient", "circuits.induction-necessary",
             "circuits.induction-minimal"),
-))
+).register()

@@ -11,6 +11,8 @@ docs' job.
 
 from __future__ import annotations
 
+import re
+
 from constructions import _validate
 from constructions.circuits import QKV, Circuit, attention_graph
 
@@ -24,6 +26,10 @@ def _quote(text: str) -> str:
 
 def node_label(node: str) -> str:
     """``a1.h0`` -> ``L1H0``; ``input`` and ``logits`` as they are."""
+    if not isinstance(node, str):
+        raise TypeError(f"node must be a node name (str), got {type(node).__name__}")
+    if node not in ("input", "logits") and re.fullmatch(r"a\d+\.h\d+", node) is None:
+        raise ValueError(f"node must be 'input', 'logits' or 'a<layer>.h<head>', got {node!r}")
     if node.startswith("a"):
         layer, head = node[1:].split(".h")
         return f"L{layer}H{head}"

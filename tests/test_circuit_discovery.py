@@ -18,7 +18,6 @@ from constructions.circuit_cases import (
     CircuitCase,
     all_cases,
     case_for_builder,
-    register,
     sample_next_token_pairs,
 )
 from constructions.circuit_diagram import circuit_dot, layout
@@ -28,6 +27,21 @@ from constructions.induction_heads.task import previous_occurrence
 from empirics import circuit_discovery as cd
 
 CASE = CASES["two-layer-induction"]
+
+PUBLIC_API_EXAMPLES = {
+    "circuit_cases.all_cases": lambda: {},
+    "circuit_cases.case_for_builder": lambda: {"path": CASE.builder},
+    "circuit_cases.sample_next_token_pairs": lambda: {
+        "generator": torch.Generator().manual_seed(0), "batch": 2, "vocab_size": 3,
+        "max_len": 4},
+    "circuit_diagram.circuit_dot": lambda: {"circuit": induction_circuit("two_layer", 3, 4)},
+    "circuit_diagram.layout": lambda: {"circuit": induction_circuit("two_layer", 3, 4)},
+    "circuit_diagram.node_label": lambda: {"node": "a1.h0"},
+}
+PUBLIC_API_ACCEPTED = {
+    # any "module:name" is a valid question: None answers "not a circuit case" (the bundle's use)
+    ("circuit_cases.case_for_builder", "path"): ("unknown",),
+}
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +146,8 @@ def test_the_diagram_is_generated_from_the_circuit():
 
 
 @pytest.mark.parametrize("call, error, name", [
-    (lambda: register(CASE), ValueError, "case"),
-    (lambda: register("case"), TypeError, "case"),
+    (lambda: CASE.register(), ValueError, "name"),
+    (lambda: case_for_builder(3), TypeError, "path"),
     (lambda: CASE.instance("huge"), ValueError, "size"),
     (lambda: CASE.instance(3), TypeError, "size"),
     (lambda: CASE.prompts("seed", 4), TypeError, "generator"),

@@ -359,9 +359,10 @@ def area_intro(area: str) -> tuple[str, str]:
     return title, "" if paragraph.rstrip(". ") == title else paragraph
 
 
-def area_sections(area: str, site: SiteData) -> str:
+def area_sections(area: str, site: SiteData, figures: Mapping[str, str] | None = None) -> str:
     """MyST the area adds to its page, from its module's ``page_sections(results, claims)``
-    (the published result dicts and the claim ids on the site), or ``""`` without one."""
+    (the published result dicts, each with ``staleness`` and ``figure_paths``: figure name ->
+    its path in the source tree; and the claim ids on the site), or ``""`` without one."""
     try:
         module = importlib.import_module(f"theorems.areas.{area.replace('-', '_')}")
     except ImportError:
@@ -369,7 +370,12 @@ def area_sections(area: str, site: SiteData) -> str:
     sections = getattr(module, "page_sections", None)
     if not callable(sections):
         return ""
-    results = [dict(r.data) for e in site.experiments for r in e.results]
+    figures = figures or {}
+    results = [{**r.data, "staleness": r.staleness,
+                "figure_paths": {name: figures[str(path)]
+                                           for name, path in r.figure_files().items()
+                                           if str(path) in figures}}
+               for e in site.experiments for r in e.results]
     return sections(results, {c.id for c in site.claims})
 
 

@@ -198,7 +198,7 @@ def pages(site: SiteData, *, graph_svg: str, graph_renderer: str,
         title, intro = area_intro(area)
         out[area_docname(area)] = area_template.render(
             **common, area=area, title=title, intro=intro, claims=site.claims_in(area),
-            sections=area_sections(area, site))
+            sections=area_sections(area, site, figures))
     return out
 
 

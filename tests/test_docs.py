@@ -207,6 +207,11 @@ def test_circuit_cases_show_their_generated_diagram(site):
         assert case.corruption.split(":")[0] in text
         for claim in case.claims:
             assert f'href="#{claim.replace(".", "-")}"' in circuits
+    # the published scores (docs_fixture.write_circuit_scores) with the case's figure
+    text = html.unescape(re.sub(r"<[^>]+>", "", circuits))
+    assert "0.9375" in text and "a1.h0->logits, input->a1.h0<v>" in text
+    assert "tt-staleness-stale" in circuits  # the fixture's fingerprint is not the code's
+    assert re.search(r'<img[^>]+full-two-layer-induction-eap\.png', circuits)
 
 
 def test_math_is_left_for_the_bundled_mathjax(site):

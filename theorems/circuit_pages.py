@@ -123,11 +123,17 @@ def case_section(case: CircuitCase, result: Mapping[str, Any] | None,
     rows = [r for r in ((result or {}).get("tables", {}).get("scores", {}).get("rows", []))
             if r and r[0] == case.name]
     if rows:
-        header = result["tables"]["scores"]["header"][1:]
+        header = [_markdown(h) for h in result["tables"]["scores"]["header"][1:]]
         lines += [f"**Discovery methods** (published `{result['config_name']}` result of "
                   f"{{ref}}`{EXPERIMENT} <experiment-{EXPERIMENT}>`, batch "
-                  f"{_number(result['config'].get('batch'))}):", "",
+                  f"{_number(result['config'].get('batch'))}"
+                  + (f", {{staleness}}`{result['staleness']}`" if "staleness" in result else "")
+                  + "):", "",
                   _table(header, [[_number(v) for v in r[1:]] for r in rows]), ""]
+        for name, path in sorted(result.get("figure_paths", {}).items()):
+            if name.startswith(f"{case.name}-"):  # the experiment names figures case-method
+                lines += [f":::{{figure}} {path}", ":class: tt-figure", "",
+                          _markdown(name), ":::", ""]
     else:
         lines += [f"**Discovery methods:** no published result of `{EXPERIMENT}` for this "
                   f"case yet (`python -m empirics run {EXPERIMENT} --config full --out "

@@ -236,6 +236,8 @@ def faithfulness_curve(setup: Setup, order: Sequence[str]) -> list[float]:
     clean-versus-corrupted gap recovered with every other edge patched."""
     clean = setup.patched_metric(())
     corrupted = setup.patched_metric(setup.graph)
+    if clean == corrupted:  # the corruption does not move the metric: nothing to recover
+        return [math.nan] * (len(order) + 1)
     by_name = {e.name: e for e in setup.graph}
     curve = []
     for k in range(len(order) + 1):

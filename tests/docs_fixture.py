@@ -180,4 +180,26 @@ def write_results(directory: Path) -> Path:
            "metrics": {"final loss": 0.0131}, "tables": {}, "training": {}, "figures": {},
            "record": record}
     (folder / "full-seed1.json").write_text(json.dumps(one, indent=1))
+    write_circuit_scores(directory / "results", record)
     return directory / "results"
+
+
+def write_circuit_scores(results: Path, record: dict) -> None:
+    """A (stale) circuit-discovery result: the circuits page shows its scores and figure."""
+    import matplotlib.pyplot as plt
+
+    folder = results / "circuit-discovery"
+    folder.mkdir(parents=True)
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.bar([0, 1], [0, 2])
+    fig.savefig(folder / "full-two-layer-induction-eap.png", dpi=40, metadata={"Software": None})
+    plt.close(fig)
+    data = {"experiment": "circuit-discovery", "config_name": "full", "config": {"batch": 64},
+            "seed": 0, "device": "cuda", "metrics": {"two-layer-induction/eap/auc": 0.9375},
+            "tables": {"scores": {"header": ["case", "method", "ROC AUC", "top-|C| edges"],
+                                  "rows": [["two-layer-induction", "eap", 0.9375,
+                                            "a1.h0->logits, input->a1.h0<v>"]]}},
+            "training": {}, "figures": {"two-layer-induction-eap":
+                                        "full-two-layer-induction-eap.png"},
+            "record": record}
+    (folder / "full.json").write_text(json.dumps(data, indent=1))

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from constructions.bundle import load_bundle, write_bundle
+from constructions.circuits import induction_circuit
 from constructions.induction_heads import two_layer_induction
 from constructions.power_method import looped_power_transformer
 from constructions.recording import build
@@ -119,3 +120,32 @@ def test_the_cli_bundles_a_claims_construction(tmp_path, capsys):
         main(["induction-heads.two-layer-exact", str(out), "--kwargs", "{"])
     with pytest.raises(SystemExit, match="--args must be a JSON list"):
         main(["induction-heads.two-layer-exact", str(out), "--args", "{}"])
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("claim", ["induction-heads.two-layer-exact",
+                                   "circuits.induction-sufficient"])
+def test_a_circuit_case_bundle_holds_its_circuit(tmp_path, claim):
+    out = tmp_path / "circuit"
+    assert main([claim, str(out), "--args", "[4]", "--kwargs", '{"max_len": 6}',
+                 "--evidence", str(tmp_path / "none.json")]) == 0
+    data = json.loads((out / "circuit.json").read_text())
+    assert data == induction_circuit("two_layer", 4, 6).to_mib_json()
+    assert {k for k, v in data["edges"].items() if v["in_graph"]} == {"input->a1.h0<v>",
+                                                                      "a1.h0->logits"}
+    assert "resample_next_token" in (out / "README.md").read_text()
+    assert all(torch.equal(a, b) for a, b in zip(_bits(load_bundle(out)),
+                                                 _bits(two_layer_induction(4, 6)), strict=True))
+
+
+@pytest.mark.interop
+def test_no_circuit_is_claimed_off_the_derived_construction(tmp_path):
+    out = tmp_path / "hot"
+    assert main(["induction-heads.two-layer-exact", str(out), "--args", "[4]", "--kwargs",
+                 '{"max_len": 6, "recency": 0.0}', "--evidence", str(tmp_path / "n.json")]) == 0
+    assert not (out / "circuit.json").exists()
+    assert "None written" in (out / "README.md").read_text()
+    out = tmp_path / "plain"  # a construction that is no circuit case gets no circuit.json
+    assert main(["power-method.looped-shifted-power", str(out), "--args", "[3, 0.5]",
+                 "--evidence", str(tmp_path / "n.json")]) == 0
+    assert not (out / "circuit.json").exists()

@@ -242,6 +242,30 @@ def test_exportable_constructions_show_their_transformer_lens_export(site):
     assert "to_transformer_lens" not in looped
 
 
+def test_circuit_cases_show_their_generated_diagram(site):
+    from constructions.circuit_cases import CASES
+
+    site_dir, _, _ = site
+    circuits = page(site_dir, "claims/circuits.html")
+    for case in CASES.values():
+        _, circuit = case.instance("smoke")
+        start = circuits.index(f'data-case="{case.name}"')
+        diagram = circuits[start:circuits.index("</svg>", start)]
+        assert 'class="tt-circuit"' in diagram  # the SVG generated from circuit()
+        for edge in circuit.edges:  # every circuit edge is drawn, with its role as tooltip
+            assert html.escape(f"{edge.name}: {edge.role}").replace("-", "&#45;") in diagram \
+                or html.escape(f"{edge.name}: {edge.role}") in diagram
+        text = html.unescape(re.sub(r"<[^>]+>", "", circuits))
+        assert case.corruption.split(":")[0] in text
+        for claim in case.claims:
+            assert f'href="#{claim.replace(".", "-")}"' in circuits
+    # the published scores (docs_fixture.write_circuit_scores) with the case's figure
+    text = html.unescape(re.sub(r"<[^>]+>", "", circuits))
+    assert "0.9375" in text and "a1.h0->logits, input->a1.h0<v>" in text
+    assert "tt-staleness-stale" in circuits  # the fixture's fingerprint is not the code's
+    assert re.search(r'<img[^>]+full-two-layer-induction-eap\.png', circuits)
+
+
 def test_math_is_left_for_the_bundled_mathjax(site):
     site_dir, _, _ = site
     text = page(site_dir, "claims/layernorm.html")

@@ -5,15 +5,24 @@ as JSON (``--args '[5]' --kwargs '{"max_len": 8}'``), writes it with
 :func:`constructions.bundle.write_bundle`, and fills the card from the claim and its record in
 the evidence file (``--evidence``, default ``build/evidence.json``; the card says so when the
 file or the record is missing). Nothing is downloaded.
+
+When the construction is a circuit case (:mod:`constructions.circuit_cases`: its model
+builder, or its circuit builder, in which case the case's model is bundled) and the arguments
+are the case's size arguments, the bundle also holds ``circuit.json``: the ground-truth
+circuit in the MIB edge format (:meth:`~constructions.circuits.Circuit.to_mib_json`), and the
+card says under which corruption it holds. With other arguments (a non-default temperature,
+say) the ground truth is not derived, and the card says that instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from pathlib import Path
 
+from constructions.circuit_cases import case_for_builder
 from theorems import evidence_file as ev
 from theorems.claims import load_all
 
@@ -53,10 +62,40 @@ def main(argv: list[str] | None = None) -> int:
     record = None
     if options.evidence.exists():
         record = ev.load(options.evidence)["claims"].get(claim.id)
-    model = build(claim.construction, *args, **kwargs)
+    case = case_for_builder(claim.construction)
+    # a claim about a case's circuit bundles the case's model (the circuit is not a module)
+    builder = case.builder if case is not None else claim.construction
+    model = build(builder, *args, **kwargs)
     write_bundle(model, options.directory, claim=claim.as_dict(), record=record)
-    print(f"wrote {options.directory}/ (model.safetensors, config.json, README.md)")
+    written = "model.safetensors, config.json, README.md"
+    if case is not None and _write_circuit(case, options.directory, args, kwargs):
+        written += ", circuit.json"
+    print(f"wrote {options.directory}/ ({written})")
     return 0
+
+
+def _write_circuit(case, directory: Path, args: list, kwargs: dict) -> bool:
+    """Write ``circuit.json`` and a card section when the builder arguments are the case's size
+    arguments; otherwise only the card section saying why there is none."""
+    arguments = inspect.signature(case.build).bind(*args, **kwargs).arguments
+    sizes = set(inspect.signature(case.circuit).parameters)
+    card = directory / "README.md"
+    if set(arguments) == sizes:
+        circuit = case.circuit(**arguments)
+        (directory / "circuit.json").write_text(json.dumps(circuit.to_mib_json(), indent=1)
+                                                + "\n")
+        edges = ", ".join(f"`{e.name}`" for e in circuit.edges)
+        section = (f"\n## Ground-truth circuit\n\n`circuit.json` holds the circuit of case "
+                   f"`{case.name}` in the MIB circuit-track edge format: {edges} "
+                   f"({len(circuit.edges)} of {len(circuit.to_mib_json()['edges'])} edges). "
+                   f"It is the ground truth relative to the corruption {case.corruption}\n")
+        card.write_text(card.read_text() + section)
+        return True
+    extra = sorted(set(arguments) - sizes)
+    card.write_text(card.read_text() + f"\n## Ground-truth circuit\n\nNone written: the "
+                    f"circuit of case `{case.name}` is derived for the default construction, "
+                    f"and this one was built with {', '.join(extra)} set.\n")
+    return False
 
 
 if __name__ == "__main__":

@@ -301,3 +301,13 @@ def necessity_check(build=two_layer_induction, circuit=induction_circuit, minima
 
 test_necessary = check(IC_NECESSARY, "property")(necessity_check())
 test_minimal = check(IC_MINIMAL, "property")(necessity_check(minimal=True))
+
+
+# --- the area page ------------------------------------------------------------------------------
+
+def page_sections(results=(), claims=None) -> str:
+    """The circuit cases' sections of this area's docs page (:mod:`theorems.circuit_pages`):
+    diagram generated from ``circuit()``, corruption, checked claims, method scores."""
+    from theorems.circuit_pages import case_sections
+
+    return case_sections(results, claims)

@@ -445,6 +445,26 @@ def area_intro(area: str) -> tuple[str, str]:
     return title, "" if paragraph.rstrip(". ") == title else paragraph
 
 
+def area_sections(area: str, site: SiteData, figures: Mapping[str, str] | None = None) -> str:
+    """MyST the area adds to its page, from its module's ``page_sections(results, claims)``
+    (the published result dicts, each with ``staleness`` and ``figure_paths``: figure name ->
+    its path in the source tree; and the claim ids on the site), or ``""`` without one."""
+    try:
+        module = importlib.import_module(f"theorems.areas.{area.replace('-', '_')}")
+    except ImportError:
+        return ""
+    sections = getattr(module, "page_sections", None)
+    if not callable(sections):
+        return ""
+    figures = figures or {}
+    results = [{**r.data, "staleness": r.staleness,
+                "figure_paths": {name: figures[str(path)]
+                                           for name, path in r.figure_files().items()
+                                           if str(path) in figures}}
+               for e in site.experiments for r in e.results]
+    return sections(results, {c.id for c in site.claims})
+
+
 _MODULE_REPR = re.compile(r"<module '([\w.]+)'(?: from '[^']*')?(?: \(\w+\))?>")
 
 

@@ -27,6 +27,7 @@ from .data import (
     SiteData,
     area_docname,
     area_intro,
+    area_sections,
     experiment_anchor,
 )
 from .graph import COLOURS, LEGEND
@@ -199,7 +200,8 @@ def pages(site: SiteData, *, graph_svg: str, graph_renderer: str,
     for area in site.areas:
         title, intro = area_intro(area)
         out[area_docname(area)] = area_template.render(
-            **common, area=area, title=title, intro=intro, claims=site.claims_in(area))
+            **common, area=area, title=title, intro=intro, claims=site.claims_in(area),
+            sections=area_sections(area, site, figures))
     return out
 
 

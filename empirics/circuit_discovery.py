@@ -1,0 +1,327 @@
+r"""Circuit-discovery methods scored against exact ground-truth circuits.
+
+Every case of :data:`constructions.circuit_cases.CASES` (a construction, its circuit under a
+corruption, a prompt sampler and a metric :math:`m`) is exported with
+``to_transformer_lens(model, circuit_hooks=True)`` and each method scores every edge
+:math:`e = u \to v\langle x\rangle` of the model's graph on one batch of (clean, corrupted)
+prompts, with :math:`\bar m` the batch mean of the metric:
+
+* **activation patching** (``activation-patching``): TransformerLens's own
+  ``transformer_lens.patching.generic_activation_patch`` runs the clean prompts once per edge
+  with that edge patched: a patch setter on ``blocks.L.hook_{x}_input[:, :, h]`` (or the final
+  ``hook_resid_post`` for logits) adds the corrupted-minus-clean output of :math:`u`
+  (``hook_resid_pre`` of block 0 for input, ``attn.hook_result[:, :, h]`` for a head). Score
+  :math:`|\bar m(\emptyset) - \bar m(\{e\})|`.
+* **edge attribution patching** (``eap``, Syed, Rager, Conmy 2023): one clean forward and
+  backward pass; score :math:`|\langle \mathrm{out}^{corr}_u - \mathrm{out}_u,\
+  \partial \bar m / \partial\, \mathrm{in}_{v,x} \rangle|`, the first-order estimate of the
+  same effect, read from the same hooks.
+
+Scored against the ground truth :math:`C` (:func:`scores`): the ROC AUC of the edge scores
+(Mann–Whitney, ties counted one half), the precision of the top :math:`|C|` edges (ties at the
+boundary broken against the method), and the faithfulness of that top-:math:`|C|` circuit
+:math:`\hat C`: :math:`(\bar m(\overline{\hat C}) - \bar m_{corr}) / (\bar m_{clean} -
+\bar m_{corr})`, the share of the clean-versus-corrupted gap recovered when every edge outside
+:math:`\hat C` is patched at once (recomputing every node, in TransformerLens hooks too).
+
+A third-party implementation (auto-circuit's ACDC and EAP) is not run: auto-circuit 1.0.1
+pulls in JAX, dm-haiku and tracr, and ``vscode-tqdm``, which installs a module named ``tqdm``
+over the real one (see the circuits area's report).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+
+from constructions.circuit_cases import CircuitCase, all_cases
+from constructions.circuits import Circuit, Edge, attention_graph
+from empirics.experiment import Experiment, Result
+from empirics.plots import pyplot
+
+METHODS = ("activation-patching", "eap")
+
+
+# --- the TransformerLens side ------------------------------------------------------------------
+
+class Setup:
+    """A case's model exported to TransformerLens, one prompt batch and its two caches."""
+
+    def __init__(self, case: CircuitCase, model, clean: torch.Tensor, corrupted: torch.Tensor):
+        from constructions.export import (
+            to_transformer_lens,
+            transformer_lens_inputs,
+            transformer_lens_outputs,
+        )
+
+        self.case, self.model = case, model
+        self.tl = to_transformer_lens(model, circuit_hooks=True)
+        device = next(model.parameters()).device
+        self.clean, self.corrupted = clean.to(device), corrupted.to(device)
+        self.clean_input = transformer_lens_inputs(model, self.clean)["input"]
+        self.corrupted_input = transformer_lens_inputs(model, self.corrupted)["input"]
+        self._outputs = transformer_lens_outputs
+        self.n_layers, self.n_heads = self.tl.cfg.n_layers, self.tl.cfg.n_heads
+        self.graph = attention_graph(self.n_layers, self.n_heads)
+        with torch.no_grad():
+            _, clean_cache = self.tl.run_with_cache(self.clean_input)
+            _, self.corrupted_cache = self.tl.run_with_cache(self.corrupted_input)
+        self.clean_sources = self.sources(clean_cache)
+        self.corrupted_sources = self.sources(self.corrupted_cache)
+
+    def sources(self, cache) -> dict[str, torch.Tensor]:
+        """Each source node's output ``(B, n+1, d)`` in a cache."""
+        out = {"input": cache["blocks.0.hook_resid_pre"]}
+        for layer in range(self.n_layers):
+            result = cache[f"blocks.{layer}.attn.hook_result"]              # (B, n+1, H, d)
+            for head in range(self.n_heads):
+                out[f"a{layer}.h{head}"] = result[:, :, head]
+        return out
+
+    def metric(self, logits: torch.Tensor) -> torch.Tensor:
+        """The batch mean of the case's metric on TransformerLens logits."""
+        return self.case.metric(self._outputs(self.model, logits), self.clean,
+                                self.corrupted).mean()
+
+    def patched_metric(self, patched: Sequence[Edge]) -> float:
+        """:math:`\\bar m` of the clean run with every edge in ``patched`` carrying the
+        corrupted output of its source, every node recomputed from its (patched) inputs."""
+        current: dict[str, torch.Tensor] = {}
+        by_target: dict[str, list[tuple[int | None, str]]] = {}
+        for edge in patched:
+            if edge.target == "logits":
+                name, head = f"blocks.{self.n_layers - 1}.hook_resid_post", None
+            else:
+                layer, head = _head(edge.target)
+                name = f"blocks.{layer}.hook_{edge.input}_input"
+            by_target.setdefault(name, []).append((head, edge.source))
+
+        def record_input(act, hook):
+            current["input"] = act
+
+        def record_result(act, hook):
+            layer = int(hook.name.split(".")[1])
+            for head in range(self.n_heads):
+                current[f"a{layer}.h{head}"] = act[:, :, head]
+
+        def patch(act, hook):
+            act = act.clone()
+            for head, source in by_target[hook.name]:
+                delta = self.corrupted_sources[source] - current[source]      # (B, n+1, d)
+                if head is None:
+                    act = act + delta
+                else:
+                    act[:, :, head] = act[:, :, head] + delta
+            return act
+
+        hooks = [("blocks.0.hook_resid_pre", record_input)]
+        hooks += [(f"blocks.{layer}.attn.hook_result", record_result)
+                  for layer in range(self.n_layers)]
+        hooks += [(name, patch) for name in by_target]
+        with torch.no_grad():
+            logits = self.tl.run_with_hooks(self.clean_input, fwd_hooks=hooks)
+        return float(self.metric(logits))
+
+
+def _head(node: str) -> tuple[int, int]:
+    layer, head = node[1:].split(".h")
+    return int(layer), int(head)
+
+
+# --- the methods --------------------------------------------------------------------------------
+
+def activation_patching(setup: Setup) -> dict[str, float]:
+    """Edge name -> :math:`|\\bar m(\\emptyset) - \\bar m(\\{e\\})|`, each patched run made by
+    ``transformer_lens.patching.generic_activation_patch`` (one call per target hook kind)."""
+    import pandas as pd
+    from transformer_lens import patching
+
+    nodes = list(setup.clean_sources)
+    with torch.no_grad():
+        base = float(setup.metric(setup.tl(setup.clean_input)))
+    # TransformerLens stores each patched metric in a default-dtype (float32) tensor: round the
+    # base the same way, so an edge that changes nothing scores exactly 0.
+    base = float(torch.tensor(base, dtype=torch.get_default_dtype()))
+    groups: dict[str, list[Edge]] = {}
+    for edge in setup.graph:
+        groups.setdefault("resid_post" if edge.target == "logits" else f"{edge.input}_input",
+                          []).append(edge)
+    out = {}
+    for activation, edges in groups.items():
+        rows = []
+        for edge in edges:
+            layer, head = ((setup.n_layers - 1, -1) if edge.target == "logits"
+                           else _head(edge.target))
+            rows.append({"layer": layer, "head": head, "source": nodes.index(edge.source)})
+
+        def setter(act, index, corrupted_act):
+            _, head, source = index
+            delta = (setup.corrupted_sources[nodes[source]]
+                     - setup.clean_sources[nodes[source]])                 # (B, n+1, d)
+            if head < 0:
+                return act + delta
+            act = act.clone()
+            act[:, :, head] = act[:, :, head] + delta
+            return act
+
+        with torch.no_grad():
+            values = patching.generic_activation_patch(
+                setup.tl, setup.clean_input, setup.corrupted_cache, setup.metric, setter,
+                activation, index_df=pd.DataFrame(rows))
+        out.update({e.name: abs(base - float(v)) for e, v in zip(edges, values, strict=True)})
+    return out
+
+
+def edge_attribution(setup: Setup) -> dict[str, float]:
+    """Edge name -> :math:`|\\langle \\Delta\\mathrm{out}_u, \\partial\\bar m/\\partial
+    \\mathrm{in}_{v,x}\\rangle|` from one clean forward and backward pass (EAP)."""
+    kept: dict[str, torch.Tensor] = {}
+
+    def keep(act, hook):
+        act.retain_grad()
+        kept[hook.name] = act
+
+    final = f"blocks.{setup.n_layers - 1}.hook_resid_post"
+    names = [final, *(f"blocks.{layer}.hook_{x}_input" for layer in range(setup.n_layers)
+                      for x in "qkv")]
+    setup.tl.zero_grad(set_to_none=True)
+    with torch.enable_grad():
+        logits = setup.tl.run_with_hooks(setup.clean_input,
+                                         fwd_hooks=[(n, keep) for n in names])
+        setup.metric(logits).backward()
+    out = {}
+    for edge in setup.graph:
+        if edge.target == "logits":
+            grad = kept[final].grad                                        # (B, n+1, d)
+        else:
+            layer, head = _head(edge.target)
+            grad = kept[f"blocks.{layer}.hook_{edge.input}_input"].grad[:, :, head]
+        delta = setup.corrupted_sources[edge.source] - setup.clean_sources[edge.source]
+        out[edge.name] = abs(float((delta * grad).sum()))
+    setup.tl.zero_grad(set_to_none=True)
+    return out
+
+
+METHOD_FUNCTIONS: dict[str, Callable[[Setup], dict[str, float]]] = {
+    "activation-patching": activation_patching, "eap": edge_attribution}
+
+
+# --- scoring ------------------------------------------------------------------------------------
+
+def roc_auc(scores: dict[str, float], truth: frozenset[str]) -> float:
+    """P(score of a circuit edge > score of another edge), ties counted 1/2 (Mann–Whitney)."""
+    positive = [s for e, s in scores.items() if e in truth]
+    negative = [s for e, s in scores.items() if e not in truth]
+    if not positive or not negative:
+        return math.nan
+    wins = sum((p > q) + 0.5 * (p == q) for p in positive for q in negative)
+    return wins / (len(positive) * len(negative))
+
+
+def ranked(scores: dict[str, float], truth: frozenset[str]) -> list[str]:
+    """Edges by decreasing score; among equal scores, non-circuit edges first (so a tie at
+    the top-k boundary counts against the method)."""
+    return sorted(scores, key=lambda e: (-scores[e], e in truth, e))
+
+
+def precision_at(scores: dict[str, float], truth: frozenset[str], k: int) -> float:
+    top = ranked(scores, truth)[:k]
+    return sum(e in truth for e in top) / k if k else math.nan
+
+
+def faithfulness_curve(setup: Setup, order: Sequence[str]) -> list[float]:
+    """Faithfulness of the top-k edges of ``order`` for k = 0..E: the share of the
+    clean-versus-corrupted gap recovered with every other edge patched."""
+    clean = setup.patched_metric(())
+    corrupted = setup.patched_metric(setup.graph)
+    if clean == corrupted:  # the corruption does not move the metric: nothing to recover
+        return [math.nan] * (len(order) + 1)
+    by_name = {e.name: e for e in setup.graph}
+    curve = []
+    for k in range(len(order) + 1):
+        kept = set(order[:k])
+        value = setup.patched_metric([by_name[e] for e in by_name if e not in kept])
+        curve.append((value - corrupted) / (clean - corrupted))
+    return curve
+
+
+def scores(setup: Setup, circuit: Circuit, method: str) -> dict:
+    """One method on one case: its edge scores, AUC, precision and faithfulness at |C|."""
+    edge_scores = METHOD_FUNCTIONS[method](setup)
+    truth, k = circuit.edge_names, len(circuit.edges)
+    order = ranked(edge_scores, truth)
+    curve = faithfulness_curve(setup, order)
+    return {"scores": edge_scores, "order": order, "auc": roc_auc(edge_scores, truth),
+            "precision": precision_at(edge_scores, truth, k), "faithfulness": curve[k],
+            "curve": curve, "k": k}
+
+
+# --- the experiment ---------------------------------------------------------------------------
+
+def figure(case: CircuitCase, circuit: Circuit, method: str, scored: dict):
+    """Edge scores (circuit edges red) and the faithfulness of the top-k edges."""
+    plt = pyplot()
+    names = [e.name for e in attention_graph(circuit.n_layers, circuit.n_heads)]
+    values = [scored["scores"][n] for n in names]
+    colours = ["#c62828" if n in circuit.edge_names else "#90a4ae" for n in names]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4),
+                                      gridspec_kw={"width_ratios": [2, 1]})
+    left.bar(range(len(names)), values, color=colours)
+    left.set_xticks(range(len(names)), names, rotation=70, fontsize=6, ha="right")
+    left.set_ylabel("|effect on metric|")
+    left.set_title(f"{method}: AUC {scored['auc']:.3f}, precision@{scored['k']} "
+                   f"{scored['precision']:.2f}", fontsize=9)
+    right.plot(range(len(scored["curve"])), scored["curve"], marker="o", ms=3)
+    right.axvline(scored["k"], color="#c62828", ls=":", label=f"|C| = {scored['k']}")
+    right.set_xlabel("top-k edges kept")
+    right.set_ylabel("faithfulness")
+    right.set_title(f"faithfulness@|C| = {scored['faithfulness']:.3f}", fontsize=9)
+    right.legend(fontsize=7)
+    fig.suptitle(case.title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def run(config: dict, device: torch.device, seed: int) -> Result:
+    result = Result("circuit-discovery", config, seed, str(device))
+    cases = all_cases()
+    chosen = list(cases) if config["cases"] == "all" else list(config["cases"])
+    unknown = sorted(set(chosen) - set(cases))
+    if unknown:
+        raise ValueError(f"cases {unknown} are not registered; known: {sorted(cases)}")
+    rows = []
+    for index, name in enumerate(chosen):
+        case = cases[name]
+        model, circuit = case.instance(config["size"])
+        model = model.to(device)
+        generator = torch.Generator().manual_seed(seed * 1000 + index)
+        clean, corrupted = case.prompts(generator, config["batch"], config["size"])
+        setup = Setup(case, model, clean, corrupted)
+        for method in config["methods"]:
+            scored = scores(setup, circuit, method)
+            for key in ("auc", "precision", "faithfulness"):
+                result.metrics[f"{name}/{method}/{key}"] = scored[key]
+            rows.append([name, method, len(setup.graph), scored["k"], scored["auc"],
+                         scored["precision"], scored["faithfulness"],
+                         ", ".join(scored["order"][:scored["k"]])])
+            result.figures[f"{name}-{method}"] = figure(case, circuit, method, scored)
+    result.table("scores", ["case", "method", "edges", "|C|", "ROC AUC", "precision@|C|",
+                            "faithfulness@|C|", "top-|C| edges"], rows)
+    return result
+
+
+CIRCUIT_DISCOVERY = Experiment(
+    name="circuit-discovery",
+    description=("Activation patching (TransformerLens's patching utilities) and edge "
+                 "attribution patching scored against the exact ground-truth circuits of the "
+                 "circuit cases: ROC AUC, precision and faithfulness at the true circuit "
+                 "size."),
+    configs={
+        "smoke": {"cases": "all", "size": "smoke", "batch": 8, "methods": list(METHODS)},
+        "full": {"cases": "all", "size": "full", "batch": 512, "methods": list(METHODS)},
+    },
+    run=run,
+    code=("constructions.circuit_cases", "constructions.circuits"),
+)

@@ -1,0 +1,149 @@
+r"""The circuits area's page sections: per circuit case, its diagram, corruption, checked claims
+and the discovery methods' published scores.
+
+The docs extension calls an area module's ``page_sections(results)`` when it has one and puts
+the MyST it returns under the area's introduction; :func:`case_sections` is the circuits
+area's. The diagram is generated from the case's ``circuit()``
+(:func:`constructions.circuit_diagram.circuit_dot`), laid out by Graphviz when ``dot`` is on
+the PATH and by :func:`python_svg` otherwise. Scores come from the published results of the
+``circuit-discovery`` experiment (:mod:`empirics.circuit_discovery`), the ``full`` config when
+there is one.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from constructions.circuit_cases import CircuitCase, all_cases
+from constructions.circuit_diagram import CIRCUIT_COLOUR, OTHER_COLOUR, circuit_dot, layout
+from constructions.circuit_diagram import node_label as label
+from constructions.circuits import Circuit, attention_graph
+
+EXPERIMENT = "circuit-discovery"
+
+
+def graphviz_svg(circuit: Circuit, dot: str = "dot") -> str:
+    """The diagram laid out by Graphviz: the ``<svg>`` element, scaled to the page width."""
+    svg = subprocess.run([dot, "-Tsvg"], input=circuit_dot(circuit), capture_output=True,
+                         text=True, check=True, timeout=60).stdout
+    svg = svg[svg.index("<svg"):]
+    return re.sub(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"',
+                  r'<svg class="tt-circuit" style="max-width: \1pt; width: 100%; height: auto"',
+                  svg, count=1)
+
+
+def python_svg(circuit: Circuit) -> str:
+    """The diagram without Graphviz: :func:`~constructions.circuit_diagram.layout`'s columns,
+    straight edges (circuit edges red and labelled in a tooltip), plain SVG."""
+    places = layout(circuit)
+    width, height, gap_x, gap_y, pad = 110, 36, 90, 24, 14
+    columns = max(c for c, _ in places.values()) + 1
+    rows = max(r for _, r in places.values()) + 1
+    box = {n: (pad + c * (width + gap_x), pad + r * (height + gap_y))
+           for n, (c, r) in places.items()}
+    total_w, total_h = pad * 2 + columns * width + (columns - 1) * gap_x, pad * 2 + rows * (
+        height + gap_y)
+    roles = {e.name: e.role for e in circuit.edges}
+    parts = [f'<svg class="tt-circuit" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 '
+             f'{total_w} {total_h}" style="max-width: {total_w}px; width: 100%; height: auto" '
+             f'font-family="Helvetica, Arial, sans-serif" font-size="11">']
+    for edge in attention_graph(circuit.n_layers, circuit.n_heads):
+        (x1, y1), (x2, y2) = box[edge.source], box[edge.target]
+        port = {"q": 0.25, "k": 0.5, "v": 0.75, None: 0.5}[edge.input]
+        inside = edge.name in roles
+        tip = f"{edge.name}: {roles[edge.name]}" if inside else f"{edge.name} (not in the circuit)"
+        style = (f'stroke="{CIRCUIT_COLOUR}" stroke-width="2.2"' if inside else
+                 f'stroke="{OTHER_COLOUR}" stroke-dasharray="4 3"')
+        parts.append(f'<line x1="{x1 + width}" y1="{y1 + height / 2}" x2="{x2}" '
+                     f'y2="{y2 + port * height}" {style}><title>{html.escape(tip)}</title>'
+                     f'</line>')
+    used = set(circuit.nodes)
+    for node, (x, y) in box.items():
+        fill = "#ffebee" if node in used else "#eceff1"
+        parts.append(f'<rect x="{x}" y="{y}" width="{width}" height="{height}" rx="4" '
+                     f'fill="{fill}" stroke="#455a64"/><text x="{x + width / 2}" '
+                     f'y="{y + height / 2 + 4}" text-anchor="middle">'
+                     f'{html.escape(label(node))}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def circuit_svg(circuit: Circuit) -> str:
+    """Graphviz's layout when ``dot`` is installed, else :func:`python_svg`."""
+    dot = shutil.which("dot")
+    return graphviz_svg(circuit, dot) if dot else python_svg(circuit)
+
+
+def _markdown(text: str) -> str:
+    """Plain text safe in MyST: Markdown's active characters escaped."""
+    return re.sub(r"([\\`*_\[\]<>{}|#$])", r"\\\1", text)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["::::{list-table}", ":header-rows: 1", ":class: tt-data", ""]
+    for row in [list(header), *map(list, rows)]:
+        lines += [("* - " if i == 0 else "  - ") + (str(cell) or "\u00a0")
+                  for i, cell in enumerate(row)]
+    return "\n".join([*lines, "::::"])
+
+
+def _number(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else _markdown(str(value))
+
+
+def published_scores(results: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The circuit-discovery result to show: ``full`` if published, else any (smoke)."""
+    mine = [r for r in results if r.get("experiment") == EXPERIMENT]
+    full = [r for r in mine if r.get("config_name") == "full"]
+    return (full or mine or [None])[0]
+
+
+def case_section(case: CircuitCase, result: Mapping[str, Any] | None,
+                 claims: set[str] | None = None) -> str:
+    """One case's section (MyST): diagram, corruption, edges, claims, scores."""
+    _, circuit = case.instance("smoke")
+    size = ", ".join(f"{k}={v}" for k, v in case.sizes["smoke"].items())
+    lines = [f"## Circuit case: {_markdown(case.title)}", "",
+             f"Case `{case.name}`: model `{case.builder}`, circuit `{case.circuit_builder}` "
+             f"(diagram at the smoke size, {size}; generated from the circuit, not drawn).", "",
+             "```{raw} html", f'<div class="tt-circuit-diagram" data-case="{case.name}">',
+             circuit_svg(circuit), "</div>", "```", "",
+             f"**Corruption.** {_markdown(case.corruption)}", "",
+             _table(["edge", "role"], [[f"`{e.name}`", _markdown(e.role)]
+                                       for e in circuit.edges]), ""]
+    if case.claims:
+        refs = [f"{{ref}}`{c} <{c}>`" if claims is None or c in claims else f"`{c}`"
+                for c in case.claims]
+        lines += [f"**Checked claims:** {', '.join(refs)}.", ""]
+    rows = [r for r in ((result or {}).get("tables", {}).get("scores", {}).get("rows", []))
+            if r and r[0] == case.name]
+    if rows:
+        header = [_markdown(h) for h in result["tables"]["scores"]["header"][1:]]
+        lines += [f"**Discovery methods** (published `{result['config_name']}` result of "
+                  f"{{ref}}`{EXPERIMENT} <experiment-{EXPERIMENT}>`, batch "
+                  f"{_number(result['config'].get('batch'))}"
+                  + (f", {{staleness}}`{result['staleness']}`" if "staleness" in result else "")
+                  + "):", "",
+                  _table(header, [[_number(v) for v in r[1:]] for r in rows]), ""]
+        for name, path in sorted(result.get("figure_paths", {}).items()):
+            if name.startswith(f"{case.name}-"):  # the experiment names figures case-method
+                lines += [f":::{{figure}} {path}", ":class: tt-figure", "",
+                          _markdown(name), ":::", ""]
+    else:
+        lines += [f"**Discovery methods:** no published result of `{EXPERIMENT}` for this "
+                  f"case yet (`python -m empirics run {EXPERIMENT} --config full --out "
+                  f"empirics/results`).", ""]
+    return "\n".join(lines)
+
+
+def case_sections(results: Sequence[Mapping[str, Any]] = (),
+                  claims: set[str] | None = None) -> str:
+    """Every registered case's section; ``results`` are published result dicts, ``claims``
+    the claim ids on the site (others are named, not linked)."""
+    result = published_scores(results)
+    return "\n".join(case_section(case, result, claims) for case in all_cases().values())

@@ -38,7 +38,7 @@ import torch
 
 from constructions.circuit_cases import CircuitCase, all_cases
 from constructions.circuits import Circuit, Edge, attention_graph
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 
 METHODS = ("activation-patching", "eap")
@@ -302,7 +302,7 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
         for method in config["methods"]:
             scored = scores(setup, circuit, method)
             for key in ("auc", "precision", "faithfulness"):
-                result.metrics[f"{name}/{method}/{key}"] = scored[key]
+                result.metrics[metric_key(name, method, key)] = scored[key]
             rows.append([name, method, len(setup.graph), scored["k"], scored["auc"],
                          scored["precision"], scored["faithfulness"],
                          ", ".join(scored["order"][:scored["k"]])])

@@ -84,7 +84,7 @@ def test_both_methods_recover_the_exact_induction_circuit(smoke):
         # Bit for bit 1: the top-2 edges are the circuit, and patching the other 10 reaches
         # the final logits only through products with exact zero weights or as exact zero
         # differences (the argument of circuits.induction-sufficient, on TL's hooks here).
-        assert smoke.metrics[f"two-layer-induction/{method}/faithfulness"] == 1.0
+        assert smoke.metric("two-layer-induction", method, "faithfulness") == 1.0
         assert f"two-layer-induction-{method}" in smoke.figures
     rows = smoke.tables["scores"]["rows"]
     assert {(r[0], r[1]) for r in rows} >= {("two-layer-induction", m) for m in cd.METHODS}

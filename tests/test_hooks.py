@@ -215,7 +215,9 @@ def test_nnsight_patching_a_one_hot_pattern_copies_the_first_value(nnsight):
         wrapped.hook_pattern.output = one_hot
         values = wrapped.hook_v.output.save()
         out = wrapped.output.save()
-    first = values[:, :, :1].expand(-1, -1, 5, -1).contiguous()   # (B, H, n, d_v): v_0 at all i
+    assert values.shape == (2, 5, 1, model.W_V.shape[-1])  # TransformerLens's (B, n, H, d_v)
+    # v_0 at every query position, in the (B, H, n, d_v) layout forward contracts
+    first = values.transpose(1, 2)[:, :, :1].expand(-1, -1, 5, -1).contiguous()
     expected = torch.einsum("bhiv,hvo->bio", first, model.W_O)
     assert torch.equal(out, expected)
     assert not torch.equal(out, model(x))  # the patch changed the output

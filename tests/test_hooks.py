@@ -15,17 +15,22 @@ import math
 from collections.abc import Callable
 from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
+from constructions import bigram_backcopy as bb
 from constructions import boltzmann as bz
 from constructions.ar_mesa import ar_mesa_layer, context_gram, tokens
 from constructions.bilinear import bilinear_layer
+from constructions.dyck import depth_trace_head
 from constructions.fact_mlps import encoder_decoder_mlp, linear_associative_memory
+from constructions.grokking_lazy_rich import quadratic_net
 from constructions.hopfield import hopfield_update
+from constructions.icdl import ReluAttention, icdl_transformer
 from constructions.icl_logistic import looped_ngd, softmax_update
 from constructions.icl_regression import cot_prompt, multi_step_gd, von_oswald
 from constructions.icl_regression.lifted import _key_moment
@@ -34,6 +39,13 @@ from constructions.layernorm_geometry import majority_head
 from constructions.layers import MLP, Attention, HookPoint, Residual
 from constructions.mean_field import mean_field_transformer
 from constructions.power_method import looped_power_transformer, normalize_columns
+from constructions.virtual_node import (
+    apply_feature_map,
+    linear_attention,
+    matching_linear_attention,
+    virtual_node_aggregate,
+    virtual_node_round,
+)
 from theorems.evidence import expect_failure
 from theorems.profiles import budget, without_shrinking
 from theorems.strategies import seeds
@@ -110,7 +122,19 @@ def _constructions() -> dict[str, tuple[nn.Module, Callable[[nn.Module], torch.T
     y_ngd = torch.where(X_ngd[..., 0] >= 0, 1.0, -1.0).to(F64)
     facts = {"keys": _gaussian(13, 4, 3), "values": torch.eye(3, dtype=F64),
              "facts": torch.tensor([0, 1, 2, 0])}
+    bigram = bb.BigramBackcopy(bb.dirichlet_bigrams(6, 1.0, np.random.default_rng(0)), 2)
+    bigram_tokens = bigram.sample(2, 7, np.random.default_rng(1))
+    adjacency = (_gaussian(22, 2, 5, 5) > 0).to(F64)
+    icdl_problem = (_gaussian(23, 3, 2), _gaussian(24, 3), _gaussian(25, 2, 2), _gaussian(26, 2))
     return {
+        "icdl_transformer": (icdl_transformer(3, 2, 2, 1, 0.1), lambda model: torch.cat(
+            [t.reshape(-1) for t in model(*icdl_problem)])),
+        "quadratic_net": (quadratic_net(4, 6, seed=1), on(_gaussian(27, 3, 4))),
+        "depth_trace_head": (depth_trace_head(2, 8), on(torch.tensor([[0, 1, 3, 2, 2, 0]]))),
+        "active_dormant_head": (bb.active_dormant_model(bigram, 8), on(bigram_tokens)),
+        "linear_attention": (matching_linear_attention(4, 3, 5), on(_gaussian(20, 2, 5, 4))),
+        "virtual_node_round": (virtual_node_round(4, 3, 5, local_weight=0.5),
+                               lambda model: model(_gaussian(21, 2, 5, 4), adjacency)),
         "ar_linear_attention": (ar_mesa_layer(3, 0.7, -1.3), on(_gaussian(14, 2, 6, 3))),
         "linear_self_attention": (von_oswald(3, 0.4, _gaussian(15, 1, 3)),
                                   on(_gaussian(16, 2, 4, 7))),
@@ -196,7 +220,52 @@ def _old_forwards() -> dict[str, Callable[[nn.Module], torch.Tensor]]:
         hidden = torch.sigmoid(k @ model.gate.T) * (k @ model.up.T)
         return hidden @ model.down.T @ model.decoder
 
+    def depth_trace(model, tokens):
+        bos = torch.full((tokens.shape[0], 1), 2 * model.k, dtype=torch.long)
+        h = model.embed[torch.cat([bos, tokens], 1)]
+        scores = (h @ model.W_Q.T) @ (h @ model.W_K.T).transpose(1, 2)
+        mask = torch.ones(h.shape[1], h.shape[1], dtype=torch.bool).tril()
+        mixed = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1) @ h
+        return model.depths[(mixed @ model.readout.T)[:, 1:].argmax(-1)].long()
+
+    def active_dormant(model, tokens):
+        B, n = tokens.shape
+        onehot = nn.functional.one_hot(tokens, model.task.vocab_size + 1).to(F64)
+        scores = model.W_pos[:n, :n].expand(B, n, n).clone()
+        scores[:, :, 0] += model.W_sink[tokens]
+        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        pattern = scores.masked_fill(~causal, -math.inf).softmax(-1)
+        return pattern @ (onehot @ model.W_OV) + torch.relu(onehot) @ model.W_mlp
+
+    def features(model, x):
+        return (apply_feature_map(model.feature_map, x @ model.W_Q, model.W_phi),
+                apply_feature_map(model.feature_map, x @ model.W_K, model.W_phi), x @ model.W_V)
+
+    def round_(model, x, adjacency):
+        phi_q, phi_k, v = features(model, x)
+        return virtual_node_aggregate(phi_q, phi_k, v) + model.local_weight * (adjacency @ v)
+
+    def icdl(model, X, y, W1, w2):
+        H = model.embed(X, y, W1, w2)
+        for layer in model.layers:
+            if isinstance(layer, ReluAttention):
+                q = torch.einsum("hkD,tD->htk", layer.W_Q, H)
+                k = torch.einsum("hkD,tD->htk", layer.W_K, H)
+                v = torch.einsum("hED,tD->htE", layer.W_OV, H)
+                H = H + (torch.relu(q @ k.transpose(1, 2)) @ v).sum(0)
+            else:
+                H = H + torch.relu(H @ layer.W_in.T + layer.b_in) @ layer.W_out.T
+        return model.read_weights(H)
+
+    def quadratic(model, x):
+        z = x @ model.W.T
+        return model.alpha * (z + model.eps / 2 * z ** 2).mean(-1)
+
     return {
+        "icdl_transformer": icdl, "quadratic_net": quadratic,
+        "depth_trace_head": depth_trace, "active_dormant_head": active_dormant,
+        "linear_attention": lambda m, x: linear_attention(*features(m, x)),
+        "virtual_node_round": round_,
         "ar_linear_attention": lambda m, x: torch.einsum(
             "...tab,...tb->...ta", context_gram(x.to(m.W_KQ.dtype)),
             tokens(x.to(m.W_KQ.dtype)) @ m.W_KQ.T) @ m.W_PV.T,

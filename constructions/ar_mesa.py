@@ -87,7 +87,7 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.layers import resolve
+from constructions.layers import HookPoint, _with_axes, resolve
 from constructions.residual_layout import LINEAR_ATTENTION
 
 X1_KINDS = ("gaussian", "one-hot", "ones")
@@ -150,8 +150,14 @@ def context_gram(x: torch.Tensor) -> torch.Tensor:
     r""":math:`G_t = \rho_t^{-1}\sum_{i\le t} e_i e_i^{\mathsf H}` for ``x`` of shape
     ``(..., T, d)``: ``(..., T, 2d, 2d)``. It depends on the data only."""
     e = tokens(x)
-    rho = _step_normalizers(x.shape[-2], x.real.dtype, x.device)
-    outer = e.unsqueeze(-1) * e.conj().unsqueeze(-2)
+    return _gram(e, e)
+
+
+def _gram(keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    r""":math:`\rho_t^{-1}\sum_{i\le t} v_i k_i^{\mathsf H}` for keys and values
+    ``(..., T, 2d)``."""
+    rho = _step_normalizers(keys.shape[-2], keys.real.dtype, keys.device)
+    outer = values.unsqueeze(-1) * keys.conj().unsqueeze(-2)
     return outer.cumsum(dim=-3) / rho[:, None, None]
 
 
@@ -272,6 +278,14 @@ class ARLinearAttention(nn.Module):
     The complex weights are stored as real ``(..., 2)`` parameters (real and imaginary parts),
     so that ``module.to(dtype=float32/float64)`` and every real optimiser treat them as the
     :math:`\mathbb R^2` they are; :attr:`W_KQ` and :attr:`W_PV` are complex views.
+
+    Hook points (TransformerLens names and layout, one head): ``hook_q`` the query
+    :math:`W_{KQ}e_t`, ``hook_k`` and ``hook_v`` the tokens :math:`e_i` as keys and as values,
+    all ``(..., T, 1, 2d)``; ``hook_z`` :math:`G_tW_{KQ}e_t = \rho_t^{-1}\sum_{i\le t}
+    e_i(e_i^{\mathsf H}W_{KQ}e_t)`, ``(..., T, 1, 2d)``; ``hook_result`` the head's output
+    :math:`\hat y_t`, ``(..., T, 1, d)``. The forward contracts the keys and values into
+    :math:`G_t` first and never forms the scores, so there is no ``hook_attn_scores`` or
+    ``hook_pattern`` (:meth:`attention_scores` computes them separately).
     """
 
     def __init__(self, W_KQ: torch.Tensor, W_PV: torch.Tensor) -> None:
@@ -287,6 +301,8 @@ class ARLinearAttention(nn.Module):
         self.d = D // 2
         self.W_KQ_parts = nn.Parameter(torch.view_as_real(W_KQ).clone(), requires_grad=False)
         self.W_PV_parts = nn.Parameter(torch.view_as_real(W_PV).clone(), requires_grad=False)
+        self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
+        self.hook_z, self.hook_result = HookPoint(), HookPoint()
 
     @property
     def W_KQ(self) -> torch.Tensor:
@@ -314,9 +330,12 @@ class ARLinearAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Predictions :math:`\\hat y_t` of :math:`x_{t+1}`, shape ``(..., T, d)``."""
         x, _ = self._inputs(x)
-        query = tokens(x) @ self.W_KQ.T                # W_KQ e_t
-        context = torch.einsum("...tab,...tb->...ta", context_gram(x), query)
-        return context @ self.W_PV.T
+        e = tokens(x)                                                   # (..., T, 2d)
+        # the hooks see TransformerLens's (..., T, head = 1, width) views of each tensor
+        query = _with_axes(self.hook_q, e @ self.W_KQ.T, -2)            # W_KQ e_t
+        gram = _gram(_with_axes(self.hook_k, e, -2), _with_axes(self.hook_v, e, -2))
+        context = _with_axes(self.hook_z, torch.einsum("...tab,...tb->...ta", gram, query), -2)
+        return _with_axes(self.hook_result, context @ self.W_PV.T, -2)  # (..., T, d)
 
     def attention_scores(self, x: torch.Tensor) -> torch.Tensor:
         r"""Causal scores :math:`s_{ti} = e_i^{\mathsf H} W_{KQ} e_t/\rho_t` (0 for

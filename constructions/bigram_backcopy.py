@@ -46,6 +46,7 @@ import torch
 from torch import nn
 
 from constructions import _validate as check
+from constructions.layers import HookPoint, _with_axes
 
 
 def _stochastic(name: str, value, shape: tuple[int, ...] | None = None) -> np.ndarray:
@@ -172,7 +173,14 @@ class BigramBackcopy:
 
 
 class ActiveDormantHead(nn.Module):
-    """One attention head plus an MLP on the current token (module docstring)."""
+    """One attention head plus an MLP on the current token (module docstring).
+
+    Hook points (TransformerLens names and layout, one head): ``hook_attn_scores`` (with the
+    sink term, before the causal mask) and ``hook_pattern`` ``(B, 1, n, n)``; ``hook_v`` the
+    values already in logit space (``W_OV`` folds the output map) ``(B, n, 1, V)``;
+    ``hook_result`` the head's output ``(B, n, 1, V)``; ``hook_mlp_out`` the current-token MLP
+    ``(B, n, V)``.
+    """
 
     def __init__(self, task: BigramBackcopy, max_len: int, *, beta: float, gain: float,
                  bos_value: torch.Tensor | None, dtype, device) -> None:
@@ -192,6 +200,9 @@ class ActiveDormantHead(nn.Module):
         table[torch.from_numpy(task.triggers)] = 0.0
         table = torch.cat([table, torch.zeros(1, V, dtype=torch.float64)])   # BOS row: 0
         self.register_buffer("W_mlp", table.to(dtype=dtype, device=device))
+        self.hook_attn_scores, self.hook_pattern, self.hook_v = (HookPoint(), HookPoint(),
+                                                                 HookPoint())
+        self.hook_result, self.hook_mlp_out = HookPoint(), HookPoint()
 
     def attention(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
         """``"pattern"`` (B, n, n), ``"head_out"`` (B, n, V), ``"logits"`` (B, n, V)."""
@@ -201,9 +212,12 @@ class ActiveDormantHead(nn.Module):
         scores = self.W_pos[:n, :n].expand(B, n, n).clone()                 # (B, n, n)
         scores[:, :, 0] += self.W_sink[tokens]                              # key 0 is the BOS
         causal = torch.ones(n, n, dtype=torch.bool, device=tokens.device).tril()
-        pattern = scores.masked_fill(~causal, -math.inf).softmax(-1)        # (B, n, n)
-        head_out = pattern @ (onehot @ self.W_OV)                           # (B, n, V)
-        mlp = torch.relu(onehot) @ self.W_mlp                               # (B, n, V)
+        scores = _with_axes(self.hook_attn_scores, scores, 1)
+        pattern = _with_axes(self.hook_pattern,
+                             scores.masked_fill(~causal, -math.inf).softmax(-1), 1)  # (B, n, n)
+        values = _with_axes(self.hook_v, onehot @ self.W_OV, 2)             # (B, n, V)
+        head_out = _with_axes(self.hook_result, pattern @ values, 2)        # (B, n, V)
+        mlp = self.hook_mlp_out(torch.relu(onehot) @ self.W_mlp)            # (B, n, V)
         return {"pattern": pattern, "head_out": head_out, "logits": head_out + mlp}
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:

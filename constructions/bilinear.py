@@ -19,11 +19,17 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.layers import fixed
+from constructions.layers import HookPoint, fixed
 
 
 class BilinearLayer(nn.Module):
-    """``f(x) = W_O((W_1 x) * (W_2 x))`` on the last dim of ``x``; ``W_O = I`` when omitted."""
+    """``f(x) = W_O((W_1 x) * (W_2 x))`` on the last dim of ``x``; ``W_O = I`` when omitted.
+
+    Hook points, named as in TransformerLens's gated MLP (``W_1`` the gate with the identity
+    activation, ``W_2`` the linear branch), shapes ``(..., width)``: ``hook_mlp_in`` (``x``),
+    ``hook_pre`` (:math:`W_1x`), ``hook_pre_linear`` (:math:`W_2x`), ``hook_post`` (their
+    product) and ``hook_mlp_out`` (:math:`f(x)`).
+    """
 
     def __init__(self, W1: torch.Tensor, W2: torch.Tensor, W_O: torch.Tensor | None = None):
         super().__init__()
@@ -33,6 +39,9 @@ class BilinearLayer(nn.Module):
             W_O = torch.eye(W1.shape[0], dtype=W1.dtype, device=W1.device)
         W_O = _validate.real_tensor("W_O", W_O, shape=(None, W1.shape[0]))
         self.W1, self.W2, self.W_O = fixed(W1), fixed(W2), fixed(W_O)
+        self.hook_mlp_in, self.hook_pre, self.hook_pre_linear = (HookPoint(), HookPoint(),
+                                                                 HookPoint())
+        self.hook_post, self.hook_mlp_out = HookPoint(), HookPoint()
 
     def transformer_lens_lacks(self) -> list[str]:
         """What this construction uses that a TransformerLens ``HookedTransformer`` lacks
@@ -42,7 +51,9 @@ class BilinearLayer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.W1.shape[1]:
             raise ValueError(f"x must have width {self.W1.shape[1]}, got shape {tuple(x.shape)}")
-        return ((x @ self.W1.T) * (x @ self.W2.T)) @ self.W_O.T
+        x = self.hook_mlp_in(x)
+        post = self.hook_post(self.hook_pre(x @ self.W1.T) * self.hook_pre_linear(x @ self.W2.T))
+        return self.hook_mlp_out(post @ self.W_O.T)
 
     def tensor(self) -> torch.Tensor:
         """The interaction tensor ``B[o, j, k]``."""

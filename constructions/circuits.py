@@ -400,8 +400,8 @@ def _patching_hooks(model: InductionTransformer, edges: list[Edge], corrupt_out:
         weight = {"q": layer.W_Q, "k": layer.W_K, "v": layer.W_V}[qkv][head]   # (d, d_x)
 
         def add_input(module, args, output, delta=delta, weight=weight, head=head):
-            output = output.clone()                                         # (B, H, n+1, d_x)
-            output[:, head] = output[:, head] + delta() @ weight
+            output = output.clone()                                         # (B, n+1, H, d_x)
+            output[:, :, head] = output[:, :, head] + delta() @ weight
             return output
         handles.append(getattr(layer, f"hook_{qkv}").register_forward_hook(add_input))
     return handles

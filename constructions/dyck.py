@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from constructions import _validate
+from constructions.layers import HookPoint, _with_axes
 
 EMPTY, ERROR = -1, -2
 
@@ -147,6 +148,11 @@ class DepthTraceHead(nn.Module):
     :math:`\ell_c = 2c\,x_i - c^2 y_i = (d_i^2 - (c - d_i)^2)/(i+1)` over candidate depths
     :math:`c \in [-n, n]` has its unique maximum at :math:`c = d_i`, with margin
     :math:`1/(i+1)` to every other candidate.
+
+    Hook points (TransformerLens names and layout, one head): ``hook_embed`` the residual
+    stream ``(b, n+1, 2)``; ``hook_q``, ``hook_k`` ``(b, n+1, 1, 1)``; ``hook_attn_scores``
+    and ``hook_pattern`` ``(b, 1, n+1, n+1)``; ``hook_z`` the mixed stream (the values are the
+    stream itself) ``(b, n+1, 1, 2)``.
     """
 
     def __init__(self, k: int, max_len: int, dtype, device):
@@ -162,6 +168,9 @@ class DepthTraceHead(nn.Module):
         self.register_buffer("W_K", torch.zeros(1, 2, **kw))
         self.register_buffer("readout", readout)
         self.register_buffer("depths", depths)
+        self.hook_embed, self.hook_q, self.hook_k = HookPoint(), HookPoint(), HookPoint()
+        self.hook_attn_scores, self.hook_pattern, self.hook_z = (HookPoint(), HookPoint(),
+                                                                 HookPoint())
 
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """Depth logits (batch, n, 2 max_len + 1) for brackets (batch, n), BOS prepended."""
@@ -173,12 +182,15 @@ class DepthTraceHead(nn.Module):
                              f"{tokens.shape[-1]}")
         bos = torch.full((tokens.shape[0], 1), 2 * self.k, dtype=torch.long,
                          device=tokens.device)
-        h = self.embed[torch.cat([bos, tokens], 1)]                  # (b, n+1, 2)
+        h = self.hook_embed(self.embed[torch.cat([bos, tokens], 1)])  # (b, n+1, 2)
         n1 = h.shape[1]
-        scores = (h @ self.W_Q.T) @ (h @ self.W_K.T).transpose(1, 2)  # (b, n+1, n+1): zeros
+        q = _with_axes(self.hook_q, h @ self.W_Q.T, 2)               # (b, n+1, 1)
+        k = _with_axes(self.hook_k, h @ self.W_K.T, 2)
+        scores = _with_axes(self.hook_attn_scores, q @ k.transpose(1, 2), 1)  # zeros
         mask = torch.ones(n1, n1, dtype=torch.bool, device=h.device).tril()
-        weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)
-        mixed = weights @ h                                          # (b, n+1, 2): (y, x)
+        weights = _with_axes(self.hook_pattern,
+                             torch.softmax(scores.masked_fill(~mask, float("-inf")), -1), 1)
+        mixed = _with_axes(self.hook_z, weights @ h, 2)              # (b, n+1, 2): (y, x)
         return (mixed @ self.readout.T)[:, 1:]                       # drop BOS
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:

@@ -41,6 +41,7 @@ import torch
 
 from constructions._validate import device as check_device
 from constructions._validate import float_dtype, positive_float, positive_int, real_tensor
+from constructions.layers import HookPoint
 
 
 def quadratic_test_loss(g: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
@@ -93,7 +94,11 @@ def teacher_task(dim: int = 100, train_size: int = 550, *, seed: int = 0,
 class QuadraticNet(torch.nn.Module):
     r""":math:`f(x) = \alpha\,\mathrm{mean}_i\,\phi(w_i^\top x)`, :math:`\phi(z) = z +
     \frac\varepsilon2 z^2`, first-layer weights ``W`` ``(N, D)`` trainable, the initial
-    weights ``W0`` kept as a buffer for the centred loss and the statistics."""
+    weights ``W0`` kept as a buffer for the centred loss and the statistics.
+
+    Hook points (TransformerLens's MLP names): ``hook_pre`` :math:`w_i^\top x` and
+    ``hook_post`` :math:`\phi(w_i^\top x)`, ``(B, N)``, for either weights (``W`` or
+    ``W0``) that :meth:`features` is given."""
 
     def __init__(self, W0: torch.Tensor, alpha: float, eps: float) -> None:
         super().__init__()
@@ -102,11 +107,12 @@ class QuadraticNet(torch.nn.Module):
         self.eps = positive_float("eps", eps, allow_zero=True)
         self.register_buffer("W0", W0.clone())
         self.W = torch.nn.Parameter(W0.clone())
+        self.hook_pre, self.hook_post = HookPoint(), HookPoint()
 
     def features(self, x: torch.Tensor, W: torch.Tensor | None = None) -> torch.Tensor:
         W = self.W if W is None else W
-        z = x @ W.T                                           # (B, N)
-        return z + self.eps / 2 * z ** 2
+        z = self.hook_pre(x @ W.T)                            # (B, N)
+        return self.hook_post(z + self.eps / 2 * z ** 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = real_tensor("x", x, shape=(None, self.W.shape[1]))

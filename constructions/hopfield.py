@@ -23,11 +23,19 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.layers import fixed
+from constructions.layers import HookPoint, fixed
 
 
 class HopfieldUpdate(nn.Module):
-    """``T(xi) = X softmax(beta X^T xi)`` for states ``xi`` of shape ``(..., d)``."""
+    r"""``T(xi) = X softmax(beta X^T xi)`` for states ``xi`` of shape ``(..., d)``.
+
+    Hook points (TransformerLens names; a state is one query against the ``N`` stored
+    patterns, which are keys and values at once, so there is no position or head axis: the
+    shapes are the state's leading dims then the last): ``hook_attn_scores``
+    :math:`\beta X^\top\xi` and ``hook_pattern`` its softmax, ``(..., N)``; ``hook_z`` the
+    update :math:`T(\xi)`, ``(..., d)``; with ``residual=True`` also ``hook_resid_pre``
+    (:math:`\xi`) and ``hook_resid_post`` (:math:`\xi + T(\xi)`).
+    """
 
     def __init__(self, patterns: torch.Tensor, beta: float, *, residual: bool = False):
         super().__init__()
@@ -35,13 +43,18 @@ class HopfieldUpdate(nn.Module):
             "patterns", _validate.real_tensor("patterns", patterns, ndim=2)))
         self.beta = _validate.positive_float("beta", beta)
         self.residual = _validate.boolean("residual", residual)
+        self.hook_attn_scores, self.hook_pattern, self.hook_z = (HookPoint(), HookPoint(),
+                                                                 HookPoint())
+        if self.residual:
+            self.hook_resid_pre, self.hook_resid_post = HookPoint(), HookPoint()
 
     def weights(self, xi: torch.Tensor) -> torch.Tensor:
         """Attention weights ``softmax(beta X^T xi)``, shape ``(..., N)``."""
         if xi.shape[-1] != self.patterns.shape[0]:
             raise ValueError(f"xi must have width {self.patterns.shape[0]}, "
                              f"got shape {tuple(xi.shape)}")
-        return (self.beta * xi.to(self.patterns.dtype) @ self.patterns).softmax(dim=-1)
+        scores = self.hook_attn_scores(self.beta * xi.to(self.patterns.dtype) @ self.patterns)
+        return self.hook_pattern(scores.softmax(dim=-1))
 
     def transformer_lens_lacks(self) -> list[str]:
         """What this construction uses that a TransformerLens ``HookedTransformer`` lacks
@@ -49,8 +62,10 @@ class HopfieldUpdate(nn.Module):
         return ["attention over a fixed set of stored patterns rather than over the sequence"]
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
-        update = self.weights(xi) @ self.patterns.T
-        return xi + update if self.residual else update
+        if self.residual:
+            xi = self.hook_resid_pre(xi)
+        update = self.hook_z(self.weights(xi) @ self.patterns.T)        # (..., d)
+        return self.hook_resid_post(xi + update) if self.residual else update
 
 
 def hopfield_update(patterns: torch.Tensor, beta: float, *, residual: bool = False

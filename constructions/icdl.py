@@ -42,6 +42,7 @@ import torch
 from torch import nn
 
 from constructions import _validate
+from constructions.layers import HookPoint, _through
 
 DEPTH = 2
 
@@ -100,34 +101,52 @@ def gd_reference(X, y, W1, w2, eta: float, steps: int) -> list[tuple[torch.Tenso
 
 class ReluAttention(nn.Module):
     """Heads :math:`\\sum_j\\mathrm{relu}(q_i^\\top k_j)W_{OV}h_j`: W_Q, W_K (heads, dk, D),
-    W_OV (heads, D, D)."""
+    W_OV (heads, D, D), with the residual.
+
+    Hook points (TransformerLens names, positions before heads; tokens ``(T, D)`` carry no
+    batch axis): ``hook_resid_pre``/``hook_resid_post`` ``(T, D)``; ``hook_q``, ``hook_k``
+    ``(T, heads, dk)``; ``hook_v`` (values in the output space, ``W_OV`` folds ``W_O``)
+    ``(T, heads, D)``; ``hook_attn_scores`` (after the ReLU, which is the normalisation here)
+    ``(heads, T, T)``; ``hook_result`` the per-head outputs ``(T, heads, D)``."""
 
     def __init__(self, W_Q: torch.Tensor, W_K: torch.Tensor, W_OV: torch.Tensor):
         super().__init__()
         self.register_buffer("W_Q", W_Q)
         self.register_buffer("W_K", W_K)
         self.register_buffer("W_OV", W_OV)
+        self.hook_resid_pre, self.hook_resid_post = HookPoint(), HookPoint()
+        self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
+        self.hook_attn_scores, self.hook_result = HookPoint(), HookPoint()
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        q = torch.einsum("hkD,tD->htk", self.W_Q, h)             # (heads, T, dk)
-        k = torch.einsum("hkD,tD->htk", self.W_K, h)             # (heads, T, dk)
-        v = torch.einsum("hED,tD->htE", self.W_OV, h)            # (heads, T, D)
-        scores = torch.relu(q @ k.transpose(1, 2))               # (heads, T, T)
-        return h + (scores @ v).sum(0)                           # (T, D)
+        h = self.hook_resid_pre(h)
+        # the arithmetic keeps heads first; the hooks see (T, heads, width) views
+        q = _through(self.hook_q, torch.einsum("hkD,tD->htk", self.W_Q, h), 0, 1)
+        k = _through(self.hook_k, torch.einsum("hkD,tD->htk", self.W_K, h), 0, 1)
+        v = _through(self.hook_v, torch.einsum("hED,tD->htE", self.W_OV, h), 0, 1)
+        scores = self.hook_attn_scores(torch.relu(q @ k.transpose(1, 2)))  # (heads, T, T)
+        result = _through(self.hook_result, scores @ v, 0, 1)             # (heads, T, D)
+        return self.hook_resid_post(h + result.sum(0))                    # (T, D)
 
 
 class ReluMLP(nn.Module):
-    """:math:`h + W_{out}\\mathrm{relu}(W_{in}h + b)`."""
+    """:math:`h + W_{out}\\mathrm{relu}(W_{in}h + b)`.
+
+    Hook points: ``hook_resid_pre``/``hook_resid_post`` ``(T, D)``, ``hook_pre`` (before the
+    ReLU) and ``hook_post`` ``(T, hidden)``, ``hook_mlp_out`` ``(T, D)``."""
 
     def __init__(self, W_in: torch.Tensor, b_in: torch.Tensor, W_out: torch.Tensor):
         super().__init__()
         self.register_buffer("W_in", W_in)
         self.register_buffer("b_in", b_in)
         self.register_buffer("W_out", W_out)
+        self.hook_resid_pre, self.hook_resid_post = HookPoint(), HookPoint()
+        self.hook_pre, self.hook_post, self.hook_mlp_out = HookPoint(), HookPoint(), HookPoint()
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        hidden = torch.relu(h @ self.W_in.T + self.b_in)         # (T, hidden)
-        return h + hidden @ self.W_out.T                         # (T, D)
+        h = self.hook_resid_pre(h)
+        hidden = self.hook_post(torch.relu(self.hook_pre(h @ self.W_in.T + self.b_in)))
+        return self.hook_resid_post(h + self.hook_mlp_out(hidden @ self.W_out.T))  # (T, D)
 
 
 class ICDLTransformer(nn.Module):

@@ -52,7 +52,7 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.layers import fixed, resolve
+from constructions.layers import HookPoints, _with_axes, fixed, resolve
 from constructions.residual_layout import LOOPED
 
 # --- the task ----------------------------------------------------------------------------------
@@ -228,18 +228,51 @@ class LoopedNGD(nn.Module):
     The weights are multiples of the identity, :math:`W_Q = qI`, :math:`W_K = kI`,
     :math:`W_V = vI` with :math:`(q, k, v) = (1, -1, \eta)`, stored as three scalars so that
     one module serves every dimension :math:`d`; :meth:`weights` returns the matrices.
+
+    Hook points, one block per loop as TransformerLens names its blocks (the query state is one
+    position, the ``n`` examples are the keys, one head): ``blocks.t.hook_resid_pre`` and
+    ``blocks.t.hook_resid_post`` :math:`w_t`, ``(B, 1, d)``; ``blocks.t.attn.hook_q``
+    :math:`w_tW_Q` ``(B, 1, 1, d)``, ``hook_k``/``hook_v`` :math:`z_iW_K`, :math:`z_iW_V`
+    ``(B, n, 1, d)``, ``hook_attn_scores`` and ``hook_pattern`` ``(B, 1, 1, n)`` and
+    ``hook_z`` :math:`\sum_i p_i z_iW_V` ``(B, 1, 1, d)``, which is added to the state (no
+    :math:`W_O`). They see unbatched inputs with a batch of one.
     """
 
     def __init__(self, eta: float, loops: int, *, normalize: bool = True,
                  dtype: torch.dtype = torch.float64, device=None) -> None:
         super().__init__()
         self.eta = _validate.positive_float("eta", eta)
-        self.loops = _validate.positive_int("loops", loops)
+        loops = _validate.positive_int("loops", loops)
+        self.blocks = nn.ModuleList(
+            HookPoints("hook_resid_pre", "hook_resid_post",
+                       attn=HookPoints("hook_q", "hook_k", "hook_v", "hook_attn_scores",
+                                       "hook_pattern", "hook_z"))
+            for _ in range(loops))
         if not isinstance(normalize, bool):
             raise TypeError(f"normalize must be a bool, got {type(normalize).__name__}")
         self.normalize = normalize
         kw = resolve(dtype, device)
         self.scales = fixed(torch.tensor([1.0, -1.0, self.eta], **kw))
+
+    @property
+    def loops(self) -> int:
+        return len(self.blocks)
+
+    def _update(self, block: nn.Module, w: torch.Tensor, Z: torch.Tensor, W_Q: torch.Tensor,
+                W_K: torch.Tensor, W_V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:func:`softmax_update` (the same operations in the same order) through ``block``'s
+        hook points; inputs already validated."""
+        attn = block.attn
+        w = _with_axes(block.hook_resid_pre, w, 1)                              # (B, d)
+        q = _with_axes(attn.hook_q, w @ W_Q, 1, count=2)                       # (B, d)
+        k = _with_axes(attn.hook_k, Z @ W_K, 2)                                # (B, n, d)
+        scores = _with_axes(attn.hook_attn_scores, torch.einsum("bk,bnk->bn", q, k), 1,
+                            count=2)                                           # (B, n)
+        pattern = _with_axes(attn.hook_pattern,
+                             scores.softmax(-1) if self.normalize else scores.exp(), 1, count=2)
+        v = _with_axes(attn.hook_v, Z @ W_V, 2)                                # (B, n, d)
+        z = _with_axes(attn.hook_z, torch.einsum("bn,bnd->bd", pattern, v), 1, count=2)
+        return _with_axes(block.hook_resid_post, w + z, 1), pattern
 
     def weights(self, d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(W_Q, W_K, W_V)`` for dimension ``d``."""
@@ -252,8 +285,8 @@ class LoopedNGD(nn.Module):
         W_Q, W_K, W_V = self.weights(Z.shape[-1])
         w = torch.zeros(Z.shape[0], Z.shape[-1], dtype=Z.dtype, device=Z.device)
         states, patterns = [w], []
-        for _ in range(self.loops):
-            w, pattern = softmax_update(w, Z, W_Q, W_K, W_V, normalize=self.normalize)
+        for block in self.blocks:
+            w, pattern = self._update(block, w, Z, W_Q, W_K, W_V)
             states.append(w)
             patterns.append(pattern)
         return torch.stack(states, dim=1), torch.stack(patterns, dim=1), batched

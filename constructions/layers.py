@@ -25,13 +25,15 @@ normaliser ``c`` (``None`` means no division). A causal mask keeps keys ``j <= i
 
 **Hook points.** Every intermediate that a circuit tool reads or patches passes through a
 :class:`HookPoint`, an identity submodule named as in TransformerLens, so that
-``register_forward_hook`` and nnsight's ``NNsight(model)`` reach it (with the construction's
-own shapes, which put heads before positions):
+``register_forward_hook`` and nnsight's ``NNsight(model)`` reach it, with TransformerLens's
+shapes (positions before heads; scores and patterns ``[batch, head, query, key]``):
 
-* :class:`Attention`: ``hook_q``, ``hook_k`` ``(B, H, n, d_k)``, ``hook_v`` ``(B, H, n, d_v)``,
+* :class:`Attention`: ``hook_q``, ``hook_k`` ``(B, n, H, d_k)``, ``hook_v`` ``(B, n, H, d_v)``,
   ``hook_attn_scores`` ``(B, H, n, n)`` (scaled, before the mask), ``hook_pattern``
-  ``(B, H, n, n)``, ``hook_z`` ``(B, H, n, d_v)`` and, with ``use_attn_result = True``,
-  ``hook_result`` ``(B, n, H, d_out)``, the per-head outputs;
+  ``(B, H, n, n)``, ``hook_z`` ``(B, n, H, d_v)`` and, with ``use_attn_result = True``,
+  ``hook_result`` ``(B, n, H, d_out)``, the per-head outputs. The arithmetic keeps heads
+  before positions; a hook sees a transposed *view*, which ``_through`` turns back, so
+  with no hook attached every operation reads the very same tensor;
 * :class:`MLP`: ``hook_mlp_in`` ``(..., d)``, ``hook_post`` ``(..., hidden)`` (after the
   activation) and ``hook_mlp_out`` ``(..., d_out)``;
 * :class:`Residual`: ``hook_resid_pre`` and ``hook_resid_post``.
@@ -103,6 +105,41 @@ class HookPoint(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x
+
+
+class HookPoints(nn.Module):
+    """A container of named :class:`HookPoint` s (and of other such containers), for a
+    construction with its own forward to name its blocks as TransformerLens does:
+    ``HookPoints("hook_resid_pre", "hook_resid_post", attn=HookPoints("hook_q"))`` gives
+    ``hook_resid_pre``, ``hook_resid_post`` and ``attn.hook_q``."""
+
+    def __init__(self, *names: str, **children: nn.Module) -> None:
+        super().__init__()
+        for name in names:
+            if not name.startswith("hook_"):
+                raise ValueError(f"hook point names start with 'hook_', got {name!r}")
+            self.add_module(name, HookPoint())
+        for name, child in children.items():
+            _validate.instance(name, child, nn.Module)
+            self.add_module(name, child)
+
+
+def _through(hook: nn.Module, x: torch.Tensor, dim0: int, dim1: int) -> torch.Tensor:
+    """``x`` passed through ``hook`` as the view with dims ``dim0`` and ``dim1`` swapped (the
+    hook's layout), and swapped back: with an identity hook, ``x``'s values and strides."""
+    return hook(x.transpose(dim0, dim1)).transpose(dim0, dim1)
+
+
+def _with_axes(hook: nn.Module, x: torch.Tensor, dim: int, count: int = 1) -> torch.Tensor:
+    """``x`` passed through ``hook`` with ``count`` singleton axes inserted at ``dim`` (the
+    head or position axis TransformerLens has and a one-head or one-query construction lacks),
+    and removed again: with an identity hook, ``x``'s values and strides."""
+    for _ in range(count):
+        x = x.unsqueeze(dim)
+    x = hook(x)
+    for _ in range(count):
+        x = x.squeeze(dim)
+    return x
 
 
 def _as_heads(name: str, weight: object, d_in: int | None) -> torch.Tensor:
@@ -186,8 +223,9 @@ class Attention(nn.Module):
 
     def scores(self, x: torch.Tensor) -> torch.Tensor:
         """Raw scores :math:`S^h_{ij}`, shape ``(B, H, n, n)``, before masking."""
-        q = self.hook_q(torch.einsum("bnd,hdk->bhnk", x, self.W_Q))  # (B, H, n, d_k)
-        k = self.hook_k(torch.einsum("bnd,hdk->bhnk", x, self.W_K))  # (B, H, n, d_k)
+        # hooks see (B, n, H, d_k), TransformerLens's layout; the arithmetic (B, H, n, d_k)
+        q = _through(self.hook_q, torch.einsum("bnd,hdk->bhnk", x, self.W_Q), 1, 2)
+        k = _through(self.hook_k, torch.einsum("bnd,hdk->bhnk", x, self.W_K), 1, 2)
         return self.hook_attn_scores(self.scale * q @ k.transpose(-1, -2))  # (B, H, n, n)
 
     def pattern(self, x: torch.Tensor) -> torch.Tensor:
@@ -213,10 +251,11 @@ class Attention(nn.Module):
             raise ValueError(f"x must have width {self.d_model}, got shape {tuple(x.shape)}")
         x = x.to(self.W_Q.dtype)
         pattern = self.pattern(x)                                          # (B, H, n, n)
-        values = self.hook_v(torch.einsum("bnd,hdv->bhnv", x, self.W_V))   # (B, H, n, d_v)
+        values = _through(self.hook_v, torch.einsum("bnd,hdv->bhnv", x, self.W_V), 1, 2)
         # torch.einsum (without opt_einsum) contracts "bhij,bhjv,hvo->bio" left to right: these
         # two contractions are the ones it made before the hook between them, so bit for bit
-        z = self.hook_z(torch.einsum("bhij,bhjv->bhiv", pattern, values))  # (B, H, n, d_v)
+        # (B, H, n, d_v); hook_z sees (B, n, H, d_v)
+        z = _through(self.hook_z, torch.einsum("bhij,bhjv->bhiv", pattern, values), 1, 2)
         if self.use_attn_result:
             result = self.hook_result(torch.einsum("bhiv,hvo->biho", z, self.W_O))
             out = result.sum(dim=2)                                        # (B, n, d_out)

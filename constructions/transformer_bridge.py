@@ -26,9 +26,16 @@ embedding, which is zero for every such layout): :func:`transformer_bridge_input
 Which export needs which major: :func:`~constructions.transformer_lens.to_transformer_lens`
 needs TransformerLens 2.x or 3.x, :func:`to_transformer_bridge` 3.9 or 4.x.
 
-A layout with LayerNorm (the mean-field transformer) is refused in float64 by a TransformerLens
-whose native ``LNPre`` normalises in float32 (3.9 does: ``examples/native_layernorm_float32.py``
-shows it), since the bridge would not compute the construction's function in float64.
+A layout with LayerNorm (the mean-field transformer) exports in float64. The native model's own
+``NativeLayerNormPre`` normalises in float32 (``x.to(torch.float32)``,
+``model_bridge/sources/native/model.py`` line 98 in 4.3, 93 in 3.9;
+``examples/native_layernorm_float32.py``), but the bridge never runs it: its
+``LayerNormPreBridge`` (``model_bridge/generalized_components/normalization.py``, 4.3 line 234)
+sets ``use_native_layernorm_autograd=False``, so ``NormalizationBridge.forward`` takes
+``_python_norm_forward`` (4.3 line 114), which recomputes the norm and upcasts only dtypes other
+than float32 and float64 (line 122). The export checks that on the bridge it built (the
+component its forward calls, on an input whose float32 evaluation is wrong), and refuses a
+TransformerLens whose bridge normalises float64 in float32.
 """
 
 from __future__ import annotations
@@ -96,15 +103,16 @@ def _convert(layout: TransformerLensLayout, cfg) -> dict[str, torch.Tensor]:
                                                                  cfg).items()}
 
 
-def _native_layer_norm_keeps(dtype: torch.dtype) -> bool:
-    """Whether this TransformerLens's native ``LNPre`` (``eps=0``) computes in ``dtype``:
-    on ``x = (0, 1, 1 + 2^{-40})`` a float32 evaluation loses the ``2^{-40}``."""
-    from transformer_lens.model_bridge.sources.native.model import NativeLayerNormPre
-
-    x = torch.tensor([0.0, 1.0, 1.0 + 2.0 ** -40], dtype=dtype)
+def _bridge_layer_norm_keeps(bridge, dtype: torch.dtype) -> bool:
+    """Whether ``bridge``'s own LayerNorm (``blocks.0.ln1``, the component its forward calls)
+    computes in ``dtype``: on ``x = (0, 1, 1 + 2^{-40})`` a float32 evaluation loses the
+    ``2^{-40}``."""
+    ln = bridge.blocks[0].ln1
+    x = torch.tensor([[0.0, 1.0, 1.0 + 2.0 ** -40]], dtype=dtype,
+                     device=next(bridge.parameters()).device)
     ours = nn.functional.layer_norm(x, (3,), eps=0.0)
     with torch.no_grad():
-        theirs = NativeLayerNormPre(eps=0.0)(x)
+        theirs = ln(x)
     # both evaluate a 3-term mean and variance: agreement to 1e-12 needs the 2^-40 (~1e-12) kept
     return theirs.dtype == dtype and float((theirs - ours).abs().max()) <= 2.0 ** -44
 
@@ -146,10 +154,6 @@ def to_transformer_bridge(model: nn.Module, *, n_ctx: int | None = None):
     if layout.interface.kind == "residual" and bool(W_pos.ne(0).any()):
         raise RuntimeError(f"{name}'s layout adds a positional embedding to a residual input, "
                            f"which the bridge would add to the input embeddings")
-    if layout.config["normalization_type"] and not _native_layer_norm_keeps(dtype):
-        raise UnsupportedConstructionError(name, [
-            f"LayerNorm in {str(dtype).removeprefix('torch.')} (this TransformerLens's native "
-            f"bridge normalises in float32)"], hint="to_transformer_lens exports it exactly")
     cfg = TransformerBridgeConfig.from_dict(config)
     # init_weights=False leaves nn.Linear's default initialisation, which draws from the global
     # generator: fork it, so that exporting does not change the caller's random stream.
@@ -169,6 +173,10 @@ def to_transformer_bridge(model: nn.Module, *, n_ctx: int | None = None):
     if dropped or kept < total:
         raise RuntimeError(f"converting {name} for the bridge dropped weights ({kept} of {total} "
                            f"kept; nonzero {dropped})")
+    if layout.config["normalization_type"] and not _bridge_layer_norm_keeps(bridge, dtype):
+        raise UnsupportedConstructionError(name, [
+            f"LayerNorm in {str(dtype).removeprefix('torch.')} (this TransformerLens's bridge "
+            f"normalises in float32)"], hint="to_transformer_lens exports it exactly")
     bridge.load_state_dict(converted, strict=True)
     bridge.enable_compatibility_mode(disable_warnings=True, no_processing=True)
     loaded = bridge.state_dict()

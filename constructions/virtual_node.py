@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.layers import fixed, resolve
+from constructions.layers import HookPoint, _with_axes, fixed, resolve
 
 FEATURE_MAPS = ("exp", "elu1", "identity")
 
@@ -86,7 +86,14 @@ def virtual_node_aggregate(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Te
 
 class _FeatureAttention(nn.Module):
     """Shared weights and :meth:`features` of :class:`LinearAttention` and
-    :class:`VirtualNodeRound`."""
+    :class:`VirtualNodeRound`.
+
+    Hook points (TransformerLens names and layout, one head): ``hook_q`` :math:`xW_Q`,
+    ``hook_k`` :math:`xW_K` (before the feature map) ``(B, n, 1, d_k)``, ``hook_v``
+    :math:`xW_V` ``(B, n, 1, d_v)``, and ``hook_z`` the attention read-out (there is no
+    :math:`W_O`) ``(B, n, 1, d_v)``; the kernel is never formed by the virtual node, so
+    neither class has ``hook_pattern``.
+    """
 
     def __init__(self, W_Q, W_K, W_V, W_phi, feature_map: str) -> None:
         super().__init__()
@@ -99,6 +106,8 @@ class _FeatureAttention(nn.Module):
         W_phi = _validate.real_tensor("W_phi", W_phi, shape=(d_k, None))
         self.feature_map = feature_map
         self.W_Q, self.W_K, self.W_V, self.W_phi = map(fixed, (W_Q, W_K, W_V, W_phi))
+        self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
+        self.hook_z = HookPoint()
 
     @property
     def d_model(self) -> int:
@@ -113,15 +122,18 @@ class _FeatureAttention(nn.Module):
     def features(self, x) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         r"""``(phi(q), phi(k), v)``, shapes ``(B, n, r), (B, n, r), (B, n, d_v)``."""
         x = self._input(x)
-        return (apply_feature_map(self.feature_map, x @ self.W_Q, self.W_phi),
-                apply_feature_map(self.feature_map, x @ self.W_K, self.W_phi), x @ self.W_V)
+        q = _with_axes(self.hook_q, x @ self.W_Q, 2)                   # hooks see (B, n, 1, w)
+        k = _with_axes(self.hook_k, x @ self.W_K, 2)
+        return (apply_feature_map(self.feature_map, q, self.W_phi),
+                apply_feature_map(self.feature_map, k, self.W_phi),
+                _with_axes(self.hook_v, x @ self.W_V, 2))
 
 
 class LinearAttention(_FeatureAttention):
     """One linear-attention layer (module docstring): ``(B, n, d)`` to ``(B, n, d_v)``."""
 
     def forward(self, x) -> torch.Tensor:
-        return linear_attention(*self.features(x))
+        return _with_axes(self.hook_z, linear_attention(*self.features(x)), 2)
 
 
 class VirtualNodeRound(_FeatureAttention):
@@ -146,7 +158,8 @@ class VirtualNodeRound(_FeatureAttention):
         phi_q, phi_k, v = self.features(x)
         local = adjacency @ v                                  # (B, n, d_v): edge messages
         # x + 0 * y is x exactly for finite y, so with local_weight = 0 the edges change nothing
-        return self.aggregate(phi_q, phi_k, v) + self.local_weight * local
+        return _with_axes(self.hook_z, self.aggregate(phi_q, phi_k, v), 2) + \
+            self.local_weight * local
 
 
 def _random_weights(d: int, d_v: int, r: int, seed: int, kw: dict) -> list[torch.Tensor]:

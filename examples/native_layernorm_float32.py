@@ -1,13 +1,17 @@
-"""Upstream gap: the native TransformerBridge's LayerNorm normalises in float32, whatever the
-model's dtype (TransformerLens 3.9 and 4.3, ``NativeLayerNormPre``), so a float64 bridge
-with LayerNorm computes only to float32 accuracy.
+"""Upstream gap: the native model's own ``NativeLayerNormPre`` normalises in float32, whatever
+the model's dtype (TransformerLens 3.9 and 4.3, ``model_bridge/sources/native/model.py``:
+``x_fp32 = x.to(torch.float32)``), so the native model run on its own (``bridge.original_model``)
+computes a float64 LayerNorm only to float32 accuracy.
+
+The bridge's forward is not affected: its ``LayerNormPreBridge`` recomputes the norm in
+``NormalizationBridge._python_norm_forward``, which upcasts only dtypes below float32, so
+``to_transformer_bridge`` exports the mean-field transformer exactly in float64. The gap is the
+inconsistency between the two code paths of one model.
 
 The oracle: the LayerNorm of the mean-field Pre-LN transformer (``constructions.mean_field``),
 without affine terms and with ``eps = 0``, which its float64 forward computes with
-``torch.nn.functional.layer_norm``. The script evaluates TransformerLens's
-``NativeLayerNormPre`` on Gaussian residual streams, as the construction's, and compares
-(``to_transformer_bridge`` refuses this layout in float64 for that reason;
-``to_transformer_lens`` exports it exactly).
+``torch.nn.functional.layer_norm``. The script evaluates ``NativeLayerNormPre`` on Gaussian
+residual streams, as the construction's, and compares.
 
 Run: ``python examples/native_layernorm_float32.py``; it exits 1 while the gap is there.
 """

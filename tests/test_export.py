@@ -481,19 +481,10 @@ def bridge_roundtrip_check(export_model=to_transformer_bridge, config: settings 
     return run
 
 
-def _bridge_families() -> tuple[str, ...]:
-    """The families the bridge exports: all but the mean-field transformer where this
-    TransformerLens's native LayerNorm rounds float64 through float32."""
-    from constructions.transformer_bridge import _native_layer_norm_keeps
-
-    return FAMILIES if _native_layer_norm_keeps(F64) else tuple(
-        f for f in FAMILIES if f != "mean_field_transformer")
-
-
 @pytest.mark.interop
 def test_bridge_exports_round_trip(transformer_bridge):
     bridge_roundtrip_check()()
-    family_roundtrip_check(to_transformer_bridge, families=_bridge_families(),
+    family_roundtrip_check(to_transformer_bridge,
                            inputs=transformer_bridge_inputs, config=budget(0.5))()
 
 
@@ -583,17 +574,35 @@ def test_a_dropped_weight_stops_the_bridge_export(transformer_bridge, monkeypatc
 
 
 @pytest.mark.interop
-def test_a_float32_layer_norm_is_refused_in_float64(transformer_bridge):
-    from constructions.transformer_bridge import _native_layer_norm_keeps
-
-    model = mean_field_transformer("pre", depth=1, d=4)
-    if _native_layer_norm_keeps(F64):
-        to_transformer_bridge(model)  # exported, and round-tripped above
-    else:
-        with pytest.raises(UnsupportedConstructionError, match="normalises in float32"):
-            to_transformer_bridge(model)
+def test_the_mean_field_bridge_keeps_float64_layer_norm(transformer_bridge):
+    """The bridge's LayerNorm (``LayerNormPreBridge``, which recomputes the norm and upcasts only
+    dtypes below float32) keeps float64: the mean-field export is not refused, and its
+    ``hook_scale`` is float64 (its output round-trips in test_bridge_exports_round_trip)."""
+    model = family_model("mean_field_transformer", 0)
+    bridge = to_transformer_bridge(model)
+    x = family_input("mean_field_transformer", model, 0)
+    with torch.no_grad():
+        _, cache = bridge.run_with_cache(**transformer_bridge_inputs(model, x))
+    assert cache["blocks.0.ln1.hook_scale"].dtype == F64
     with pytest.raises(UnsupportedConstructionError, match="Post-LN"):
         to_transformer_bridge(mean_field_transformer("post", depth=1, d=4))
+
+
+@pytest.mark.interop
+def test_a_float32_bridge_layer_norm_is_refused_in_float64(transformer_bridge, monkeypatch):
+    """Mutant TransformerLens: the bridge's LayerNorm evaluated in float32 (as the native
+    ``NativeLayerNormPre`` it wraps is) makes the float64 export refuse, naming it."""
+    from transformer_lens.model_bridge.generalized_components.normalization import (
+        LayerNormPreBridge,
+    )
+
+    def in_float32(self, hidden_states):
+        x = hidden_states.float()
+        x = x - x.mean(-1, keepdim=True)
+        return (x / (x.pow(2).mean(-1, keepdim=True)).sqrt()).to(hidden_states.dtype)
+    monkeypatch.setattr(LayerNormPreBridge, "_python_norm_forward", in_float32)
+    with pytest.raises(UnsupportedConstructionError, match="normalises in float32"):
+        to_transformer_bridge(mean_field_transformer("pre", depth=1, d=4))
 
 
 EXAMPLES = sorted((Path(__file__).parents[1] / "examples").glob("*.py"))

@@ -13,19 +13,39 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
+from constructions import bigram_backcopy as bb
 from constructions import boltzmann as bz
+from constructions.ar_mesa import ar_mesa_layer, context_gram, tokens
+from constructions.bilinear import bilinear_layer
+from constructions.dyck import depth_trace_head
+from constructions.fact_mlps import encoder_decoder_mlp, linear_associative_memory
+from constructions.grokking_lazy_rich import quadratic_net
+from constructions.hopfield import hopfield_update
+from constructions.icdl import ReluAttention, icdl_transformer
+from constructions.icl_logistic import looped_ngd, softmax_update
+from constructions.icl_regression import cot_prompt, multi_step_gd, von_oswald
+from constructions.icl_regression.lifted import _key_moment
 from constructions.induction_heads import compact_induction, two_layer_induction
 from constructions.layernorm_geometry import majority_head
 from constructions.layers import MLP, Attention, HookPoint, Residual
 from constructions.mean_field import mean_field_transformer
 from constructions.power_method import looped_power_transformer, normalize_columns
+from constructions.virtual_node import (
+    apply_feature_map,
+    linear_attention,
+    matching_linear_attention,
+    virtual_node_aggregate,
+    virtual_node_round,
+)
 from theorems.evidence import expect_failure
 from theorems.profiles import budget, without_shrinking
 from theorems.strategies import seeds
@@ -97,7 +117,40 @@ def _constructions() -> dict[str, tuple[nn.Module, Callable[[nn.Module], torch.T
 
     def on(x):
         return lambda model: model(x)
+    X_gd, w_gd = _gaussian(10, 2, 5, 3), _gaussian(11, 2, 3)
+    X_ngd = _gaussian(12, 2, 6, 3)
+    y_ngd = torch.where(X_ngd[..., 0] >= 0, 1.0, -1.0).to(F64)
+    facts = {"keys": _gaussian(13, 4, 3), "values": torch.eye(3, dtype=F64),
+             "facts": torch.tensor([0, 1, 2, 0])}
+    bigram = bb.BigramBackcopy(bb.dirichlet_bigrams(6, 1.0, np.random.default_rng(0)), 2)
+    bigram_tokens = bigram.sample(2, 7, np.random.default_rng(1))
+    adjacency = (_gaussian(22, 2, 5, 5) > 0).to(F64)
+    icdl_problem = (_gaussian(23, 3, 2), _gaussian(24, 3), _gaussian(25, 2, 2), _gaussian(26, 2))
     return {
+        "icdl_transformer": (icdl_transformer(3, 2, 2, 1, 0.1), lambda model: torch.cat(
+            [t.reshape(-1) for t in model(*icdl_problem)])),
+        "quadratic_net": (quadratic_net(4, 6, seed=1), on(_gaussian(27, 3, 4))),
+        "depth_trace_head": (depth_trace_head(2, 8), on(torch.tensor([[0, 1, 3, 2, 2, 0]]))),
+        "active_dormant_head": (bb.active_dormant_model(bigram, 8), on(bigram_tokens)),
+        "linear_attention": (matching_linear_attention(4, 3, 5), on(_gaussian(20, 2, 5, 4))),
+        "virtual_node_round": (virtual_node_round(4, 3, 5, local_weight=0.5),
+                               lambda model: model(_gaussian(21, 2, 5, 4), adjacency)),
+        "ar_linear_attention": (ar_mesa_layer(3, 0.7, -1.3), on(_gaussian(14, 2, 6, 3))),
+        "linear_self_attention": (von_oswald(3, 0.4, _gaussian(15, 1, 3)),
+                                  on(_gaussian(16, 2, 4, 7))),
+        "multi_step_gd_loop": (multi_step_gd(3, 0.3, 3),
+                               on(cot_prompt(X_gd, torch.einsum("bnd,bd->bn", X_gd, w_gd)))),
+        "multi_step_gd_cot": (multi_step_gd(3, 0.3, 3, mode="cot"),
+                              on(cot_prompt(X_gd, torch.einsum("bnd,bd->bn", X_gd, w_gd)))),
+        "looped_ngd": (looped_ngd(0.5, loops=3), lambda model: model(X_ngd, y_ngd)),
+        "looped_ngd_unnormalized": (looped_ngd(0.5, loops=2, normalize=False),
+                                    lambda model: model(X_ngd, y_ngd)),
+        "hopfield": (hopfield_update(_gaussian(17, 4, 6), 2.0), on(_gaussian(18, 3, 4))),
+        "hopfield_residual": (hopfield_update(_gaussian(17, 4, 6), 2.0, residual=True),
+                              on(_gaussian(18, 3, 4))),
+        "bilinear": (bilinear_layer(4, 5, 3, seed=1), on(_gaussian(19, 2, 3, 4))),
+        "gated_encoder_decoder": (encoder_decoder_mlp(**facts), on(facts["keys"])),
+        "linear_associative_memory": (linear_associative_memory(**facts), on(facts["keys"])),
         "two_layer_induction": (two_layer_induction(3, 6), on(tokens)),
         "compact_induction": (compact_induction(3, 6), on(tokens)),
         "majority_head": (majority_head(3, 8), on(tokens)),
@@ -131,7 +184,149 @@ def test_forward_hooks_on_every_hook_point_change_no_bit(name):
                 handle.remove()
     # the hooks return the tensor they are given: the same operations on the same values
     assert torch.equal(before, after)
-    assert seen, f"{name}: no hook point fired"
+    # every hook point fires, but per-head results where they are switched off (as in
+    # TransformerLens, use_attn_result defaults to False)
+    off = {f"{n}.hook_result" if n else "hook_result" for n, m in model.named_modules()
+           if isinstance(m, Attention) and not m.use_attn_result}
+    assert set(points) - off <= set(seen), f"{name}: {sorted(set(points) - off - set(seen))}"
+
+
+def _old_forwards() -> dict[str, Callable[[nn.Module], torch.Tensor]]:
+    """The forwards of the constructions that gained hook points, as they were written before
+    (the same operations in the same order, without hook points)."""
+    def lsa(layer, Z, n=None):
+        n = Z.shape[-1] - 1 if n is None else n
+        return Z + layer.W_PV @ _key_moment(Z, n, layer.mask_query) @ layer.W_KQ @ Z
+
+    def multi_step(model, Z):
+        n = Z.shape[-1] - 1
+        for _ in range(model.steps):
+            out = lsa(model.layer, Z, n)
+            Z = out if model.mode == "loop" else torch.cat([Z, out[..., -1:]], dim=-1)
+        return Z
+
+    def ngd(model, X, y):
+        Z = y.unsqueeze(-1) * X
+        w = torch.zeros(Z.shape[0], Z.shape[-1], dtype=F64)
+        for _ in range(model.loops):
+            w = softmax_update(w, Z, *model.weights(Z.shape[-1]), normalize=model.normalize)[0]
+        return w
+
+    def hopfield(model, xi):
+        update = (model.beta * xi @ model.patterns).softmax(dim=-1) @ model.patterns.T
+        return xi + update if model.residual else update
+
+    def encoder_decoder(model, k):
+        hidden = torch.sigmoid(k @ model.gate.T) * (k @ model.up.T)
+        return hidden @ model.down.T @ model.decoder
+
+    def depth_trace(model, tokens):
+        bos = torch.full((tokens.shape[0], 1), 2 * model.k, dtype=torch.long)
+        h = model.embed[torch.cat([bos, tokens], 1)]
+        scores = (h @ model.W_Q.T) @ (h @ model.W_K.T).transpose(1, 2)
+        mask = torch.ones(h.shape[1], h.shape[1], dtype=torch.bool).tril()
+        mixed = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1) @ h
+        return model.depths[(mixed @ model.readout.T)[:, 1:].argmax(-1)].long()
+
+    def active_dormant(model, tokens):
+        B, n = tokens.shape
+        onehot = nn.functional.one_hot(tokens, model.task.vocab_size + 1).to(F64)
+        scores = model.W_pos[:n, :n].expand(B, n, n).clone()
+        scores[:, :, 0] += model.W_sink[tokens]
+        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        pattern = scores.masked_fill(~causal, -math.inf).softmax(-1)
+        return pattern @ (onehot @ model.W_OV) + torch.relu(onehot) @ model.W_mlp
+
+    def features(model, x):
+        return (apply_feature_map(model.feature_map, x @ model.W_Q, model.W_phi),
+                apply_feature_map(model.feature_map, x @ model.W_K, model.W_phi), x @ model.W_V)
+
+    def round_(model, x, adjacency):
+        phi_q, phi_k, v = features(model, x)
+        return virtual_node_aggregate(phi_q, phi_k, v) + model.local_weight * (adjacency @ v)
+
+    def icdl(model, X, y, W1, w2):
+        H = model.embed(X, y, W1, w2)
+        for layer in model.layers:
+            if isinstance(layer, ReluAttention):
+                q = torch.einsum("hkD,tD->htk", layer.W_Q, H)
+                k = torch.einsum("hkD,tD->htk", layer.W_K, H)
+                v = torch.einsum("hED,tD->htE", layer.W_OV, H)
+                H = H + (torch.relu(q @ k.transpose(1, 2)) @ v).sum(0)
+            else:
+                H = H + torch.relu(H @ layer.W_in.T + layer.b_in) @ layer.W_out.T
+        return model.read_weights(H)
+
+    def quadratic(model, x):
+        z = x @ model.W.T
+        return model.alpha * (z + model.eps / 2 * z ** 2).mean(-1)
+
+    return {
+        "icdl_transformer": icdl, "quadratic_net": quadratic,
+        "depth_trace_head": depth_trace, "active_dormant_head": active_dormant,
+        "linear_attention": lambda m, x: linear_attention(*features(m, x)),
+        "virtual_node_round": round_,
+        "ar_linear_attention": lambda m, x: torch.einsum(
+            "...tab,...tb->...ta", context_gram(x.to(m.W_KQ.dtype)),
+            tokens(x.to(m.W_KQ.dtype)) @ m.W_KQ.T) @ m.W_PV.T,
+        "linear_self_attention": lsa,
+        "multi_step_gd_loop": multi_step, "multi_step_gd_cot": multi_step,
+        "looped_ngd": ngd, "looped_ngd_unnormalized": ngd,
+        "hopfield": hopfield, "hopfield_residual": hopfield,
+        "bilinear": lambda m, x: ((x @ m.W1.T) * (x @ m.W2.T)) @ m.W_O.T,
+        "gated_encoder_decoder": encoder_decoder,
+        "linear_associative_memory": lambda m, k: k @ m.W.T,
+    }
+
+
+OLD_FORWARDS = _old_forwards()
+
+
+@pytest.mark.parametrize("name", sorted(OLD_FORWARDS))
+def test_hook_points_left_the_forward_bit_identical(name):
+    """Each forward that gained hook points equals the forward as it was written before, bit
+    for bit: the hook points are identities on views, and every operation is the one it was,
+    on the same operands in the same order."""
+    model, call = CONSTRUCTIONS[name]
+    seen = []
+
+    def old(model, *args):
+        seen.append(args)
+        return OLD_FORWARDS[name](model, *args)
+    with torch.no_grad():
+        ours = call(model)
+        theirs = call(_Recorder(model, old))
+    assert seen and torch.equal(ours, theirs), name
+
+
+class _Recorder:
+    """Calls ``old(model, *args)`` where the test calls ``model(*args)``."""
+
+    def __init__(self, model, old):
+        self.model, self.old = model, old
+
+    def __call__(self, *args):
+        return self.old(self.model, *args)
+
+
+class RightToLeft(nn.Module):
+    """Mutant of the old-forward comparison: the LSA update multiplied right to left,
+    :math:`W_{PV}(G(W_{KQ}Z))`, the same map in another summation order."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, Z):
+        n, layer = Z.shape[-1] - 1, self.layer
+        return Z + layer.W_PV @ (_key_moment(Z, n, layer.mask_query) @ (layer.W_KQ @ Z))
+
+
+def test_another_association_fails_the_old_forward_comparison():
+    model, call = CONSTRUCTIONS["linear_self_attention"]
+    with torch.no_grad():
+        assert not torch.equal(call(RightToLeft(model)),
+                               call(_Recorder(model, OLD_FORWARDS["linear_self_attention"])))
 
 
 def test_the_hook_points_follow_transformer_lens_names():
@@ -215,7 +410,100 @@ def test_nnsight_patching_a_one_hot_pattern_copies_the_first_value(nnsight):
         wrapped.hook_pattern.output = one_hot
         values = wrapped.hook_v.output.save()
         out = wrapped.output.save()
-    first = values[:, :, :1].expand(-1, -1, 5, -1).contiguous()   # (B, H, n, d_v): v_0 at all i
+    assert values.shape == (2, 5, 1, model.W_V.shape[-1])  # TransformerLens's (B, n, H, d_v)
+    # v_0 at every query position, in the (B, H, n, d_v) layout forward contracts
+    first = values.transpose(1, 2)[:, :, :1].expand(-1, -1, 5, -1).contiguous()
     expected = torch.einsum("bhiv,hvo->bio", first, model.W_O)
     assert torch.equal(out, expected)
     assert not torch.equal(out, model(x))  # the patch changed the output
+
+
+def test_nnsight_ablating_linear_attention_leaves_the_residual(nnsight):
+    r"""The LSA layer is :math:`f(Z) = Z + \mathrm{update}`: with ``hook_attn_out`` ablated to
+    zero the output is ``Z`` itself, bit for bit (x + 0 = x). The complex AR layer has no
+    residual: with ``hook_z`` ablated its output is exactly 0 (0 times W_PV)."""
+    lsa_model = von_oswald(3, 0.4, _gaussian(15, 1, 3))
+    Z = _gaussian(16, 2, 4, 7)
+    wrapped = nnsight.NNsight(lsa_model)
+    with wrapped.trace(Z):
+        update = wrapped.hook_attn_out.output
+        wrapped.hook_attn_out.output = torch.zeros_like(update)
+        out = wrapped.output.save()
+    assert torch.equal(out, Z) and not torch.equal(lsa_model(Z), Z)
+
+    ar = ar_mesa_layer(3, 0.7, -1.3)
+    x = _gaussian(14, 2, 6, 3)
+    wrapped = nnsight.NNsight(ar)
+    with wrapped.trace(x):
+        z = wrapped.hook_z.output.save()
+        wrapped.hook_z.output = torch.zeros_like(z)
+        out = wrapped.output.save()
+    assert z.shape == (2, 6, 1, 6)  # (B, T, head, 2d)
+    assert out.shape == (2, 6, 3) and not out.any() and ar(x).abs().sum() > 0
+
+
+def _gd(X: list, y: list, w: list, eta: Fraction, steps: int) -> list:
+    """Exact GD on (1/2n)|y - Xw|^2: w <- w + (eta/n) X^T (y - X w), in rationals."""
+    n = len(X)
+    for _ in range(steps):
+        residual = [y[i] - sum(X[i][j] * w[j] for j in range(len(w))) for i in range(n)]
+        w = [w[j] + eta / n * sum(X[i][j] * residual[i] for i in range(n))
+             for j in range(len(w))]
+    return w
+
+
+def test_nnsight_patching_a_gd_step_restarts_gd_from_the_patch(nnsight):
+    """Patching ``blocks.0.hook_resid_post`` of the looped GD construction with a state whose
+    iterate is w' makes the output the GD iterate two steps on from w'. The data are small
+    integers, w' has denominators 4, eta = 1/4 and n = 4: the key moment is integers / 4, W_PV G
+    W_KQ integers / 16, and each step multiplies the iterate's denominator by 16, so every
+    intermediate is a dyadic rational with denominator at most 2^10 and magnitude far below
+    2^40, a float64 number. The arithmetic is exact, and the output equals the rational GD
+    iterate bit for bit."""
+    X = [[1, 0, -1], [0, 2, 1], [-1, 1, 0], [2, -1, 1]]
+    y = [1, -2, 0, 3]
+    w_patch = [Fraction(1, 2), -1, Fraction(3, 4)]
+    eta = Fraction(1, 4)
+    model = multi_step_gd(3, float(eta), 3)
+    Z = cot_prompt(torch.tensor([X], dtype=F64), torch.tensor([y], dtype=F64))
+    wrapped = nnsight.NNsight(model)
+    with wrapped.trace(Z):
+        post = wrapped.blocks[0].hook_resid_post.output                # (B, N, D)
+        patched = post.clone()
+        patched[:, -1, 4:7] = torch.tensor([float(v) for v in w_patch], dtype=F64)
+        wrapped.blocks[0].hook_resid_post.output = patched
+        out = wrapped.output.save()
+    expected = torch.tensor([float(v) for v in _gd(X, y, w_patch, eta, 2)], dtype=F64)
+    assert torch.equal(out[0, 4:7, -1], expected)
+    clean = torch.tensor([float(v) for v in _gd(X, y, [0, 0, 0], eta, 3)], dtype=F64)
+    assert torch.equal(model.estimate(Z)[0], clean) and not torch.equal(clean, expected)
+
+
+def test_nnsight_a_one_hot_pattern_reads_out_one_example_or_pattern(nnsight):
+    """Attention that puts all its weight on one key returns that key's value exactly (one
+    product by 1, the rest by exact zeros). Looped NGD from w_0 = 0: patching loop 0's pattern
+    onto example j makes w_1 = eta y_j x_j. Hopfield: patching the pattern onto stored pattern
+    j makes the update the column X[:, j]."""
+    model = looped_ngd(0.5, loops=2)
+    X, y = _gaussian(12, 2, 6, 3), torch.tensor([[1.0, -1, 1, 1, -1, 1]] * 2, dtype=F64)
+    one_hot = torch.zeros(2, 1, 1, 6, dtype=F64)
+    one_hot[..., 4] = 1.0
+    wrapped = nnsight.NNsight(model)
+    with wrapped.trace(X, y):
+        uniform = wrapped.blocks[0].attn.hook_pattern.output.save()
+        wrapped.blocks[0].attn.hook_pattern.output = one_hot
+        w_1 = wrapped.blocks[0].hook_resid_post.output.save()
+    # w_0 = 0: every score is exactly 0, so the pattern is uniform, 1/6 correctly rounded
+    assert torch.equal(uniform, torch.full((2, 1, 1, 6), 1 / 6, dtype=F64))
+    assert torch.equal(w_1, (0.5 * (y[:, 4:5, None] * X[:, 4:5])))   # (B, 1, d)
+
+    hopfield = hopfield_update(_gaussian(17, 4, 6), 2.0)
+    xi = _gaussian(18, 3, 4)
+    wrapped = nnsight.NNsight(hopfield)
+    with wrapped.trace(xi):
+        scores = wrapped.hook_attn_scores.output
+        one_hot = torch.zeros_like(scores)
+        one_hot[:, 2] = 1.0
+        wrapped.hook_pattern.output = one_hot
+        out = wrapped.output.save()
+    assert torch.equal(out, hopfield.patterns[:, 2].expand(3, -1))

@@ -12,7 +12,7 @@ from torch import nn
 from constructions import _validate
 from constructions.fact_mlps._shared import DECODE_FLOOR
 from constructions.fact_mlps.task import _conflicting_keys, _fact_set
-from constructions.layers import fixed, resolve
+from constructions.layers import HookPoint, fixed, resolve
 from constructions.residual_layout import NO_SEQUENCE
 
 # --- the encoder-decoder MLP -----------------------------------------------------------------
@@ -148,6 +148,11 @@ class GatedEncoderDecoder(nn.Module):
     and ``decoder`` :math:`P` is ``(m, d_v)``. :meth:`encode` returns the code
     :math:`z = D(\sigma(Gk)\odot Ak) \in \mathbb R^m` that the checks compare with the
     target code :math:`P v_{f(i)}`.
+
+    Hook points, named as in TransformerLens's gated MLP: ``hook_mlp_in`` (``k``, ``(..., d)``),
+    ``hook_pre`` (:math:`Gk`, before the sigmoid) and ``hook_pre_linear`` (:math:`Ak`),
+    ``hook_post`` (the hidden layer, ``(..., h)``) and ``hook_mlp_out`` (the code :math:`z`,
+    ``(..., m)``), which the linear decoder :math:`P` then reads.
     """
 
     def __init__(self, gate, up, down, decoder) -> None:
@@ -157,6 +162,9 @@ class GatedEncoderDecoder(nn.Module):
         down = _validate.real_tensor("down", down, shape=(None, gate.shape[0]))
         decoder = _validate.real_tensor("decoder", decoder, shape=(down.shape[0], None))
         self.gate, self.up, self.down, self.decoder = map(fixed, (gate, up, down, decoder))
+        self.hook_mlp_in, self.hook_pre, self.hook_pre_linear = (HookPoint(), HookPoint(),
+                                                                 HookPoint())
+        self.hook_post, self.hook_mlp_out = HookPoint(), HookPoint()
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -167,11 +175,12 @@ class GatedEncoderDecoder(nn.Module):
         """The gated hidden layer :math:`\\sigma(Gk) \\odot Ak`, shape ``(..., h)``."""
         if k.shape[-1] != self.gate.shape[1]:
             raise ValueError(f"k must have width {self.gate.shape[1]}, got shape {tuple(k.shape)}")
-        k = k.to(self.gate.dtype)
-        return torch.sigmoid(k @ self.gate.T) * (k @ self.up.T)
+        k = self.hook_mlp_in(k.to(self.gate.dtype))
+        return self.hook_post(torch.sigmoid(self.hook_pre(k @ self.gate.T))
+                              * self.hook_pre_linear(k @ self.up.T))
 
     def encode(self, k: torch.Tensor) -> torch.Tensor:
-        return self.hidden(k) @ self.down.T
+        return self.hook_mlp_out(self.hidden(k) @ self.down.T)
 
     def transformer_lens_lacks(self) -> list[str]:
         """What this construction uses that a TransformerLens ``HookedTransformer`` lacks

@@ -8,17 +8,22 @@ from torch import nn
 
 from constructions import _validate
 from constructions.fact_mlps.task import _fact_set, _storage_margins
-from constructions.layers import fixed, resolve
+from constructions.layers import HookPoint, fixed, resolve
 from constructions.residual_layout import NO_SEQUENCE
 
 # --- the linear associative memory ------------------------------------------------------------
 
 class LinearAssociativeMemory(nn.Module):
-    r""":math:`g(k) = W k` with :math:`W \in \mathbb R^{d_v\times d}` (row inputs: ``k @ W.T``)."""
+    r""":math:`g(k) = W k` with :math:`W \in \mathbb R^{d_v\times d}` (row inputs: ``k @ W.T``).
+
+    Hook points (a one-matrix MLP, TransformerLens's names): ``hook_mlp_in`` (``k``,
+    ``(..., d)``) and ``hook_mlp_out`` (:math:`Wk`, ``(..., d_v)``).
+    """
 
     def __init__(self, W: torch.Tensor) -> None:
         super().__init__()
         self.W = fixed(_validate.real_tensor("W", W, ndim=2))
+        self.hook_mlp_in, self.hook_mlp_out = HookPoint(), HookPoint()
 
     def transformer_lens_lacks(self) -> list[str]:
         """What this construction uses that a TransformerLens ``HookedTransformer`` lacks
@@ -28,7 +33,7 @@ class LinearAssociativeMemory(nn.Module):
     def forward(self, k: torch.Tensor) -> torch.Tensor:
         if k.shape[-1] != self.W.shape[1]:
             raise ValueError(f"k must have width {self.W.shape[1]}, got shape {tuple(k.shape)}")
-        return k.to(self.W.dtype) @ self.W.T
+        return self.hook_mlp_out(self.hook_mlp_in(k.to(self.W.dtype)) @ self.W.T)
 
 
 def linear_associative_memory(keys, values, facts, *, weights=None,

@@ -12,7 +12,7 @@ from constructions import _validate
 # IR.7's autoregressive layer lives in its own module; it is part of this area's API.
 from constructions.ar_mesa import ar_mesa_layer as ar_mesa_layer
 from constructions.icl_regression.lifted import _effective_tensor, _key_moment, _lifted_coefficients
-from constructions.layers import fixed, resolve
+from constructions.layers import HookPoint, _through, fixed, resolve
 from constructions.residual_layout import LINEAR_ATTENTION
 
 # --- the model -------------------------------------------------------------------------------
@@ -27,6 +27,13 @@ class LinearSelfAttention(nn.Module):
 
     What checks inspect: :meth:`predict` (the read-out), :meth:`effective_tensor`,
     :meth:`preconditioner` and :meth:`lifted_coefficients` (the gauge-invariant map).
+
+    Hook points, in TransformerLens's layout (positions before features: the transposed
+    ``(..., N, D)`` views of the column tokens): ``hook_resid_pre`` (``Z``), ``hook_attn_out``
+    (the update :math:`\tfrac1n W_{PV}ZMZ^\top W_{KQ}Z`) and ``hook_resid_post``
+    (:math:`f(Z)`). The forward multiplies left to right, :math:`((W_{PV}G)W_{KQ})Z`, and never
+    forms queries, keys, scores or a per-token value sum, so it has no ``hook_q``, ``hook_k``,
+    ``hook_pattern`` or ``hook_z``: adding them would change the summation order.
     """
 
     def __init__(self, W_PV: torch.Tensor, W_KQ: torch.Tensor, *, mask_query: bool = True):
@@ -41,6 +48,8 @@ class LinearSelfAttention(nn.Module):
         W_KQ = _validate.real_tensor("W_KQ", W_KQ, shape=(D, D))
         self.mask_query = mask_query
         self.W_PV, self.W_KQ = fixed(W_PV), fixed(W_KQ.to(W_PV))
+        self.hook_resid_pre, self.hook_attn_out = HookPoint(), HookPoint()
+        self.hook_resid_post = HookPoint()
 
     @property
     def width(self) -> int:
@@ -66,8 +75,10 @@ class LinearSelfAttention(nn.Module):
     def forward(self, Z: torch.Tensor, n_context: int | None = None) -> torch.Tensor:
         """:math:`f(Z)`, same shape as ``Z``; ``n_context`` defaults to all columns but the last."""
         Z, n = self._check(Z, n_context)
+        Z = _through(self.hook_resid_pre, Z, -1, -2)                     # hooks see (..., N, D)
         G = _key_moment(Z, n, self.mask_query)
-        return Z + self.W_PV @ G @ self.W_KQ @ Z
+        update = _through(self.hook_attn_out, self.W_PV @ G @ self.W_KQ @ Z, -1, -2)
+        return _through(self.hook_resid_post, Z + update, -1, -2)
 
     def predict(self, Z: torch.Tensor) -> torch.Tensor:
         r""":math:`\hat y = -f(Z)_{D, n+1}` for regression prompts ``(..., d+1, n+1)``: the

@@ -14,6 +14,7 @@ from constructions.ar_mesa import ar_mesa_layer as ar_mesa_layer
 from constructions.icl_regression._shared import MULTI_STEP_MODES, MultiStepMode
 from constructions.icl_regression.lifted import _prompt_tokens
 from constructions.icl_regression.model import LinearSelfAttention, lsa
+from constructions.layers import HookPoints, _through
 from constructions.residual_layout import LINEAR_ATTENTION, LOOPED
 
 # --- von Oswald et al. (IR.4) -----------------------------------------------------------------
@@ -114,6 +115,12 @@ class MultiStepGD(nn.Module):
     reads :math:`w_k` from its last column. ``mode="cot"`` is chain of thought: each
     application appends the last output column as a new token, so the sequence grows to
     ``n + 1 + steps`` columns and its CoT columns are :math:`w_0, \dots, w_k`.
+
+    Hook points, one block per step as TransformerLens names its blocks:
+    ``blocks.s.hook_resid_pre`` (the tokens step ``s`` reads) and ``blocks.s.hook_resid_post``
+    (the layer's output; in ``cot`` mode its last column is then appended), each the
+    transposed ``(..., N_s, D)`` view of the column tokens. The weight-shared layer's own hook
+    points (``layer.hook_attn_out``, ...) fire once per step.
     """
 
     def __init__(self, layer: LinearSelfAttention, d: int, steps: int, mode: MultiStepMode):
@@ -121,7 +128,13 @@ class MultiStepGD(nn.Module):
         if mode not in MULTI_STEP_MODES:
             raise ValueError(f"mode must be one of {MULTI_STEP_MODES}, got {mode!r}")
         self.layer, self.d, self.mode = layer, d, mode
-        self.steps = _validate.positive_int("steps", steps)
+        steps = _validate.positive_int("steps", steps)
+        self.blocks = nn.ModuleList(HookPoints("hook_resid_pre", "hook_resid_post")
+                                    for _ in range(steps))
+
+    @property
+    def steps(self) -> int:
+        return len(self.blocks)
 
     def _n(self, Z: torch.Tensor) -> int:
         if Z.shape[-2] != 2 * self.d + 2:
@@ -135,24 +148,25 @@ class MultiStepGD(nn.Module):
         return [LINEAR_ATTENTION] + ([LOOPED] if self.mode == "loop" else []) + (
             ["chain-of-thought steps that append output tokens"] if self.mode == "cot" else [])
 
+    def _states(self, Z: torch.Tensor) -> list[torch.Tensor]:
+        """The token matrix each step reads, then the final one (``steps + 1`` of them)."""
+        n = self._n(Z)
+        states = []
+        for block in self.blocks:
+            Z = _through(block.hook_resid_pre, Z, -1, -2)                # hooks see (..., N, D)
+            states.append(Z)
+            out = _through(block.hook_resid_post, self.layer(Z, n_context=n), -1, -2)
+            Z = out if self.mode == "loop" else torch.cat([Z, out[..., -1:]], dim=-1)
+        return [*states, Z]
+
     def forward(self, Z: torch.Tensor) -> torch.Tensor:
         """The final token matrix (``loop``: same shape; ``cot``: ``steps`` columns longer)."""
-        n = self._n(Z)
-        for _ in range(self.steps):
-            out = self.layer(Z, n_context=n)
-            Z = out if self.mode == "loop" else torch.cat([Z, out[..., -1:]], dim=-1)
-        return Z
+        return self._states(Z)[-1]
 
     def iterates(self, Z: torch.Tensor) -> torch.Tensor:
         r""":math:`w_0, \dots, w_k` as ``(..., steps + 1, d)``."""
-        n = self._n(Z)
         w = slice(self.d + 1, 2 * self.d + 1)
-        states = [Z[..., w, -1]]
-        for _ in range(self.steps):
-            out = self.layer(Z, n_context=n)
-            Z = out if self.mode == "loop" else torch.cat([Z, out[..., -1:]], dim=-1)
-            states.append(Z[..., w, -1])
-        return torch.stack(states, dim=-2)
+        return torch.stack([state[..., w, -1] for state in self._states(Z)], dim=-2)
 
     def estimate(self, Z: torch.Tensor) -> torch.Tensor:
         """:math:`w_k`, ``(..., d)``."""

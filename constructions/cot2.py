@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from constructions import _validate
+from constructions._roles import oracle
 
 MAX_DIGIT = 9
 NUM_DIGITS = MAX_DIGIT + 1
@@ -94,6 +95,7 @@ def _counts(partials: np.ndarray, S: int) -> np.ndarray:
     return counts
 
 
+@oracle
 def uniform_targets(digits) -> torch.Tensor:
     r"""The code's ``uniform`` targets :math:`\alpha^*_1..\alpha^*_m`, by enumerating paths.
 

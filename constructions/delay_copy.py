@@ -38,8 +38,10 @@ import numpy as np
 import torch
 
 from constructions import _validate as check
+from constructions._roles import oracle
 
 
+@oracle
 @dataclass(frozen=True)
 class DelayCopyTask:
     """The C/S/R generator: ``n_data`` N, copy length ``copy_len`` m, ``distances`` (lo, hi)

@@ -146,8 +146,13 @@ def peel_buckets(keys: torch.Tensor, bucket_size: int, seed: int):
     that gap; with :math:`n` remaining keys the widest of :math:`b/2` consecutive spacings is
     rarely below a fraction :math:`1/n` of the spread, and a draw whose gap falls under
     :data:`MIN_GAP` times the spread is redrawn (at most 64 times, then ValueError).
+
+    ``keys`` is ``(F, d)``, finite and non-empty; ``bucket_size`` a positive int; ``seed`` a
+    non-negative int.
     """
-    generator = torch.Generator().manual_seed(seed)
+    keys = _keys(keys)
+    bucket_size = _validate.positive_int("bucket_size", bucket_size)
+    generator = torch.Generator().manual_seed(_validate.seed("seed", seed))
     remaining = torch.arange(keys.shape[0])
     routes, thresholds, buckets = [], [], []
     while remaining.numel() > 0:
@@ -180,7 +185,7 @@ def peel_buckets(keys: torch.Tensor, bucket_size: int, seed: int):
 
 
 def solve_buckets(keys: torch.Tensor, codes: torch.Tensor, routes: torch.Tensor,
-                  thresholds: torch.Tensor, buckets: list[torch.Tensor]) -> torch.Tensor:
+                  thresholds: torch.Tensor) -> torch.Tensor:
     r"""The gadgets' maps ``(B, m, d)``: the minimum-norm solution of the whole system.
 
     Code coordinate :math:`o` of key :math:`i` is :math:`\sum_{\beta, j} \mathrm{gate}_{i\beta}
@@ -192,12 +197,28 @@ def solve_buckets(keys: torch.Tensor, codes: torch.Tensor, routes: torch.Tensor,
     substitution, because back substitution divides by the bucket keys' gates gadget after
     gadget and its weights grow geometrically with the number of buckets (measured: norms
     of 1e20 at F = 4096), while the minimum-norm solution stays small.
+
+    ``keys`` ``(F, d)``, ``codes`` ``(F, m)``, ``routes`` ``(B, d)`` and ``thresholds``
+    ``(B,)`` (as :func:`peel_buckets` returns them) are finite and non-empty.
     """
+    keys = _keys(keys)
+    codes = _validate.nonempty("codes", _validate.real_tensor("codes", codes, ndim=2))
+    _validate.matching("codes", codes, keys.shape[0], dim=0, to="keys")
+    routes = _validate.nonempty("routes", _validate.real_tensor("routes", routes, ndim=2))
+    _validate.matching("routes", routes, keys.shape[1], to="keys")
+    thresholds = _validate.real_tensor("thresholds", thresholds, shape=(routes.shape[0],))
+    codes, routes, thresholds = (t.to(torch.float64) for t in (codes, routes, thresholds))
     B, d = routes.shape
     gates = torch.relu(keys @ routes.T - thresholds)           # (F, B)
     M = (gates[:, :, None] * keys[:, None, :]).reshape(keys.shape[0], B * d)
     X = torch.linalg.lstsq(M, codes, driver="gelsd").solution   # (B d, m)
     return X.reshape(B, d, codes.shape[1]).transpose(1, 2).contiguous()
+
+
+def _keys(keys: object) -> torch.Tensor:
+    """Validated ``(F, d)`` keys in float64, the precision the gadgets are solved in."""
+    return _validate.nonempty("keys", _validate.real_tensor("keys", keys, ndim=2)).to(
+        torch.float64)
 
 
 # --- builders ----------------------------------------------------------------------------------
@@ -224,7 +245,7 @@ def _prepare(keys, values, facts, seed, bucket_size, num_buckets):
                              f"{num_buckets} gadgets (at most num_buckets*bucket_size = "
                              f"{num_buckets * bucket_size} keys, and this draw needs "
                              f"{len(buckets)} buckets)")
-    return keys, values, facts, routes, thresholds, buckets
+    return keys, values, facts, routes, thresholds
 
 
 def _code_projection(values, facts, seed, code_dim):
@@ -257,10 +278,10 @@ def multi_bucket_mlp(keys, values, facts, *, code_dim: int | None = None,
 
     Raises ``ValueError`` for infeasible or undecodable facts, ``code_dim`` too small to decode,
     ``bucket_size > d``, or more facts than ``num_buckets`` gadgets can hold."""
-    keys, values, facts, routes, thresholds, buckets = _prepare(
+    keys, values, facts, routes, thresholds = _prepare(
         keys, values, facts, seed, bucket_size, num_buckets)
     projection = _code_projection(values, facts, seed, code_dim)
-    up = solve_buckets(keys, values[facts] @ projection.T, routes, thresholds, buckets)
+    up = solve_buckets(keys, values[facts] @ projection.T, routes, thresholds)
     kw = resolve(dtype, device)
     return CodedFactMLP(BucketedEncoder(routes.to(**kw), thresholds.to(**kw), up.to(**kw)),
                         LinearDecoder(projection.to(**kw)))
@@ -275,7 +296,16 @@ def ladder_tolerance(points: torch.Tensor, decoded: torch.Tensor) -> float:
     score gap :math:`a + \delta(b - a)` is linear in :math:`\delta`; the first root over the
     rivals and both neighbours is the tolerance at :math:`t` (:math:`\le 1/2` by convention,
     so neighbouring cells never overlap).
+
+    ``points`` and ``decoded`` are finite, non-empty, with the same width, and ``decoded``
+    has a row for every point (point :math:`t` is value :math:`t`'s).
     """
+    points = _validate.nonempty("points", _validate.real_tensor("points", points, ndim=2))
+    decoded = _validate.nonempty("decoded", _validate.real_tensor("decoded", decoded, ndim=2))
+    _validate.matching("decoded", decoded, points.shape[1], to="points")
+    if decoded.shape[0] < points.shape[0]:
+        raise ValueError(f"decoded must have a row for each of the T = {points.shape[0]} points, "
+                         f"got shape {tuple(decoded.shape)}")
     T = points.shape[0]
     scores = points @ decoded.T                                 # (T, |V|)
     best = 0.5
@@ -310,7 +340,7 @@ def scalar_code_mlp(keys, values, facts, *, code_dim: int | None = None,
     :math:`= n` (default the smallest that decodes every value, used or not, since the ladder
     passes through all of them).
     """
-    keys, values, facts, routes, thresholds, buckets = _prepare(
+    keys, values, facts, routes, thresholds = _prepare(
         keys, values, facts, seed, bucket_size, num_buckets)
     everything = torch.arange(values.shape[0])
     projection = _code_projection(values, everything, seed, code_dim)
@@ -326,7 +356,7 @@ def scalar_code_mlp(keys, values, facts, *, code_dim: int | None = None,
         raise ValueError("values cannot be decoded on the ladder: some segment between "
                          f"consecutive values leaves its cell at once (tolerance {tolerance})")
     codes = facts.to(torch.float64)[:, None]
-    up = solve_buckets(keys, codes, routes, thresholds, buckets)
+    up = solve_buckets(keys, codes, routes, thresholds)
     kw = resolve(dtype, device)
     decoder = LadderDecoder(knots.to(**kw), slopes.to(**kw), Y[0].to(**kw),
                             projection.to(**kw))
@@ -341,6 +371,7 @@ def rounded(model: nn.Module, bits: int, *, only: str | None = None) -> nn.Modul
     ``bits`` significand bits by :func:`constructions.induction_heads.round_significand`."""
     import copy
 
+    _validate.instance("model", model, nn.Module)
     bits = _validate.positive_int("bits", bits)
     clone = copy.deepcopy(model)
     target = clone if only is None else clone.get_submodule(only)
@@ -353,6 +384,7 @@ def rounded(model: nn.Module, bits: int, *, only: str | None = None) -> nn.Modul
 def min_precision_bits(model: nn.Module, keys, values, facts, *, max_bits: int = 53) -> int | None:
     """The fewest significand bits at which the rounded model (evaluated in float64) still
     stores every fact, scanning up from 1; None if even ``max_bits`` fails."""
+    _validate.instance("model", model, nn.Module)
     max_bits = _validate.positive_int("max_bits", max_bits)
     for bits in range(1, max_bits + 1):
         if recall(rounded(model, bits), keys, values, facts)[0] == 1.0:
@@ -362,6 +394,8 @@ def min_precision_bits(model: nn.Module, keys, values, facts, *, max_bits: int =
 
 def exponent_bits(model: nn.Module, bits: int) -> int:
     """Bits needed to index the binary exponents of the model's non-zero weights at ``bits``."""
+    _validate.instance("model", model, nn.Module)
+    bits = _validate.positive_int("bits", bits)
     exps = [torch.frexp(round_significand(p.detach().to(torch.float64), bits))[1][p != 0]
             for p in model.parameters()]
     exps = torch.cat([e.flatten() for e in exps])

@@ -53,6 +53,7 @@ from functools import cached_property
 import torch
 
 from constructions import _validate
+from constructions._roles import oracle
 
 NORMS = ("nuclear", "fro")
 FACT, IMPLICATION = 0, 1  # the relation tokens r_1 and r_2 are inputs 0 and 1
@@ -121,6 +122,7 @@ class FactImplicationTask:
         return self.pairs(self.test_names, IMPLICATION)
 
 
+@oracle
 def fact_implication_task(cities: int = 4, train_names_per_city: int = 1,
                           test_names_per_city: int = 2) -> FactImplicationTask:
     """The OCR task with ``cities`` cities and ``m``/``k`` train/test names per city."""

@@ -60,6 +60,7 @@ import torch
 from torch import nn
 
 from constructions import _validate
+from constructions._roles import oracle
 from constructions.layers import Attention, L2Norm, Residual, resolve
 from constructions.residual_layout import LINEAR_ATTENTION, LOOPED
 
@@ -186,6 +187,7 @@ def principal_distance(y: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
     return torch.stack(out).to(y.dtype)
 
 
+@oracle
 def power_iteration(S: torch.Tensor, a: torch.Tensor, steps: int, *,
                     shift: float | None = None) -> torch.Tensor:
     r"""The power method, returning every iterate :math:`y_0, \dots, y_{\text{steps}}`.

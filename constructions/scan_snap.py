@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from constructions._roles import oracle
 from constructions._validate import float_dtype, positive_int, real_tensor, token_tensor
 
 
@@ -149,6 +150,7 @@ class SyntheticClasses:
                 torch.tensor(self.next_tokens)[cls])
 
 
+@oracle
 def synthetic_classes(n_next: int = 4, n_query: int = 2,
                       distinct_weights: tuple[float, ...] = (0.5, 0.3, 0.2),
                       n_common: int = 4, distinct_mass: float = 0.5) -> SyntheticClasses:

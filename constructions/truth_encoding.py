@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
+from constructions._roles import oracle
 from constructions._validate import positive_int, token_tensor
 
 
@@ -76,6 +77,7 @@ class TruthProcess:
         return rows, true
 
 
+@oracle
 def truth_process(n_subjects: int = 100, n_attributes: int = 50, rho: float = 0.5, *,
                   seed: int = 0) -> TruthProcess:
     """The TS.2 process with a random ground truth ``g`` (seeded)."""

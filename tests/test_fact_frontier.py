@@ -146,3 +146,48 @@ def test_precision_arguments():
 @pytest.mark.mutant("fact-mlps.frontier-construction")
 def test_published_frontier_tightened_fails():
     expect_failure(frontier.published_frontier_check(floor=2.5))
+
+
+# --- the public-API fuzz's examples (tests/test_public_api.py) ---------------------------------
+
+def _tiny_task() -> dict:
+    """Eight facts on keys in R^4 with three values in R^3 (decodable: distinct unit vectors)."""
+    generator = torch.Generator().manual_seed(0)
+    keys = torch.randn(8, 4, generator=generator, dtype=torch.float64)
+    values = torch.eye(3, dtype=torch.float64)
+    return {"keys": keys, "values": values, "facts": torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])}
+
+
+def _tiny_model() -> torch.nn.Module:
+    return fc.scalar_code_mlp(**_tiny_task())
+
+
+def _bucket_system() -> dict:
+    task = _tiny_task()
+    routes, thresholds, _ = fc.peel_buckets(task["keys"], 4, 0)
+    return {"keys": task["keys"], "codes": task["facts"].to(torch.float64)[:, None],
+            "routes": routes, "thresholds": thresholds}
+
+
+PUBLIC_API_EXAMPLES = {
+    "fact_codes.peel_buckets": lambda: {"keys": _tiny_task()["keys"], "bucket_size": 4,
+                                        "seed": 0},
+    "fact_codes.solve_buckets": _bucket_system,
+    "fact_codes.multi_bucket_mlp": _tiny_task,
+    "fact_codes.scalar_code_mlp": _tiny_task,
+    "fact_codes.ladder_tolerance": lambda: {"points": torch.eye(3, dtype=torch.float64),
+                                            "decoded": torch.eye(3, dtype=torch.float64)},
+    "fact_codes.rounded": lambda: {"model": _tiny_model(), "bits": 24},
+    "fact_codes.min_precision_bits": lambda: {"model": _tiny_model(), **_tiny_task()},
+    "fact_codes.exponent_bits": lambda: {"model": _tiny_model(), "bits": 24},
+    "fact_codes.counting_bound": lambda: {"bits": 24, "exponent": 8},
+}
+PUBLIC_API_ACCEPTED = {
+    # the key dimension d, the value width d_v and the code width m are free: one longer is as
+    # valid (solve_buckets' codes, and keys with routes of the same d, are checked together)
+    **{(f, p): ("mismatched",) for f, p in [
+        ("fact_codes.peel_buckets", "keys"), ("fact_codes.solve_buckets", "codes"),
+        ("fact_codes.multi_bucket_mlp", "keys"), ("fact_codes.multi_bucket_mlp", "values"),
+        ("fact_codes.scalar_code_mlp", "keys"), ("fact_codes.scalar_code_mlp", "values")]},
+    ("fact_codes.counting_bound", "exponent"): ("zero",),  # no exponent bits: one binade
+}

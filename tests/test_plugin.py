@@ -48,7 +48,10 @@ def test_good(x):
 def test_good_exhaustively():
     from constructions.numerics import gamma
 
+    from constructions.induction_heads import two_layer_parameters
+
     gamma(3)  # recorded in the check's calls
+    two_layer_parameters(4)  # recorded under the subpackage module that defines it
     evidence.cases(7)
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, 1])
@@ -135,6 +138,8 @@ def test_evidence_file_records_each_check(demo_runs, demo_directory):
     assert good["property"]["metrics"]["x"]["worst"] == 10**6
     assert good["exhaustive"]["examples"] == 7
     assert "constructions.numerics:gamma" in good["exhaustive"]["calls"]
+    assert ("constructions.induction_heads.margins:two_layer_parameters"
+            in good["exhaustive"]["direct_calls"])
     assert good["property"]["calls"] == []  # nothing from constructions was called
     assert good["exhaustive"]["tables"]["squares"]["rows"] == [[0, 0], [1, 1], [2, 4]]
     figure = demo_directory / "serial" / good["exhaustive"]["figures"][0]

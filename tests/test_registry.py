@@ -326,8 +326,76 @@ def test_derived_dependencies_must_match_the_declared_ones():
         assert dependency_mismatches(registry, {"claims": {}}) == []  # no calls: not judged
 
 
-@pytest.mark.xfail(strict=False, reason="the real registry's declared dependencies do not yet "
-                   "match the derived ones (issue 23's report lists them for the lead)")
+def test_calls_to_an_oracle_need_no_dependency():
+    with isolated_registry() as registry:
+        Claim(id="a.rates", title="t", statement="s", source=Source(**SOURCE), kind="bound",
+              construction="constructions.power_method:power_iteration")  # an oracle
+        Claim(id="a.bound", title="t", statement="s", source=Source(**SOURCE), kind="bound",
+              construction="constructions.hopfield:twicing")  # a result
+        Claim(id="a.model", title="t", statement="s", source=Source(**SOURCE), kind="identity",
+              construction="constructions.hopfield:hopfield_update")
+        calls = ["constructions.hopfield:hopfield_update",
+                 "constructions.power_method:power_iteration"]
+        assert dependency_mismatches(registry, _with_calls({"a.model": calls})) == []
+        problems = dependency_mismatches(
+            registry, _with_calls({"a.model": [*calls, "constructions.hopfield:twicing"]}))
+        assert len(problems) == 1 and "uses constructions.hopfield:twicing" in problems[0]
+
+
+def test_a_construction_is_matched_where_it_is_defined():
+    """A claim names a package's re-export; the plugin records the defining module."""
+    with isolated_registry() as registry:
+        Claim(id="a.base", title="t", statement="s", source=Source(**SOURCE), kind="identity",
+              construction="constructions.induction_heads:two_layer_parameters")
+        Claim(id="a.user", title="t", statement="s", source=Source(**SOURCE), kind="identity",
+              depends_on=("a.base",))
+        calls = _with_calls({"a.user": [
+            "constructions.induction_heads.margins:two_layer_parameters"]})
+        assert dependency_mismatches(registry, calls) == []
+
+
+def test_result_dependencies_are_exempt_from_being_called_and_must_not_be_called():
+    with isolated_registry() as registry:
+        Claim(id="a.lemma", title="t", statement="s", source=Source(**SOURCE), kind="identity",
+              construction="constructions.hopfield:twicing")
+        Claim(id="a.theorem", title="t", statement="s", source=Source(**SOURCE),
+              kind="identity", construction="constructions.hopfield:hopfield_update",
+              depends_on=("a.lemma",), result_dependencies={"a.lemma": "the proof uses it"})
+        own = ["constructions.hopfield:hopfield_update"]
+        assert dependency_mismatches(registry, _with_calls({"a.theorem": own})) == []
+        stale = _with_calls({"a.theorem": [*own, "constructions.hopfield:twicing"]})
+        problems = dependency_mismatches(registry, stale)
+        assert len(problems) == 1 and "an ordinary dependency" in problems[0], problems
+        with pytest.raises(ValueError, match="not in depends_on"):
+            Claim(id="a.other", title="t", statement="s", source=Source(**SOURCE),
+                  kind="identity", result_dependencies={"a.lemma": "why"})
+        with pytest.raises(ValueError, match="needs a reason"):
+            Claim(id="a.other", title="t", statement="s", source=Source(**SOURCE),
+                  kind="identity", depends_on=("a.lemma",), result_dependencies={"a.lemma": ""})
+
+
+# Mismatches still open, each with why it is not resolved yet. The test fails on any mismatch not
+# listed here, and on a listed one that no longer occurs (remove it then).
+OPEN_MISMATCHES = {
+    # The frontier's smoke experiment (empirics.fact_frontier) measures the precision and a
+    # Hebbian baseline for its table; the calls come from inside the experiment, which the
+    # recorder counts as direct. frontier-precision depends on frontier-construction, so the
+    # reverse dependency would be a cycle. Resolution: count calls from inside empirics as
+    # not direct (a plugin change that needs a fresh evidence file to confirm).
+    "claim 'fact-mlps.frontier-construction' uses constructions.fact_codes:min_precision_bits "
+    "(the construction of fact-mlps.frontier-precision) without depending on it",
+    "claim 'fact-mlps.frontier-construction' uses constructions.fact_mlps:linear_associative_memory"
+    " (the construction of fact-mlps.linear-memory-capacity, fact-mlps.zipf-memory-scaling) "
+    "without depending on it",
+    # The closed-form check perturbs Gamma* by +-10% and evaluates population_loss, the
+    # construction of zfb-prompt-length-risk, which depends transitively on isotropic-optimum:
+    # depending on it would be a cycle. The population loss needs a claim of its own (or the
+    # perturbation test a loss of its own) to untangle it.
+    "claim 'icl-regression.isotropic-optimum' uses constructions.icl_regression:population_loss "
+    "(the construction of icl-regression.zfb-prompt-length-risk) without depending on it",
+}
+
+
 def test_the_real_registry_declares_the_dependencies_its_checks_exercise():
     """Reads the last complete evidence file; skips where there is none with recorded calls."""
     from theorems import evidence_file
@@ -338,4 +406,8 @@ def test_the_real_registry_declares_the_dependencies_its_checks_exercise():
     data = evidence_file.load(path)
     if not any("calls" in c for r in data["claims"].values() for c in r["checks"]):
         pytest.skip("the evidence predates recorded calls")
-    assert dependency_mismatches(load_all(), data) == []
+    found = set(dependency_mismatches(load_all(), data))
+    assert not found - OPEN_MISMATCHES, "new mismatches:\n" + "\n".join(sorted(
+        found - OPEN_MISMATCHES))
+    assert not OPEN_MISMATCHES - found, "resolved, so remove from OPEN_MISMATCHES:\n" + (
+        "\n".join(sorted(OPEN_MISMATCHES - found)))

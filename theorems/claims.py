@@ -21,6 +21,7 @@ only on its own: its checks passed, but what it rests on is not established.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import pkgutil
 import re
@@ -129,6 +130,13 @@ class Claim:
     ``correction`` is the corrected statement of a claim that is false as stated, and
     ``refutes`` (required with it) says what the refutation refutes: a key of
     :data:`REFUTATION_SCOPES`.
+
+    ``depends_on`` names the claims this one rests on; by default a dependency is on the other
+    claim's *construction*, which this claim's checks must call
+    (:func:`dependency_mismatches`). ``result_dependencies`` maps those of them that are on
+    the other claim's *result* instead (a lemma the derivation uses, a formula the statement
+    is phrased in, while the checks test this claim's own object independently) to the reason,
+    one line each; every key must be in ``depends_on``.
     """
 
     id: str
@@ -141,6 +149,7 @@ class Claim:
     correction: str | None = None
     refutes: Scope | None = None
     notes: str = ""
+    result_dependencies: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if not _ID.match(self.id):
@@ -157,6 +166,13 @@ class Claim:
             raise ValueError(f"{self.id}: construction must be 'module:attribute', "
                              f"got {self.construction!r}")
         object.__setattr__(self, "depends_on", tuple(self.depends_on))
+        object.__setattr__(self, "result_dependencies", dict(self.result_dependencies))
+        for dep, reason in self.result_dependencies.items():
+            if dep not in self.depends_on:
+                raise ValueError(f"{self.id}: result_dependencies names {dep!r}, which is not "
+                                 "in depends_on")
+            if not isinstance(reason, str) or not reason.strip():
+                raise ValueError(f"{self.id}: result_dependencies[{dep!r}] needs a reason")
         if self.refutes is not None and self.refutes not in REFUTATION_SCOPES:
             raise ValueError(f"{self.id}: refutes must be one of {tuple(REFUTATION_SCOPES)}, "
                              f"got {self.refutes!r}")
@@ -191,6 +207,7 @@ class Claim:
             "kind": self.kind, "sources": [s.as_dict() for s in self.sources], "tags": self.tags,
             "construction": self.construction, "depends_on": list(self.depends_on),
             "correction": self.correction, "refutes": self.refutes, "notes": self.notes,
+            "result_dependencies": dict(self.result_dependencies),
         }
 
 
@@ -380,26 +397,68 @@ def inconsistencies(registry: Registry, evidence: Mapping | None = None,
     return problems
 
 
-def _uses(calls: Iterable[str], construction: str) -> bool:
-    """Whether recorded calls (``module:qualname``) exercise ``construction`` (``module:attr``):
-    the attribute itself, or a method of it."""
+@functools.cache
+def defined_at(construction: str) -> str:
+    """``module:qualname`` where the object a ``construction`` path names is defined.
+
+    A claim names a construction by its public path (``constructions.boltzmann:f``, a
+    re-export of a package), while the plugin records calls under the module whose code runs
+    (``constructions.boltzmann.memorization:f``); this maps the first to the second. A path
+    that does not import is returned unchanged (its claim's checks then fail anyway)."""
     module, attribute = construction.split(":")
-    return any(c.split(":")[0] == module and (c.split(":")[1] == attribute
-                                              or c.split(":")[1].startswith(attribute + "."))
-               for c in calls)
+    try:
+        obj = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError):
+        return construction
+    home, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not isinstance(home, str) or not isinstance(qualname, str):
+        return construction  # an instance or a partial: judged under its public path
+    return f"{home}:{qualname}"
+
+
+def _uses(calls: Iterable[str], construction: str) -> bool:
+    """Whether recorded calls (``module:qualname``) exercise ``construction`` (``module:attr``,
+    as named or where it is defined): the attribute itself, or a method of it."""
+    names = {construction, defined_at(construction)}
+    return any(c.split(":")[0] == name.split(":")[0]
+               and (c.split(":")[1] == name.split(":")[1]
+                    or c.split(":")[1].startswith(name.split(":")[1] + "."))
+               for c in calls for name in names)
+
+
+def _is_oracle(construction: str) -> bool:
+    """Whether the object a construction path names declares itself an oracle or task
+    definition (:func:`constructions._roles.oracle`)."""
+    from constructions._roles import is_oracle
+
+    module, attribute = construction.split(":")
+    try:
+        obj = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError):
+        return False
+    return is_oracle(obj)
 
 
 def dependency_mismatches(registry: Registry, evidence: Mapping) -> list[str]:
     """Where the dependencies the checks exercised disagree with the declared ``depends_on``.
 
-    The plugin records in every check record the constructions' functions and classes the
-    check called (``calls``), and those it called from its own code rather than from inside
-    a construction (``direct_calls``). For a claim whose checks carry such records:
+    The plugin records in every check record the functions and classes of ``constructions``
+    and ``empirics`` the check called (``calls``, under the module that defines them), and
+    those it called from its own code rather than from inside a construction
+    (``direct_calls``). Only calls to some claim's ``construction`` count; the rule, for a
+    claim whose checks carry such records:
 
-    * its checks call another claim's construction directly (one it does not name itself)
-      without the claim depending, directly or transitively, on any claim that names it;
-    * it declares a dependency on a claim with a construction that none of its checks calls
-      (and that is not its own construction too).
+    * **a hidden dependency**: its checks directly call another claim's construction (one it
+      does not name itself) without the claim depending, directly or transitively, on a claim
+      that names it. Exempt: a construction marked as an oracle or task definition
+      (:func:`constructions._roles.oracle`): calling the definition of a task or a reference
+      algorithm relies on nothing its claim proves;
+    * **an unexercised dependency**: it declares a dependency on a claim with a construction
+      that none of its checks calls, directly or not (and that is not its own construction
+      too). Exempt: a dependency listed in the claim's ``result_dependencies`` with its reason
+      (it is on the other claim's result, not its construction);
+    * **a stale exemption**: a ``result_dependencies`` entry whose construction the checks do
+      call: it is an ordinary dependency, so the exemption is dropped.
 
     Claims without ``calls`` in the evidence (older files, claims whose checks did not run)
     are not judged.
@@ -408,6 +467,7 @@ def dependency_mismatches(registry: Registry, evidence: Mapping) -> list[str]:
     for claim in registry:
         if claim.construction:
             named.setdefault(claim.construction, []).append(claim.id)
+    oracles = {construction for construction in named if _is_oracle(construction)}
     problems = []
     for claim in registry:
         record = evidence.get("claims", {}).get(claim.id)
@@ -419,7 +479,8 @@ def dependency_mismatches(registry: Registry, evidence: Mapping) -> list[str]:
         direct = {name for c in checks for name in c.get("direct_calls", c["calls"])}
         deps = set(registry.transitive_dependencies(claim.id))
         for construction, owners in sorted(named.items()):
-            if construction == claim.construction or not _uses(direct, construction):
+            if (construction == claim.construction or construction in oracles
+                    or not _uses(direct, construction)):
                 continue
             if claim.id not in owners and not deps & set(owners):
                 problems.append(f"claim {claim.id!r} uses {construction} (the construction "
@@ -428,8 +489,13 @@ def dependency_mismatches(registry: Registry, evidence: Mapping) -> list[str]:
             target = registry.claims.get(dep)
             if target is None or target.construction is None:
                 continue
-            if target.construction != claim.construction and not _uses(calls,
-                                                                        target.construction):
+            used = (target.construction == claim.construction
+                    or _uses(calls, target.construction))
+            if dep in claim.result_dependencies and used:
+                problems.append(f"claim {claim.id!r} lists {dep!r} in result_dependencies, but "
+                                f"its checks call {target.construction}: an ordinary "
+                                "dependency")
+            elif dep not in claim.result_dependencies and not used:
                 problems.append(f"claim {claim.id!r} declares a dependency on {dep!r} whose "
                                 f"construction {target.construction} its checks never call")
     return problems

@@ -13,16 +13,17 @@ It therefore minds its own business, as Hypothesis' own plugin does:
 
 When active, each check runs inside a context-local recorder (see :mod:`theorems.evidence`)
 and under a profile hook that records which public functions and classes of the
-``constructions`` package it calls (``calls`` in its record, as ``module:qualname``): the
-dependencies a check actually exercises, which :func:`theorems.claims.inconsistencies`
-compares with the declared ``depends_on``. The hook is cheap: per Python call it does one set
-lookup of the code's file name, and it is installed only while a check runs.
-and its record travels on the test report's ``user_properties``, so under pytest-xdist the
-controller receives every worker's records and aggregates them. A complete run writes the
-evidence file the docs read (:data:`theorems.evidence_file.DEFAULT_PATH`); a partial one
-(``-k``, ``-x`` stopping early, a subset of the areas) writes
-:data:`~theorems.evidence_file.PARTIAL_PATH` instead, marked ``partial``, unless
-``--evidence-out`` names the file.
+``constructions`` and ``empirics`` packages (subpackages included) it calls (``calls`` in its
+record, as ``module:qualname`` with the module that defines them): the
+dependencies a check actually exercises, which
+:func:`theorems.claims.dependency_mismatches` compares with the declared ``depends_on``. The
+hook is cheap: per Python call it does one dict lookup of the code's file name, and it is
+installed only while a check runs. Each check's record travels on the test report's
+``user_properties``, so under pytest-xdist the controller receives every worker's records and
+aggregates them. A complete run writes the evidence file the docs read
+(:data:`theorems.evidence_file.DEFAULT_PATH`); a partial one (``-k``, ``-x`` stopping early, a
+subset of the areas) writes :data:`~theorems.evidence_file.PARTIAL_PATH` instead,
+marked ``partial``, unless ``--evidence-out`` names the file.
 """
 
 from __future__ import annotations
@@ -65,18 +66,30 @@ _CALLS = pytest.StashKey[object]()
 _FILES = pytest.StashKey[dict]()
 
 
-def _construction_files() -> dict[str, str]:
-    """File name -> module name of every module of the ``constructions`` package."""
-    import importlib
-    import pkgutil
+def _construction_files() -> dict[str, tuple[str, bool]]:
+    """File name -> (module name, whether it is part of ``constructions``) of every public
+    module of the ``constructions`` and ``empirics`` packages, subpackages included.
 
-    import constructions
+    The files are found on disk, not imported (an empirics module may be heavy, and a check
+    imports what it needs anyway). A module is public when no part of its dotted name starts
+    with ``_`` (a package's ``__init__`` is the package itself): private modules such as
+    ``constructions._validate`` are helpers that no claim names.
+    """
+    import importlib.util
 
     files = {}
-    for info in pkgutil.iter_modules(constructions.__path__):
-        module = importlib.import_module(f"constructions.{info.name}")
-        if getattr(module, "__file__", None) and not info.name.startswith("_"):
-            files[module.__file__] = module.__name__
+    for package in ("constructions", "empirics"):
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        for root in spec.submodule_search_locations:
+            for path in sorted(Path(root).rglob("*.py")):
+                parts = [package, *path.relative_to(root).with_suffix("").parts]
+                if parts[-1] == "__init__":
+                    parts.pop()
+                if any(part.startswith("_") for part in parts):
+                    continue
+                files[str(path)] = (".".join(parts), package == "constructions")
     return files
 
 
@@ -95,17 +108,19 @@ def _public(qualname: str) -> str | None:
 class _CallRecorder:
     """A ``sys.setprofile`` hook that records calls into the constructions modules."""
 
-    def __init__(self, files: dict[str, str]) -> None:
+    def __init__(self, files: dict[str, tuple[str, bool]]) -> None:
         self.files, self.calls, self.previous = files, set(), None
 
     def hook(self, frame, event, arg) -> None:
         if event == "call":
-            module = self.files.get(frame.f_code.co_filename)
-            if module is not None:
-                # direct: called from the check's own code, not from inside a construction
+            entry = self.files.get(frame.f_code.co_filename)
+            if entry is not None:
+                # direct: called from the check's own code (or an experiment's), not from
+                # inside a construction
                 caller = frame.f_back
-                direct = caller is None or caller.f_code.co_filename not in self.files
-                self.calls.add((module, frame.f_code.co_qualname, direct))
+                inside = caller is not None and self.files.get(caller.f_code.co_filename,
+                                                               ("", False))[1]
+                self.calls.add((entry[0], frame.f_code.co_qualname, not inside))
 
     def __enter__(self) -> _CallRecorder:
         self.previous = sys.getprofile()

@@ -8,11 +8,13 @@ import math
 import torch
 
 from constructions import _validate
+from constructions._roles import oracle
 from constructions.layers import Attention, resolve
 
 # --- the Boltzmann operator ------------------------------------------------------------------
 
 
+@oracle
 def boltzmann(a, beta=1.0, dim: int = -1) -> torch.Tensor:
     r""":math:`\mathrm{boltz}_\beta(a) = \sum_i a_i e^{\beta a_i}/\sum_j e^{\beta a_j}`, along
     ``dim``.

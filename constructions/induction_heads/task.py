@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from constructions._roles import oracle
 from constructions.induction_heads._shared import NO_MATCH
 
 # --- the task -----------------------------------------------------------------------------
@@ -34,6 +35,7 @@ def previous_occurrence(tokens: torch.Tensor) -> torch.Tensor:
     return torch.where(equal, index, -1).amax(dim=-1) if n else tokens.clone()
 
 
+@oracle
 def induction_targets(tokens: torch.Tensor) -> torch.Tensor:
     r"""The induction-heads task: :math:`\tau_i = \sigma_{j^\star+1}`, or ``-1`` for :math:`\bot`.
 

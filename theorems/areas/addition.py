@@ -70,6 +70,12 @@ AD_FAILURE_PROBABILITY = Claim(
     depends_on=("addition.failure-set",),
     notes=("The blog's '>99.5% accuracy' matches the per-digit accuracy (99.759% at 5 digits, "
            "checked in addition.per-digit-accuracy), not the per-question accuracy (98.65%)."),
+    result_dependencies={
+        "addition.failure-set":
+            "the enumeration runs the per-digit algorithm on column sums (algorithm_digits, the "
+            "core of per_digit_addition) weighted by class_weights, not on the integer pairs "
+            "per_digit_addition takes",
+    },
 )
 
 AD_PER_DIGIT = Claim(
@@ -91,6 +97,12 @@ AD_PER_DIGIT = Claim(
     kind="identity",
     construction="constructions.addition:per_digit_accuracy",
     depends_on=("addition.failure-set",),
+    result_dependencies={
+        "addition.failure-set":
+            "the enumeration runs the per-digit algorithm on column sums (algorithm_digits, the "
+            "core of per_digit_addition) weighted by class_weights, not on the integer pairs "
+            "per_digit_addition takes",
+    },
 )
 
 AD_LINEAR_PROBABILITY = Claim(

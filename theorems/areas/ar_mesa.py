@@ -114,7 +114,7 @@ AR_ONE_HOT = Claim(
             Source(where="the value 1/s^2 and the zero loss, derived here", tag="D", **ZHENG)),
     kind="identity",
     construction="constructions.ar_mesa:ar_mesa_layer",
-    depends_on=("ar-mesa.one-gd-step",),
+    depends_on=("ar-mesa.population-error", "ar-mesa.gaussian-optimum", "ar-mesa.one-gd-step"),
 )
 
 AR_GAUSSIAN = Claim(
@@ -134,6 +134,12 @@ AR_GAUSSIAN = Claim(
     kind="identity",
     construction="constructions.ar_mesa:optimal_ab",
     depends_on=("ar-mesa.population-error",),
+    result_dependencies={
+        "ar-mesa.population-error":
+            "ab* is the minimiser of that claim's quadratic; optimal_ab computes it from the same "
+            "moments, and the checks test it by Monte Carlo and symbolically without evaluating "
+            "population_error",
+    },
 )
 
 AR_RECOVERY = Claim(

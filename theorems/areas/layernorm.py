@@ -77,6 +77,11 @@ LN_UNIFORM_ATTENTION = Claim(
     kind="construction",
     construction="constructions.layernorm_geometry:majority_head",
     depends_on=("layernorm.projection-decomposition",),
+    result_dependencies={
+        "layernorm.projection-decomposition":
+            "the head's keys are LayerNorm-ed as that claim decomposes; MajorityHead normalises "
+            "its keys in its own code, without layer_norm",
+    },
 )
 
 LN_SELECTABLE = Claim(

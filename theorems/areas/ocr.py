@@ -102,6 +102,14 @@ OCR_GD = Claim(
     kind="dynamics",
     construction="constructions.ocr:fact_implication_task",
     depends_on=("ocr.nuclear-margin", "ocr.frobenius-generalizes"),
+    result_dependencies={
+        "ocr.nuclear-margin":
+            "the explanation (GD's implicit bias toward small nuclear norm) is that claim's; the "
+            "check trains by GD and measures the test margins directly",
+        "ocr.frobenius-generalizes":
+            "the contrast (the Frobenius-norm solution fails) is that claim's; the check trains by"
+            " GD and measures the test margins directly",
+    },
 )
 
 OCR_IMPLICIT = Claim(

@@ -80,7 +80,13 @@ DN_UPDATE = Claim(
     depends_on=("approximation.deepnorm-budget", "prenorm-gradients.residual-norm-band"),
     notes="With Adam (the paper's optimiser; measured in the full config only) the DeepNorm "
           "update is not flat in this setting: a prototype at d = 64 grew about as N^0.47. "
-          "The claim is checked for SGD, the update the budget argument is recalled for.")
+          "The claim is checked for SGD, the update the budget argument is recalled for.",
+    result_dependencies={
+        "prenorm-gradients.residual-norm-band":
+            "the Post-LN growth it contrasts with is that claim's residual-norm result; the check "
+            "measures its own DeepNorm and Post-LN stacks (empirics.deepnorm)",
+    },
+)
 
 
 # --- DN.2: the budget ------------------------------------------------------------------------

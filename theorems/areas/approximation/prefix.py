@@ -86,7 +86,13 @@ PX_FINITE = Claim(
     depends_on=("approximation.prefix-decomposition",),
     notes="The code's summary has d^2 + d parameters per head (Z in R^{dxd}, k in R^d), as the "
           "abstract says; its ELU+1 map does not factor e^{q.k/sqrt d}, so there the summary "
-          "is trained, not exact. The exact polynomial summary has (1 + d + d^2)(d_v + 1).")
+          "is trained, not exact. The exact polynomial summary has (1 + d + d^2)(d_v + 1).",
+    result_dependencies={
+        "approximation.prefix-decomposition":
+            "the summary's exactness is derived from that claim's lambda-mixture; the check "
+            "compares NTK-Attention with kernel attention over the whole prefix directly",
+    },
+)
 
 PX_LIMIT = Claim(
     id="approximation.prefix-limit",

@@ -75,7 +75,13 @@ BZ_CONTEXTUAL = Claim(
     depends_on=("boltzmann.lemma1-separation", "boltzmann.rank-one-head"),
     notes="Float64 cannot resolve δ (about 10^-470 for five tokens in R^3, and 10^-31000 with "
           "the worst-case constant), so the gaps are certified in arb ball arithmetic "
-          "(python-flint) from the layer's float64 weights read as exact reals.")
+          "(python-flint) from the layer's float64 weights read as exact reals.",
+    result_dependencies={
+        "boltzmann.lemma1-separation":
+            "the proof uses Lemma 1's separation of the Boltzmann operator; the checks test the "
+            "rank-one attention's outputs directly",
+    },
+)
 
 BZ_ORDERED = Claim(
     id="boltzmann.ordered-separation",

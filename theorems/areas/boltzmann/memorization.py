@@ -62,7 +62,14 @@ BZ_MEMORIZATION = Claim(
             Source(where="plateau FFN on the context ids; rho chosen from the data for float64",
                    tag="D", **KS)),
     kind="construction", construction="constructions.boltzmann:memorizing_transformer",
-    depends_on=("boltzmann.contextual-mapping",))
+    depends_on=("boltzmann.contextual-mapping",),
+    result_dependencies={
+        "boltzmann.contextual-mapping":
+            "the memorizer reads the context ids that claim proves distinct; "
+            "memorizing_transformer builds its own rank-one attention, and the check tests its "
+            "labels directly",
+    },
+)
 
 BZ_PARAMETERS = Claim(
     id="boltzmann.memorization-parameters",

@@ -147,6 +147,11 @@ COT2_UNIFORM_LINEAR = Claim(
     kind="identity",
     construction="constructions.cot2:uniform_recursion",
     depends_on=("cot-and-looping.cot2-task",),
+    result_dependencies={
+        "cot-and-looping.cot2-task":
+            "the targets are defined in that claim; the checks compare the recursion with "
+            "uniform_targets (the targets' definition, an oracle), never with mnns_label",
+    },
 )
 
 
@@ -259,6 +264,11 @@ COT2_ONE_LAYER = Claim(
     kind="construction",
     construction="constructions.cot2:cot2_layer",
     depends_on=("cot-and-looping.uniform-targets-linear",),
+    result_dependencies={
+        "cot-and-looping.uniform-targets-linear":
+            "the layer rolls out the recursion that claim proves; the checks compare the layer "
+            "with uniform_targets directly, not with uniform_recursion",
+    },
 )
 
 
@@ -327,7 +337,6 @@ COT2_RELU_LOG = Claim(
                          "(this project)", tag="D", **COT2),),
     kind="bound",
     construction="constructions.cot2:relu_log",
-    depends_on=("cot-and-looping.cot2-one-layer",),
 )
 
 
@@ -384,6 +393,11 @@ COT2_CATALOGUE_BOUND = Claim(
         r"$ve^{-B}$ when $n_0$ is close to $v$. The sound bound is "
         r"$2(v-1)e^{-B} + 2B\rho_t$ (cot-and-looping.cot2-one-layer)."),
     depends_on=("cot-and-looping.uniform-targets-linear",),
+    result_dependencies={
+        "cot-and-looping.uniform-targets-linear":
+            "the leak bound is stated for the recursion that claim proves; the checks compare with"
+            " uniform_targets directly, not with uniform_recursion",
+    },
 )
 
 

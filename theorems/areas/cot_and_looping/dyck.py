@@ -247,6 +247,11 @@ DYCK_TRACE_CONTENT = Claim(
     kind="dynamics",
     construction="constructions.dyck:dyck_oracle",
     depends_on=("cot-and-looping.dyck-depth-head",),
+    result_dependencies={
+        "cot-and-looping.dyck-depth-head":
+            "that claim shows one layer emits the trace exactly (the trace is expressible); the "
+            "check trains a TinyGPT on dyck_oracle's traces and never builds the head",
+    },
 )
 
 CONTENT_GAIN = 0.05

@@ -101,6 +101,11 @@ FM_OPTIMAL = Claim(
            "(peel_buckets), so it has full row rank for every key set in general position; a "
            "routing draw is redrawn when its gap is under 1e-3 of the spread. The check "
            "builds every seed it reports and verifies recall on every fact."),
+    result_dependencies={
+        "fact-mlps.encoder-exact-storage":
+            "the bucketed gadgets generalise that claim's single-bucket encoder; the check builds "
+            "multi_bucket_mlp and tests its recall directly",
+    },
 )
 
 
@@ -231,6 +236,12 @@ FM_GD_FRONTIER = Claim(
     notes=("At F = 512: GD 2.29-2.46 bits/param (widths 13-14), the scalar code 1.07. The "
            "construction's bits per parameter keep rising with F (2.1 at F = 4096 in the "
            "published frontier), where GD was not measured."),
+    result_dependencies={
+        "fact-mlps.gd-cheaper":
+            "GD's bits per parameter are that claim's measurement of trained MLPs; the check "
+            "compares the published GD results with the frontier constructions, without "
+            "encoder_decoder_mlp",
+    },
 )
 
 

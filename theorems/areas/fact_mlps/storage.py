@@ -199,6 +199,11 @@ FM_ALL_SETS = Claim(
         r"leaves 4 of the 16 columns of $M$ identically zero. Any generic perturbation of the "
         r"keys restores full rank, and the builder raises ValueError for such keys."),
     refutes="finite-test",
+    result_dependencies={
+        "fact-mlps.encoder-exact-storage":
+            "the refutation runs that claim's threshold-size solve by its parts (encoder_system, "
+            "threshold_hidden, assemble_encoder_decoder), not through encoder_decoder_mlp",
+    },
 )
 
 # Eight distinct keys in R^4 whose last coordinate is exactly 0 (a 3-dimensional subspace).
@@ -287,7 +292,13 @@ FM_EFFICIENCY = Claim(
                          "construction (this project)", tag="D", **DUGAN)),
     kind="scaling",
     construction="constructions.fact_mlps:encoder_decoder_mlp",
-    depends_on=("fact-mlps.encoder-exact-storage", "fact-mlps.decodability-jl"),
+    depends_on=("fact-mlps.linear-memory-capacity", "fact-mlps.encoder-exact-storage",
+                "fact-mlps.decodability-jl"),
+    result_dependencies={
+        "fact-mlps.decodability-jl":
+            "the bounded limit rests on that claim's m = O(log|V|/gamma^2); the checks measure "
+            "built models and take the limit symbolically, without jl_code_dim",
+    },
 )
 
 

@@ -134,7 +134,12 @@ IR_COT_TRAINED = Claim(
                    tag="D", **HWL)),
     kind="dynamics",
     construction="constructions.icl_regression:multi_step_layer",
-    depends_on=("icl-regression.multi-step-exact",),
+    depends_on=("icl-regression.effective-predictor", "icl-regression.multi-step-exact"),
+    result_dependencies={
+        "icl-regression.multi-step-exact":
+            "the learned products are those of that claim's k-step GD construction; the check "
+            "trains an LSA and compares its products with -eta I and eta I directly",
+    },
 )
 
 

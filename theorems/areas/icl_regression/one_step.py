@@ -164,6 +164,11 @@ IR_NONLINEAR = Claim(
     kind="construction",
     construction="constructions.icl_regression:nonlinear_optimal_step",
     depends_on=("icl-regression.isotropic-optimum",),
+    result_dependencies={
+        "icl-regression.isotropic-optimum":
+            "the derivation extends that claim's optimum; the checks compare "
+            "nonlinear_optimal_step with lifted least squares and a trained LSA directly",
+    },
 )
 
 # --- IR: the effective predictor -------------------------------------------------------------

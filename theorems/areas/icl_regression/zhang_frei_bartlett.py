@@ -72,6 +72,11 @@ IR_ZFB_RISK = Claim(
     kind="scaling",
     construction="constructions.icl_regression:population_loss",
     depends_on=("icl-regression.zfb-conserved-quantity",),
+    result_dependencies={
+        "icl-regression.zfb-conserved-quantity":
+            "the trained LSA it evaluates is the balanced-start limit that claim gives; the checks"
+            " evaluate population_loss at the optimum and at a trained LSA, without zfb_init",
+    },
 )
 
 # --- IR.3: Zhang–Frei–Bartlett ----------------------------------------------------------------

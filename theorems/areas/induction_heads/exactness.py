@@ -196,6 +196,7 @@ IH_DECOMPOSITION = Claim(
             Source(where="the explicit partial sums (reconstruction)", tag="R", **SHT)),
     kind="identity",
     construction=f"{AREA_CONSTRUCTIONS}:one_layer_messages",
+    depends_on=("induction-heads.index-reduction",),
 )
 
 # --- the task -----------------------------------------------------------------------------------

@@ -51,6 +51,11 @@ IH_LOWER_BOUND = Claim(
     kind="lower-bound",
     depends_on=("induction-heads.index-reduction", "induction-heads.one-layer-decomposition",
                 "induction-heads.precision"),
+    result_dependencies={
+        "induction-heads.one-layer-decomposition":
+            "the counting bound rests on that claim's message decomposition; the checks count and "
+            "compare with the two-layer model, without one_layer_messages",
+    },
 )
 
 IH_GD = Claim(

@@ -72,6 +72,12 @@ DG_OFFSET = Claim(
     kind="identity",
     construction=f"{CONSTRUCTION}:fixed_offset_copier",
     depends_on=("induction-variants.dg-task",),
+    result_dependencies={
+        "induction-variants.dg-task":
+            "the targets scored are the generator's, which that claim shows are what a content-"
+            "based copier pastes; the checks score against DelayCopyTask (an oracle), not "
+            "oracle_copier",
+    },
 )
 
 DG_INDUCTION = Claim(
@@ -90,6 +96,12 @@ DG_INDUCTION = Claim(
     kind="identity",
     construction=f"{CONSTRUCTION}:induction_accuracy",
     depends_on=("induction-variants.dg-task",),
+    result_dependencies={
+        "induction-variants.dg-task":
+            "the targets scored are the generator's, which that claim shows are what a content-"
+            "based copier pastes; the checks score against DelayCopyTask (an oracle), not "
+            "oracle_copier",
+    },
 )
 
 
@@ -285,13 +297,19 @@ DG_GD = Claim(
             Source(where="the smoke configuration (this project)", tag="D", **NG)),
     kind="construction",
     construction=f"{CONSTRUCTION}:DelayCopyTask",
-    depends_on=("induction-variants.dg-task",),
+    depends_on=("induction-variants.dg-induction-baseline", "induction-variants.dg-task"),
     notes=("Measured (seed 0, smoke): in distribution RoPE 0.76, ALiBi 0.54, NoPE 0.37; out "
            "of distribution (d_C in 2..30 outside 6..10) RoPE 0.08, ALiBi 0.19, NoPE 0.11, "
            "all below the induction copier's exact accuracy. The paper's main finding, NoPE "
            ">= ALiBi >= RoPE out of distribution at 8 layers x 512, is not tested at this size "
            "(the full config is for a GPU). One seed only; the check is marked slow "
            "(about 45 CPU-seconds)."),
+    result_dependencies={
+        "induction-variants.dg-task":
+            "the targets scored are the generator's, which that claim shows are what a content-"
+            "based copier pastes; the checks score against DelayCopyTask (an oracle), not "
+            "oracle_copier",
+    },
 )
 
 

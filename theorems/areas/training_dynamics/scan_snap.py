@@ -105,6 +105,14 @@ SS_DYNAMICS = Claim(
            "'snap step' is where that decay first crosses a tenth of the peak. "
            "The catalogue's M = 20 cannot hold 4 next, 2 query, 12 distinct and 4 "
            "common tokens; M = 22 is used."),
+    result_dependencies={
+        "training-dynamics.scan-snap-long-sequence-limit":
+            "the dynamics are derived in that claim's long-sequence limit; the check runs the "
+            "empirics' SGD and measures it directly, without YZModel",
+        "training-dynamics.scan-snap-row-gauge":
+            "the dynamics are stated up to that claim's row gauge; the check runs the empirics' "
+            "SGD and measures it directly, without YZModel",
+    },
 )
 
 

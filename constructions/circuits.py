@@ -264,11 +264,15 @@ def resample_next_token(tokens: torch.Tensor, replacement: torch.Tensor | int,
     ``replacement`` (an int or a ``(B,)`` tensor) must differ from the old token
     :math:`\tau_i` and from :math:`\sigma_i`; then the corrupted target is ``replacement``.
     """
+    vocab_size = _validate.positive_int("vocab_size", vocab_size)
     tokens = _validate.token_tensor("tokens", tokens, vocab_size=vocab_size)
     batch = tokens if tokens.ndim == 2 else tokens.unsqueeze(0)
     n = batch.shape[-1]
+    if n < 3 or batch.shape[0] == 0:
+        raise ValueError(f"tokens must hold at least one prompt of length >= 3, got shape "
+                         f"{tuple(tokens.shape)}")
     previous = previous_occurrence(batch)[:, -1]                         # (B,)
-    if n < 3 or bool(((previous < 0) | (previous + 1 >= n - 1)).any()):
+    if bool(((previous < 0) | (previous + 1 >= n - 1)).any()):
         raise ValueError("tokens must have, at the final position, an earlier occurrence "
                          "j* of the final token with j* + 1 < n - 1")
     if isinstance(replacement, int) and not isinstance(replacement, bool):
@@ -291,18 +295,27 @@ def logit_difference(logits: torch.Tensor, clean: torch.Tensor, corrupted: torch
                      ) -> torch.Tensor:
     r"""The metric :math:`\ell_{i,\tau} - \ell_{i,\tau'}` at the final position :math:`i`.
 
-    ``logits`` ``(B, n, C)``; ``clean``, ``corrupted`` ``(B, n)`` prompts, whose final oracle
+    ``logits`` ``(B, n, C)`` with :math:`C = S + 1` classes (the last one :math:`\bot`);
+    ``clean``, ``corrupted`` ``(B, n)`` prompts over :math:`S` tokens, whose final oracle
     targets (:func:`~constructions.induction_heads.induction_targets`) are :math:`\tau` and
-    :math:`\tau'`. Returns ``(B,)``.
+    :math:`\tau'`; a final position with no earlier occurrence has target :math:`\bot`, the
+    class :math:`S` (the constructions' "no match" output). Returns ``(B,)``.
     """
     logits = _validate.real_tensor("logits", logits, ndim=3)
+    if logits.shape[0] == 0 or logits.shape[1] == 0 or logits.shape[2] < 2:
+        raise ValueError(f"logits must have shape (B, n, C) with B, n >= 1 and C >= 2, got "
+                         f"{tuple(logits.shape)}")
+    classes = logits.shape[-1]
+    targets = []
+    for name, prompt in (("clean", clean), ("corrupted", corrupted)):
+        prompt = _validate.token_tensor(name, prompt, vocab_size=classes - 1, ndim=2)
+        if prompt.shape != logits.shape[:2]:
+            raise ValueError(f"{name} must have the shape (B, n) = {tuple(logits.shape[:2])} of "
+                             f"logits, got {tuple(prompt.shape)}")
+        target = induction_targets(prompt.to(logits.device))[:, -1]
+        targets.append(torch.where(target < 0, classes - 1, target).unsqueeze(-1))
     final = logits[:, -1]                                                # (B, C)
-    tau = induction_targets(clean)[:, -1].unsqueeze(-1)
-    tau_corrupted = induction_targets(corrupted)[:, -1].unsqueeze(-1)
-    if bool(((tau < 0) | (tau_corrupted < 0)).any()):
-        raise ValueError("clean and corrupted must have an induction target at the final "
-                         "position")
-    return (final.gather(-1, tau) - final.gather(-1, tau_corrupted)).squeeze(-1)
+    return (final.gather(-1, targets[0]) - final.gather(-1, targets[1])).squeeze(-1)
 
 
 # --- edge patching on the native hook points ------------------------------------------------
@@ -348,8 +361,10 @@ def edge_patched_logits(model: InductionTransformer, clean: torch.Tensor,
     empty ``patched`` gives the clean run through the same per-head code path.
     """
     _validate.instance("model", model, InductionTransformer)
-    clean = model._validated(clean)
-    corrupted = model._validated(corrupted)
+    clean, corrupted = (_validate.token_tensor(name, prompt, vocab_size=model.vocab_size,
+                                               max_len=model.max_len)
+                        for name, prompt in (("clean", clean), ("corrupted", corrupted)))
+    clean, corrupted = model._validated(clean), model._validated(corrupted)
     if clean.shape != corrupted.shape:
         raise ValueError(f"corrupted must have the shape of clean {tuple(clean.shape)}, "
                          f"got {tuple(corrupted.shape)}")

@@ -144,3 +144,28 @@ CLEAN = torch.tensor([[0, 1, 2, 3, 0]])
 def test_bad_input_names_the_parameter(call, error, name):
     with pytest.raises(error, match=rf"^{name}\b"):
         call()
+
+
+# --- the public-API fuzz's valid examples (tests/test_public_api.py) --------------------------
+
+def _patching() -> dict:
+    return {"model": two_layer_induction(4, 6), "clean": CLEAN,
+            "corrupted": resample_next_token(CLEAN, 2, 4), "patched": ("a1.h0->logits",)}
+
+
+PUBLIC_API_EXAMPLES = {
+    "circuits.attention_graph": lambda: {"n_layers": 2, "n_heads": 1},
+    "circuits.induction_circuit": lambda: {"kind": "two_layer", "vocab_size": 4, "max_len": 6},
+    "circuits.induction_mechanism": lambda: {"kind": "two_layer", "vocab_size": 4,
+                                             "max_len": 6},
+    "circuits.resample_next_token": lambda: {"tokens": CLEAN, "replacement": 2,
+                                             "vocab_size": 4},
+    "circuits.logit_difference": lambda: {"logits": MODEL(CLEAN), "clean": CLEAN,
+                                          "corrupted": resample_next_token(CLEAN, 2, 4)},
+    "circuits.edge_patched_logits": _patching,
+}
+PUBLIC_API_ACCEPTED = {
+    # the classes are read off logits (C = S + 1, the last one bot): one more class is a model
+    # over one more token, and prompts over fewer tokens are valid prompts for it
+    ("circuits.logit_difference", "logits"): ("mismatched",),
+}

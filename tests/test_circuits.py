@@ -1,6 +1,6 @@
 """Mutants and bad input for the circuits area.
 
-Each mutant rebuilds a check of ``theorems.areas.circuits`` around a wrong circuit (an edge
+Each mutant rebuilds a check of ``theorems.areas.circuits`` topic modules around a wrong circuit (an edge
 dropped, a spurious edge added) or a broken construction, and asserts with ``expect_failure``
 that the check then fails.
 """
@@ -24,7 +24,7 @@ from constructions.circuits import (
     resample_next_token,
 )
 from constructions.induction_heads import two_layer_induction
-from theorems.areas import circuits
+from theorems.areas.circuits import next_token
 from theorems.evidence import expect_failure
 
 
@@ -56,32 +56,32 @@ def unembedding_reads_prev(vocab_size, max_len, **kwargs):
 @pytest.mark.mutant("circuits.induction-sufficient")
 @pytest.mark.parametrize("name", ["input->a1.h0<v>", "a1.h0->logits"])
 def test_a_circuit_missing_an_edge_is_not_sufficient(name):
-    expect_failure(circuits.sufficiency_check(circuit=dropping(name)))
+    expect_failure(next_token.sufficiency_check(circuit=dropping(name)))
 
 
 @pytest.mark.mutant("circuits.induction-sufficient")
 def test_a_construction_with_an_extra_path_breaks_sufficiency():
-    expect_failure(circuits.sufficiency_check(build=unembedding_reads_prev))
+    expect_failure(next_token.sufficiency_check(build=unembedding_reads_prev))
 
 
 @pytest.mark.mutant("circuits.induction-necessary")
 @pytest.mark.parametrize("edge", [("a0.h0", "a1.h0", "q"), ("input", "a1.h0", "k"),
                                   ("a0.h0", "a1.h0", "k")])
 def test_a_spurious_edge_is_not_necessary(edge):
-    expect_failure(circuits.necessity_check(circuit=adding(*edge)))
+    expect_failure(next_token.necessity_check(circuit=adding(*edge)))
 
 
 @pytest.mark.mutant("circuits.induction-necessary")
 def test_without_recency_the_margin_bound_fails():
     # recency = 0: older matches tie with the induction key, so its weight drops below 1/(1+omega)
-    expect_failure(circuits.necessity_check(build=functools.partial(two_layer_induction,
+    expect_failure(next_token.necessity_check(build=functools.partial(two_layer_induction,
                                                                     recency=0.0)))
 
 
 @pytest.mark.mutant("circuits.induction-minimal")
 @pytest.mark.parametrize("edge", [("a0.h0", "a1.h0", "v"), ("input", "a0.h0", "v")])
 def test_a_spurious_edge_can_be_dropped(edge):
-    expect_failure(circuits.necessity_check(circuit=adding(*edge), minimal=True))
+    expect_failure(next_token.necessity_check(circuit=adding(*edge), minimal=True))
 
 
 @pytest.mark.mutant("circuits.induction-mechanism")
@@ -91,8 +91,8 @@ def test_a_wrong_mechanism_fails():
 
     def spurious(*args):
         return induction_mechanism(*args).with_edge(Edge("a0.h0", "logits"))
-    expect_failure(circuits.mechanism_check(mechanism=dropped))
-    expect_failure(circuits.mechanism_check(mechanism=spurious))
+    expect_failure(next_token.mechanism_check(mechanism=dropped))
+    expect_failure(next_token.mechanism_check(mechanism=spurious))
 
 
 def test_mib_json_lists_the_whole_graph():

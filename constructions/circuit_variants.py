@@ -42,6 +42,7 @@ def hadamard(size: int, *, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     r"""The normalised Sylvester Hadamard matrix :math:`H_m/\sqrt{m}`, ``(m, m)``, for
     :math:`m = 4^k`: orthogonal, with entries :math:`\pm 2^{-k}`, exact in floating point."""
     size = _validate.positive_int("size", size)
+    dtype = _validate.float_dtype("dtype", dtype)
     k = round(math.log(size, 4))
     if 4**k != size:
         raise ValueError(f"size must be a power of 4, got {size}")

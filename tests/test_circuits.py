@@ -1,8 +1,8 @@
 """Mutants and bad input for the circuits area.
 
-Each mutant rebuilds a check of ``theorems.areas.circuits`` topic modules around a wrong circuit (an edge
-dropped, a spurious edge added) or a broken construction, and asserts with ``expect_failure``
-that the check then fails.
+Each mutant rebuilds a check of a ``theorems.areas.circuits`` topic module around a wrong
+circuit (an edge dropped, a spurious edge added), a broken construction or a broken variant,
+and asserts with ``expect_failure`` that the check then fails.
 """
 
 from __future__ import annotations
@@ -13,6 +13,13 @@ import json
 import pytest
 import torch
 
+from constructions.circuit_variants import (
+    SPURIOUS_HEADS,
+    gauge_width,
+    hadamard,
+    spurious_head_variant,
+    value_gauge_variant,
+)
 from constructions.circuits import (
     Circuit,
     Edge,
@@ -21,10 +28,11 @@ from constructions.circuits import (
     induction_circuit,
     induction_mechanism,
     logit_difference,
+    resample_earlier_occurrence,
     resample_next_token,
 )
 from constructions.induction_heads import two_layer_induction
-from theorems.areas.circuits import next_token
+from theorems.areas.circuits import earlier_occurrence, next_token
 from theorems.evidence import expect_failure
 
 
@@ -139,11 +147,143 @@ CLEAN = torch.tensor([[0, 1, 2, 3, 0]])
     (lambda: logit_difference(MODEL(CLEAN), torch.tensor([[0, 1, 2]]), CLEAN), ValueError,
      "clean"),
     (lambda: attention_graph(0, 1), ValueError, "n_layers"),
+    (lambda: resample_earlier_occurrence(torch.tensor([[0, 1, 0, 2, 0]]), 3, 4), ValueError,
+     "tokens"),                                               # two earlier occurrences
+    (lambda: resample_earlier_occurrence(torch.tensor([[1, 0, 0]]), 2, 4), ValueError,
+     "tokens"),                                               # j* + 1 = i
+    (lambda: resample_earlier_occurrence(CLEAN, 1, 4), ValueError, "replacement"),  # tau
+    (lambda: resample_earlier_occurrence(CLEAN, 0, 4), ValueError, "replacement"),  # a
+    (lambda: induction_circuit("two_layer", 4, 6, "resample_everything"), ValueError,
+     "corruption"),
+    (lambda: induction_circuit("two_layer", 4, 6).relabelled([], 2, 8), TypeError, "heads"),
+    (lambda: hadamard(8), ValueError, "size"),
+    (lambda: spurious_head_variant(spurious_head_variant(MODEL)), ValueError, "model"),
+    (lambda: spurious_head_variant(MODEL, junk=0), ValueError, "junk"),
+    (lambda: value_gauge_variant("model"), TypeError, "model"),
     (lambda: Edge("input", "logits").hooks(0), ValueError, "n_layers"),
 ])
 def test_bad_input_names_the_parameter(call, error, name):
     with pytest.raises(error, match=rf"^{name}\b"):
         call()
+
+
+# --- the earlier-occurrence corruption -------------------------------------------------------
+
+EARLIER_EDGES = ["input->a0.h0<v>", "a0.h0->a1.h0<k>", "a1.h0->logits"]
+
+
+def query_reads_prev(vocab_size, max_len, **kwargs):
+    """two_layer_induction whose induction query also reads the prev block: a0.h0 -> a1.h0<q>
+    is no longer a zero map, and the corruption moves row i's prev (the weak weight on j*)."""
+    model = two_layer_induction(vocab_size, max_len, **kwargs)
+    S, n = vocab_size, max_len
+    prev = slice((S + 1) + (n + 1), 2 * (S + 1) + (n + 1))
+    with torch.no_grad():
+        model.layers[1].W_Q[0][prev, :S] = torch.eye(S + 1, S, dtype=torch.float64) * 50.0
+    return model
+
+
+def leaky_spurious(model):
+    """A spurious-head variant whose layer-1 spurious head also writes into the out block,
+    which the unembedding reads: a head outside the circuit that matters."""
+    variant = spurious_head_variant(model)
+    S = model.vocab_size
+    out = slice(model.d_model - 1 - (S + 1), model.d_model - 1)   # out sits before const
+    with torch.no_grad():
+        variant.layers[1].W_O[0][:, out] = 0.5
+    return variant, SPURIOUS_HEADS, 0
+
+
+def non_orthogonal_gauge(model):
+    """value_gauge_variant with W_O scaled by 1 + 2^-20: B B^T != I."""
+    variant = value_gauge_variant(model)
+    with torch.no_grad():
+        for layer in variant.layers:
+            layer.W_O.mul_(1 + 2.0**-20)
+    return variant
+
+
+@pytest.mark.mutant("circuits.earlier-occurrence-sufficient")
+@pytest.mark.parametrize("name", EARLIER_EDGES)
+def test_an_earlier_occurrence_circuit_missing_an_edge_is_not_sufficient(name):
+    expect_failure(earlier_occurrence.sufficiency_check(circuit=dropping(name)))
+
+
+@pytest.mark.mutant("circuits.earlier-occurrence-sufficient")
+def test_a_query_that_reads_prev_breaks_sufficiency():
+    expect_failure(earlier_occurrence.sufficiency_check(build=query_reads_prev))
+
+
+@pytest.mark.mutant("circuits.earlier-occurrence-necessary")
+@pytest.mark.parametrize("edge", [("input", "a1.h0", "v"), ("input", "a1.h0", "q"),
+                                  ("a0.h0", "a1.h0", "q"), ("input", "a0.h0", "k")])
+def test_a_spurious_edge_is_not_necessary_under_the_earlier_occurrence(edge):
+    expect_failure(earlier_occurrence.necessity_check(circuit=adding(*edge)))
+
+
+@pytest.mark.mutant("circuits.earlier-occurrence-necessary")
+def test_without_the_sink_the_occurrence_bound_fails():
+    # sink = 0: with the match gone, the head follows the recency bias to the final key (token
+    # a), not BOS, so the corrupted metric is about 0, not <= 1 - 2 w_0
+    expect_failure(earlier_occurrence.necessity_check(
+        build=functools.partial(two_layer_induction, sink=0.0)))
+
+
+@pytest.mark.mutant("circuits.earlier-occurrence-minimal")
+@pytest.mark.parametrize("edge", [("input", "a1.h0", "v"), ("a0.h0", "a1.h0", "v")])
+def test_a_spurious_edge_can_be_dropped_under_the_earlier_occurrence(edge):
+    expect_failure(earlier_occurrence.necessity_check(circuit=adding(*edge), minimal=True))
+
+
+@pytest.mark.mutant("circuits.variants-same-function")
+def test_a_spurious_head_that_writes_into_the_readout_changes_the_function():
+    expect_failure(earlier_occurrence.same_function_check(
+        spurious_variant=lambda model: leaky_spurious(model)[0]))
+
+
+@pytest.mark.mutant("circuits.variants-same-function")
+def test_a_non_orthogonal_gauge_changes_the_function():
+    expect_failure(earlier_occurrence.same_function_check(gauge_variant=non_orthogonal_gauge))
+
+
+@pytest.mark.mutant("circuits.variants-circuit")
+def test_a_spurious_head_that_matters_breaks_the_variant_circuit():
+    expect_failure(earlier_occurrence.sufficiency_check(variants=(leaky_spurious,)))
+
+
+@pytest.mark.mutant("circuits.variants-circuit")
+@pytest.mark.parametrize("minimal", [False, True])
+def test_a_spurious_edge_fails_on_the_variants(minimal):
+    variants = (earlier_occurrence.spurious, earlier_occurrence.gauge)
+    expect_failure(earlier_occurrence.necessity_check(
+        circuit=adding("input", "a1.h0", "v"), minimal=minimal, variants=variants))
+
+
+def test_the_variants_keep_the_original_weights_exact():
+    model = two_layer_induction(5, 7)
+    B = hadamard(16)
+    assert torch.equal(B @ B.T, torch.eye(16, dtype=torch.float64))  # exact: entries +-1/4
+    gauge = value_gauge_variant(model)
+    assert gauge_width(model) == 16 and gauge.layers[1].W_V.shape == (1, model.d_model, 16)
+    assert torch.equal(gauge.layers[1].W_V[0] @ gauge.layers[1].W_O[0],
+                       model.layers[1].W_V[0] @ model.layers[1].W_O[0])
+    spurious = spurious_head_variant(model, junk=3)
+    assert spurious.d_model == model.d_model + 3 and spurious.layers[0].n_heads == 2
+    assert bool((spurious.layers[1].W_Q[0] != 0).all())  # dense, not axis-aligned
+    circuit = induction_circuit("two_layer", 5, 7, "resample_earlier_occurrence")
+    renamed = circuit.relabelled(SPURIOUS_HEADS, 2, spurious.d_model)
+    assert renamed.edge_names == {"input->a0.h1<v>", "a0.h1->a1.h1<k>", "a1.h1->logits"}
+    assert len(renamed.complement()) == 26
+
+
+def test_the_earlier_occurrence_corruption_removes_the_match():
+    clean = torch.tensor([[3, 1, 2, 4, 0, 2, 1, 3]])
+    corrupted = resample_earlier_occurrence(clean, 4, 5)
+    assert corrupted.tolist() == [[4, 1, 2, 4, 0, 2, 1, 3]]
+    model = two_layer_induction(5, 8)
+    assert model.predict(clean)[0, -1] == 1 and model.predict(corrupted)[0, -1] == -1
+    metric = logit_difference(model(clean), clean, corrupted)   # l_tau - l_bot, bot = class 5
+    assert float(metric) > 0.9
 
 
 # --- the public-API fuzz's valid examples (tests/test_public_api.py) --------------------------
@@ -163,6 +303,12 @@ PUBLIC_API_EXAMPLES = {
     "circuits.logit_difference": lambda: {"logits": MODEL(CLEAN), "clean": CLEAN,
                                           "corrupted": resample_next_token(CLEAN, 2, 4)},
     "circuits.edge_patched_logits": _patching,
+    "circuits.resample_earlier_occurrence": lambda: {"tokens": CLEAN, "replacement": 3,
+                                                     "vocab_size": 4},
+    "circuit_variants.hadamard": lambda: {"size": 16},
+    "circuit_variants.spurious_head_variant": lambda: {"model": MODEL},
+    "circuit_variants.gauge_width": lambda: {"model": MODEL},
+    "circuit_variants.value_gauge_variant": lambda: {"model": MODEL},
 }
 PUBLIC_API_ACCEPTED = {
     # the classes are read off logits (C = S + 1, the last one bot): one more class is a model

@@ -31,8 +31,14 @@ from constructions.circuits import (
     resample_earlier_occurrence,
     resample_next_token,
 )
+from constructions.icl_circuit import (
+    icl_circuit,
+    lsa_patched_prediction,
+    shift_label,
+)
+from constructions.icl_regression import one_step_gd, prompt
 from constructions.induction_heads import two_layer_induction
-from theorems.areas.circuits import earlier_occurrence, next_token
+from theorems.areas.circuits import earlier_occurrence, icl, next_token
 from theorems.evidence import expect_failure
 
 
@@ -160,6 +166,16 @@ CLEAN = torch.tensor([[0, 1, 2, 3, 0]])
     (lambda: spurious_head_variant(spurious_head_variant(MODEL)), ValueError, "model"),
     (lambda: spurious_head_variant(MODEL, junk=0), ValueError, "junk"),
     (lambda: value_gauge_variant("model"), TypeError, "model"),
+    (lambda: shift_label(ICL_Z, 2, 1.0), ValueError, "index"),
+    (lambda: shift_label(ICL_Z, 0, float("nan")), ValueError, "shift"),
+    (lambda: lsa_patched_prediction(ICL_MODEL, ICL_Z, ICL_Z[:, :2], ()), ValueError,
+     "corrupted"),
+    (lambda: lsa_patched_prediction(ICL_MODEL, ICL_Z[:2], ICL_Z, ()), ValueError, "clean"),
+    (lambda: lsa_patched_prediction(ICL_MODEL, ICL_Z, ICL_Z, ["input->a1.h0<v>"]),
+     ValueError, "patched"),
+    (lambda: lsa_patched_prediction(one_step_gd(2, 0.5, mask_query=False), ICL_Z, ICL_Z, ()),
+     ValueError, "model"),
+    (lambda: icl_circuit(0), ValueError, "d"),
     (lambda: Edge("input", "logits").hooks(0), ValueError, "n_layers"),
 ])
 def test_bad_input_names_the_parameter(call, error, name):
@@ -286,6 +302,77 @@ def test_the_earlier_occurrence_corruption_removes_the_match():
     assert float(metric) > 0.9
 
 
+# --- the one-step-GD case --------------------------------------------------------------------
+
+def half_step(d, eta):
+    """one_step_gd with half the step: it moves the prediction by half the derived amount."""
+    return one_step_gd(d, eta / 2)
+
+
+def label_key(d, eta):
+    """one_step_gd whose W_KQ has a y row: the key edge then carries the label shift."""
+    model = one_step_gd(d, eta)
+    with torch.no_grad():
+        model.W_KQ[d, :d] = 1.0
+    return model
+
+
+def icl_dropping(name):
+    def circuit(d):
+        return icl_circuit(d).without(name)
+    return circuit
+
+
+def icl_adding(source, target, qkv=None):
+    def circuit(d):
+        return icl_circuit(d).with_edge(Edge(source, target, qkv, "spurious"))
+    return circuit
+
+
+@pytest.mark.mutant("circuits.icl-sufficient")
+@pytest.mark.parametrize("name", ["input->a0.h0<v>", "a0.h0->logits"])
+def test_an_icl_circuit_missing_an_edge_is_not_sufficient(name):
+    expect_failure(icl.sufficiency_check(circuit=icl_dropping(name)))
+
+
+@pytest.mark.mutant("circuits.icl-sufficient")
+def test_a_key_that_reads_the_label_breaks_icl_sufficiency():
+    expect_failure(icl.sufficiency_check(build=label_key))
+
+
+@pytest.mark.mutant("circuits.icl-necessary")
+@pytest.mark.parametrize("edge", [("input", "a0.h0", "k"), ("input", "a0.h0", "q"),
+                                  ("input", "logits")])
+def test_a_spurious_icl_edge_is_not_necessary(edge):
+    expect_failure(icl.necessity_check(circuit=icl_adding(*edge)))
+
+
+@pytest.mark.mutant("circuits.icl-necessary")
+def test_half_the_step_misses_the_derived_move():
+    expect_failure(icl.necessity_check(build=half_step))
+
+
+@pytest.mark.mutant("circuits.icl-minimal")
+@pytest.mark.parametrize("edge", [("input", "a0.h0", "k"), ("input", "logits")])
+def test_a_spurious_icl_edge_can_be_dropped(edge):
+    expect_failure(icl.necessity_check(circuit=icl_adding(*edge), minimal=True))
+
+
+def test_patching_nothing_is_the_lsa_prediction():
+    X = torch.tensor([[1.0, 0.5], [-0.3, 2.0], [0.7, -1.1]], dtype=torch.float64)
+    Z = prompt(X, torch.tensor([0.2, -1.0, 0.4], dtype=torch.float64), X[1])
+    model = one_step_gd(2, 0.5)
+    # the same operations in the same order as LinearSelfAttention.predict
+    assert torch.equal(lsa_patched_prediction(model, Z, shift_label(Z, 1, 1.0), ()),
+                       model.predict(Z))
+
+
+ICL_MODEL = one_step_gd(2, 0.5)
+ICL_Z = prompt(torch.tensor([[1.0, 0.5], [-0.3, 2.0]], dtype=torch.float64),
+               torch.tensor([0.2, -1.0], dtype=torch.float64),
+               torch.tensor([-0.3, 2.0], dtype=torch.float64))
+
+
 # --- the public-API fuzz's valid examples (tests/test_public_api.py) --------------------------
 
 def _patching() -> dict:
@@ -306,6 +393,13 @@ PUBLIC_API_EXAMPLES = {
     "circuits.resample_earlier_occurrence": lambda: {"tokens": CLEAN, "replacement": 3,
                                                      "vocab_size": 4},
     "circuit_variants.hadamard": lambda: {"size": 16},
+    "icl_circuit.icl_circuit": lambda: {"d": 2},
+    "icl_circuit.shift_label": lambda: {"Z": ICL_Z, "index": 0, "shift": 1.0},
+    "icl_circuit.lsa_patched_prediction": lambda: {
+        "model": ICL_MODEL, "clean": ICL_Z, "corrupted": shift_label(ICL_Z, 0, 1.0),
+        "patched": ("input->a0.h0<v>",)},
+    "icl_circuit.lsa_magnitude": lambda: {"model": ICL_MODEL, "Z_V": ICL_Z, "Z_K": ICL_Z,
+                                          "Z_Q": ICL_Z},
     "circuit_variants.spurious_head_variant": lambda: {"model": MODEL},
     "circuit_variants.gauge_width": lambda: {"model": MODEL},
     "circuit_variants.value_gauge_variant": lambda: {"model": MODEL},
@@ -314,4 +408,7 @@ PUBLIC_API_ACCEPTED = {
     # the classes are read off logits (C = S + 1, the last one bot): one more class is a model
     # over one more token, and prompts over fewer tokens are valid prompts for it
     ("circuits.logit_difference", "logits"): ("mismatched",),
+    # one more column is one more context example; index 0 is the first context label
+    ("icl_circuit.shift_label", "Z"): ("mismatched",),
+    ("icl_circuit.shift_label", "index"): ("zero",),
 }

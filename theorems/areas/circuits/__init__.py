@@ -3,10 +3,9 @@ r"""Ground-truth circuits: attention constructions as exact benchmarks for circu
 Circuit-discovery methods (activation and attribution patching, ACDC, EAP) are judged on models
 whose circuit is known. Here the circuit follows from a construction's weights and is checked:
 the edges of :func:`constructions.circuits.induction_mechanism` are exactly the non-zero ones,
-and relative to the corruption :func:`~constructions.circuits.resample_next_token` a circuit of
-:func:`~constructions.circuits.induction_circuit` is, relative to each of two corruptions,
-sufficient (patching every other edge leaves the metric bit for bit unchanged), necessary
-(patching any one circuit edge moves the metric by at least a bound derived from the
+and a circuit of :func:`~constructions.circuits.induction_circuit` is, relative to each of two
+corruptions, sufficient (patching every other edge leaves the metric bit for bit unchanged),
+necessary (patching any one circuit edge moves the metric by at least a bound derived from the
 construction's margins) and minimal. :func:`~constructions.circuits.resample_next_token`
 changes *what* the induction head copies (circuit: 2 edges, :mod:`.next_token`);
 :func:`~constructions.circuits.resample_earlier_occurrence`, the issue's corruption, changes

@@ -309,6 +309,31 @@ def induction_circuit(kind: str, vocab_size: int, max_len: int,
 
 # --- corruption and metric ---------------------------------------------------------------------
 
+def _prompt_batch(tokens: object, vocab_size: object) -> tuple[torch.Tensor, torch.Tensor,
+                                                                 torch.Tensor]:
+    """(tokens as given, as a (B, n) batch, the final token's latest earlier occurrence)."""
+    vocab_size = _validate.positive_int("vocab_size", vocab_size)
+    tokens = _validate.token_tensor("tokens", tokens, vocab_size=vocab_size)
+    batch = tokens if tokens.ndim == 2 else tokens.unsqueeze(0)
+    if batch.shape[-1] < 3 or batch.shape[0] == 0:
+        raise ValueError(f"tokens must hold at least one prompt of length >= 3, got shape "
+                         f"{tuple(tokens.shape)}")
+    return tokens, batch, previous_occurrence(batch)[:, -1]                  # (B,)
+
+
+def _replacements(replacement: object, previous: torch.Tensor, vocab_size: int
+                  ) -> torch.Tensor:
+    """``replacement`` (an int or a (B,) tensor) as a (B,) tensor of tokens."""
+    if isinstance(replacement, int) and not isinstance(replacement, bool):
+        replacement = torch.full_like(previous, replacement)
+    replacement = _validate.token_tensor("replacement", replacement, vocab_size=vocab_size,
+                                         ndim=1)
+    if replacement.shape != previous.shape:
+        raise ValueError(f"replacement must have shape {tuple(previous.shape)}, "
+                         f"got {tuple(replacement.shape)}")
+    return replacement
+
+
 def resample_next_token(tokens: torch.Tensor, replacement: torch.Tensor | int,
                         vocab_size: int) -> torch.Tensor:
     r"""The corrupted prompt: the token after the latest earlier occurrence of the final token
@@ -320,24 +345,12 @@ def resample_next_token(tokens: torch.Tensor, replacement: torch.Tensor | int,
     ``replacement`` (an int or a ``(B,)`` tensor) must differ from the old token
     :math:`\tau_i` and from :math:`\sigma_i`; then the corrupted target is ``replacement``.
     """
-    vocab_size = _validate.positive_int("vocab_size", vocab_size)
-    tokens = _validate.token_tensor("tokens", tokens, vocab_size=vocab_size)
-    batch = tokens if tokens.ndim == 2 else tokens.unsqueeze(0)
+    tokens, batch, previous = _prompt_batch(tokens, vocab_size)
     n = batch.shape[-1]
-    if n < 3 or batch.shape[0] == 0:
-        raise ValueError(f"tokens must hold at least one prompt of length >= 3, got shape "
-                         f"{tuple(tokens.shape)}")
-    previous = previous_occurrence(batch)[:, -1]                         # (B,)
     if bool(((previous < 0) | (previous + 1 >= n - 1)).any()):
         raise ValueError("tokens must have, at the final position, an earlier occurrence "
                          "j* of the final token with j* + 1 < n - 1")
-    if isinstance(replacement, int) and not isinstance(replacement, bool):
-        replacement = torch.full_like(previous, replacement)
-    replacement = _validate.token_tensor("replacement", replacement, vocab_size=vocab_size,
-                                         ndim=1)
-    if replacement.shape != previous.shape:
-        raise ValueError(f"replacement must have shape {tuple(previous.shape)}, "
-                         f"got {tuple(replacement.shape)}")
+    replacement = _replacements(replacement, previous, vocab_size)
     rows = torch.arange(batch.shape[0])
     old = batch[rows, previous + 1]
     if bool(((replacement == old) | (replacement == batch[:, -1])).any()):
@@ -358,25 +371,13 @@ def resample_earlier_occurrence(tokens: torch.Tensor, replacement: torch.Tensor 
     (an int or a ``(B,)`` tensor) :math:`a'` must differ from :math:`a` and :math:`\tau`.
     The corrupted prompt has no earlier occurrence of :math:`a`: its target is :math:`\bot`.
     """
-    vocab_size = _validate.positive_int("vocab_size", vocab_size)
-    tokens = _validate.token_tensor("tokens", tokens, vocab_size=vocab_size)
-    batch = tokens if tokens.ndim == 2 else tokens.unsqueeze(0)
+    tokens, batch, previous = _prompt_batch(tokens, vocab_size)
     n = batch.shape[-1]
-    if n < 3 or batch.shape[0] == 0:
-        raise ValueError(f"tokens must hold at least one prompt of length >= 3, got shape "
-                         f"{tuple(tokens.shape)}")
-    previous = previous_occurrence(batch)[:, -1]                         # (B,)
     count = (batch[:, :-1] == batch[:, -1:]).sum(-1)                     # (B,)
     if bool(((count != 1) | (previous + 1 >= n - 1)).any()):
         raise ValueError("tokens must have, before the final position, exactly one "
                          "occurrence j* of the final token, with j* + 1 < n - 1")
-    if isinstance(replacement, int) and not isinstance(replacement, bool):
-        replacement = torch.full_like(previous, replacement)
-    replacement = _validate.token_tensor("replacement", replacement, vocab_size=vocab_size,
-                                         ndim=1)
-    if replacement.shape != previous.shape:
-        raise ValueError(f"replacement must have shape {tuple(previous.shape)}, "
-                         f"got {tuple(replacement.shape)}")
+    replacement = _replacements(replacement, previous, vocab_size)
     rows = torch.arange(batch.shape[0])
     copied = batch[rows, previous + 1]
     if bool(((replacement == copied) | (replacement == batch[:, -1])).any()):

@@ -38,7 +38,14 @@ from constructions.icl_circuit import (
 )
 from constructions.icl_regression import one_step_gd, prompt
 from constructions.induction_heads import two_layer_induction
-from theorems.areas.circuits import earlier_occurrence, icl, next_token
+from constructions.layernorm_geometry import majority_head
+from constructions.majority_circuit import (
+    majority_circuit,
+    majority_operands,
+    majority_patched_output,
+    resample_token,
+)
+from theorems.areas.circuits import earlier_occurrence, icl, majority, next_token
 from theorems.evidence import expect_failure
 
 
@@ -176,6 +183,14 @@ CLEAN = torch.tensor([[0, 1, 2, 3, 0]])
     (lambda: lsa_patched_prediction(one_step_gd(2, 0.5, mask_query=False), ICL_Z, ICL_Z, ()),
      ValueError, "model"),
     (lambda: icl_circuit(0), ValueError, "d"),
+    (lambda: resample_token(MAJORITY_TOKENS, 4, 0, 3), ValueError, "position"),
+    (lambda: resample_token(MAJORITY_TOKENS, 1, 2, 3), ValueError, "replacement"),
+    (lambda: resample_token(MAJORITY_TOKENS, 1, 3, 3), ValueError, "replacement"),
+    (lambda: majority_patched_output(MAJORITY, MAJORITY_TOKENS, MAJORITY_TOKENS[:, :2], ()),
+     ValueError, "corrupted"),
+    (lambda: majority_patched_output(MAJORITY, MAJORITY_TOKENS, MAJORITY_TOKENS, ["x"]),
+     ValueError, "patched"),
+    (lambda: majority_operands(MODEL, CLEAN), TypeError, "model"),
     (lambda: Edge("input", "logits").hooks(0), ValueError, "n_layers"),
 ])
 def test_bad_input_names_the_parameter(call, error, name):
@@ -373,6 +388,57 @@ ICL_Z = prompt(torch.tensor([[1.0, 0.5], [-0.3, 2.0]], dtype=torch.float64),
                torch.tensor([-0.3, 2.0], dtype=torch.float64))
 
 
+# --- the majority head ------------------------------------------------------------------------
+
+def majority_dropping(name):
+    def circuit(d):
+        return majority_circuit(d).without(name)
+    return circuit
+
+
+def majority_adding(source, target, qkv=None):
+    def circuit(d):
+        return majority_circuit(d).with_edge(Edge(source, target, qkv, "spurious"))
+    return circuit
+
+
+@pytest.mark.mutant("circuits.majority-sufficient")
+@pytest.mark.parametrize("name", ["input->a0.h0<v>", "a0.h0->logits"])
+def test_a_majority_circuit_missing_an_edge_is_not_sufficient(name):
+    expect_failure(majority.sufficiency_check(circuit=majority_dropping(name)))
+
+
+@pytest.mark.mutant("circuits.majority-sufficient")
+def test_without_layernorm_the_keys_matter():
+    # normalize=False: keys are no longer orthogonal to the query, so scores depend on them
+    expect_failure(majority.sufficiency_check(
+        build=functools.partial(majority_head, normalize=False)))
+
+
+@pytest.mark.mutant("circuits.majority-necessary")
+@pytest.mark.parametrize("edge", [("input", "a0.h0", "k"), ("input", "a0.h0", "q"),
+                                  ("input", "logits")])
+def test_a_spurious_majority_edge_is_not_necessary(edge):
+    expect_failure(majority.necessity_check(circuit=majority_adding(*edge)))
+
+
+@pytest.mark.mutant("circuits.majority-minimal")
+@pytest.mark.parametrize("edge", [("input", "a0.h0", "k"), ("input", "logits")])
+def test_a_spurious_majority_edge_can_be_dropped(edge):
+    expect_failure(majority.necessity_check(circuit=majority_adding(*edge), minimal=True))
+
+
+def test_patching_nothing_is_the_majority_head():
+    model, tokens = majority_head(3, 5), torch.tensor([[0, 2, 2, 1]])
+    # the same operations in the same order as Attention.forward
+    assert torch.equal(majority_patched_output(model, tokens, resample_token(tokens, 1, 0, 3),
+                                               ()), model(tokens))
+
+
+MAJORITY = majority_head(3, 5)
+MAJORITY_TOKENS = torch.tensor([[0, 2, 2, 1]])
+
+
 # --- the public-API fuzz's valid examples (tests/test_public_api.py) --------------------------
 
 def _patching() -> dict:
@@ -394,6 +460,14 @@ PUBLIC_API_EXAMPLES = {
                                                      "vocab_size": 4},
     "circuit_variants.hadamard": lambda: {"size": 16},
     "icl_circuit.icl_circuit": lambda: {"d": 2},
+    "majority_circuit.majority_circuit": lambda: {"d": 5},
+    "majority_circuit.resample_token": lambda: {"tokens": MAJORITY_TOKENS, "position": 1,
+                                                "replacement": 0, "vocab_size": 3},
+    "majority_circuit.majority_patched_output": lambda: {
+        "model": MAJORITY, "clean": MAJORITY_TOKENS,
+        "corrupted": resample_token(MAJORITY_TOKENS, 1, 0, 3), "patched": ("a0.h0->logits",)},
+    "majority_circuit.majority_operands": lambda: {"model": MAJORITY,
+                                                   "tokens": MAJORITY_TOKENS},
     "icl_circuit.shift_label": lambda: {"Z": ICL_Z, "index": 0, "shift": 1.0},
     "icl_circuit.lsa_patched_prediction": lambda: {
         "model": ICL_MODEL, "clean": ICL_Z, "corrupted": shift_label(ICL_Z, 0, 1.0),
@@ -411,4 +485,9 @@ PUBLIC_API_ACCEPTED = {
     # one more column is one more context example; index 0 is the first context label
     ("icl_circuit.shift_label", "Z"): ("mismatched",),
     ("icl_circuit.shift_label", "index"): ("zero",),
+    # token 0 and position 0 are valid; a longer prompt is another prompt
+    ("majority_circuit.resample_token", "replacement"): ("zero",),
+    ("majority_circuit.resample_token", "position"): ("zero",),
+    ("majority_circuit.resample_token", "tokens"): ("mismatched",),
+    ("majority_circuit.majority_operands", "tokens"): ("mismatched",),
 }

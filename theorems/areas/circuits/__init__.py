@@ -15,14 +15,17 @@ Realistic variants (:mod:`constructions.circuit_variants`: dense spurious heads 
 ones, and an exact Hadamard gauge of the value/output maps) compute the same function and carry
 the same circuit, checked again on them. The one-step-GD linear self-attention
 (:mod:`constructions.icl_circuit`) is a third case: under a shift of one context label its
-circuit is the label value edge and the head's read-out (:mod:`.icl`). Patching runs on the
+circuit is the label value edge and the head's read-out (:mod:`.icl`); the LayerNorm majority
+head (:mod:`constructions.majority_circuit`) a fourth: under a token resampling, its value edge
+and output (:mod:`.majority`), sufficient within a running rounding bound. Patching runs on the
 constructions' own hook points in float64
 (:func:`~constructions.circuits.edge_patched_logits`), without TransformerLens.
 
 Sources: the constructions and their exactness are the induction-heads area's (Sanford, Hsu,
 Telgarsky 2024, arXiv:2408.14332; Bietti et al. 2023); the circuit statements, the corruptions,
 the variants and the bounds are ours [D]; the one-step-GD construction is the icl-regression
-area's (von Oswald et al. 2023, arXiv:2212.07677). The edge naming is that of the MIB circuit
-track (Mueller et al. 2025; arXiv id 2504.13151 recalled [R]), read in a third-party converter
-to its leaderboard format [S].
+area's (von Oswald et al. 2023, arXiv:2212.07677), the majority head the layernorm area's
+(Brody, Alon, Yahav 2023, arXiv:2305.02582). The edge naming is that of the MIB circuit track
+(Mueller et al. 2025; arXiv id 2504.13151 recalled [R]), read in a third-party converter to its
+leaderboard format [S].
 """

@@ -128,3 +128,28 @@ def lsa_magnitude(model: LinearSelfAttention, Z_V: torch.Tensor, Z_K: torch.Tens
     n = Z_V.shape[-1] - 1
     G = Z_V[..., :n].abs() @ Z_K[..., :n].abs().transpose(-1, -2) / n
     return (model.W_PV[-1:].abs() @ G @ model.W_KQ.abs() @ Z_Q[..., -1:].abs())[..., 0, 0]
+
+
+def null_space_variant(model: LinearSelfAttention, *, seed: int = 0, scale: float = 0.5
+                       ) -> LinearSelfAttention:
+    r"""``model`` with dense random weights (:math:`\mathcal N(0, \mathrm{scale}^2)`, seeded)
+    wherever the prediction cannot see them: the rows :math:`1..d` of :math:`W_{PV}` (they
+    update the tokens' :math:`x` coordinates, which the read-out ignores) and the last column
+    of :math:`W_{KQ}` (it multiplies the query's label slot, an exact 0).
+
+    *Same prediction, bit for bit*: :meth:`LinearSelfAttention.predict` reads only
+    :math:`W_{PV}`'s last row, and the new column's products meet :math:`z_{q,y} = 0`, so
+    :math:`\mathrm{fl}(\cdot \times 0) = 0` joins the inner product as an exact zero. The
+    :math:`y` row of :math:`W_{KQ}` stays zero (the circuit's key argument needs it), so the
+    circuit and its bit-exact sufficiency carry over.
+    """
+    _validate.instance("model", model, LinearSelfAttention)
+    seed = _validate.seed("seed", seed)
+    scale = _validate.positive_float("scale", scale)
+    generator = torch.Generator().manual_seed(seed)
+    D = model.width
+    W_PV, W_KQ = model.W_PV.detach().clone(), model.W_KQ.detach().clone()
+    dense = scale * torch.randn(D - 1 + D - 1, D, generator=generator, dtype=torch.float64)
+    W_PV[:-1] = dense[: D - 1].to(W_PV)
+    W_KQ[:-1, -1] = dense[D - 1:, 0].to(W_KQ)
+    return LinearSelfAttention(W_PV, W_KQ, mask_query=model.mask_query)

@@ -34,6 +34,7 @@ from constructions.circuits import (
 from constructions.icl_circuit import (
     icl_circuit,
     lsa_patched_prediction,
+    null_space_variant,
     shift_label,
 )
 from constructions.icl_regression import one_step_gd, prompt
@@ -183,6 +184,7 @@ CLEAN = torch.tensor([[0, 1, 2, 3, 0]])
     (lambda: lsa_patched_prediction(one_step_gd(2, 0.5, mask_query=False), ICL_Z, ICL_Z, ()),
      ValueError, "model"),
     (lambda: icl_circuit(0), ValueError, "d"),
+    (lambda: null_space_variant(ICL_MODEL, scale=0.0), ValueError, "scale"),
     (lambda: resample_token(MAJORITY_TOKENS, 4, 0, 3), ValueError, "position"),
     (lambda: resample_token(MAJORITY_TOKENS, 1, 2, 3), ValueError, "replacement"),
     (lambda: resample_token(MAJORITY_TOKENS, 1, 3, 3), ValueError, "replacement"),
@@ -373,6 +375,39 @@ def test_a_spurious_icl_edge_can_be_dropped(edge):
     expect_failure(icl.necessity_check(circuit=icl_adding(*edge), minimal=True))
 
 
+def keys_read_labels(model):
+    """null_space_variant that also fills W_KQ's y row: no longer in the null space."""
+    variant = null_space_variant(model)
+    with torch.no_grad():
+        variant.W_KQ[-1, :-1] = 0.7
+    return variant
+
+
+def value_reads_x(model):
+    """null_space_variant that also fills W_PV's last row: the read-out sees it."""
+    variant = null_space_variant(model)
+    with torch.no_grad():
+        variant.W_PV[-1, :-1] = 0.7
+    return variant
+
+
+@pytest.mark.mutant("circuits.icl-variant")
+def test_a_variant_outside_the_null_space_changes_the_prediction():
+    expect_failure(icl.same_prediction_check(variant=value_reads_x))
+
+
+@pytest.mark.mutant("circuits.icl-variant")
+def test_a_variant_whose_keys_read_labels_breaks_sufficiency():
+    expect_failure(icl.sufficiency_check(variant=keys_read_labels))
+
+
+@pytest.mark.mutant("circuits.icl-variant")
+@pytest.mark.parametrize("minimal", [False, True])
+def test_a_spurious_edge_fails_on_the_icl_variant(minimal):
+    expect_failure(icl.necessity_check(circuit=icl_adding("input", "a0.h0", "k"),
+                                       minimal=minimal, variant=null_space_variant))
+
+
 def test_patching_nothing_is_the_lsa_prediction():
     X = torch.tensor([[1.0, 0.5], [-0.3, 2.0], [0.7, -1.1]], dtype=torch.float64)
     Z = prompt(X, torch.tensor([0.2, -1.0, 0.4], dtype=torch.float64), X[1])
@@ -460,6 +495,7 @@ PUBLIC_API_EXAMPLES = {
                                                      "vocab_size": 4},
     "circuit_variants.hadamard": lambda: {"size": 16},
     "icl_circuit.icl_circuit": lambda: {"d": 2},
+    "icl_circuit.null_space_variant": lambda: {"model": ICL_MODEL},
     "majority_circuit.majority_circuit": lambda: {"d": 5},
     "majority_circuit.resample_token": lambda: {"tokens": MAJORITY_TOKENS, "position": 1,
                                                 "replacement": 0, "vocab_size": 3},

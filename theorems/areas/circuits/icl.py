@@ -20,6 +20,7 @@ from constructions.icl_circuit import (
     icl_circuit,
     lsa_magnitude,
     lsa_patched_prediction,
+    null_space_variant,
     shift_label,
 )
 from constructions.icl_regression import one_step_gd, prompt
@@ -91,6 +92,24 @@ ICL_MINIMAL = Claim(
 )
 
 
+ICL_VARIANT = Claim(
+    id="circuits.icl-variant",
+    title="Dense weights in the read-out's null space keep the one-step-GD prediction and "
+          "its circuit, bit for bit",
+    statement=(SETTING + PATCHING + CORRUPTION + r"Let $f_N = \texttt{null\_space\_variant}"
+               r"(f)$: rows $1..d$ of $W_{PV}$ and the last column of $W_{KQ}$ (not its $y$ "
+               r"row) filled with dense Gaussian entries. On every prompt $f_N$ predicts "
+               r"$f$'s $\hat y$ bit for bit in float64, and on $f_N$ the circuit $C$ is "
+               r"sufficient (bit for bit), necessary and minimal with the bounds above ($T$ "
+               r"evaluated with $f_N$'s weights)."),
+    source=Source(where="null space of the one-step-GD read-out (this project)", tag="D",
+                  **VON_OSWALD),
+    kind="construction",
+    construction="constructions.icl_circuit:null_space_variant",
+    depends_on=("circuits.icl-sufficient", "circuits.icl-necessary"),
+)
+
+
 # --- cases ------------------------------------------------------------------------------------
 
 finite = st.floats(-2.0, 2.0, allow_nan=False, allow_infinity=False)
@@ -140,14 +159,18 @@ def move_bound(model, clean, corrupted, case, patched_run) -> float:
 
 # --- checks -----------------------------------------------------------------------------------
 
-def sufficiency_check(build=one_step_gd, circuit=icl_circuit):
+def identity(model):
+    return model
+
+
+def sufficiency_check(build=one_step_gd, circuit=icl_circuit, variant=identity):
     @given(case=label_shifts())
     @example(case=SMALL_CASE)
     @example(case=DENSE_CASE)
     @budget(0.3, minimum=4)  # two tiny predictions per example
     def test_sufficient(case):
         d, eta, clean, corrupted = _prompts(case)
-        model = build(d, eta)
+        model = variant(build(d, eta))
         reference = lsa_patched_prediction(model, clean, corrupted, ())
         patched = lsa_patched_prediction(model, clean, corrupted, circuit(d).complement())
         # Bit-identity, not a tolerance: the query column (query and residual edges) is equal
@@ -163,7 +186,8 @@ def sufficiency_check(build=one_step_gd, circuit=icl_circuit):
 test_sufficient = check(ICL_SUFFICIENT, "property")(sufficiency_check())
 
 
-def necessity_check(build=one_step_gd, circuit=icl_circuit, minimal=False):
+def necessity_check(build=one_step_gd, circuit=icl_circuit, minimal=False,
+                    variant=identity):
     """Patch each circuit edge alone (necessity) or with the whole complement (minimality)."""
     @given(case=label_shifts())
     @example(case=SMALL_CASE)
@@ -171,7 +195,7 @@ def necessity_check(build=one_step_gd, circuit=icl_circuit, minimal=False):
     @budget(0.3, minimum=4)  # a few tiny predictions per example
     def test_necessary(case):
         d, eta, clean, corrupted = _prompts(case)
-        model, kept = build(d, eta), circuit(d)
+        model, kept = variant(build(d, eta)), circuit(d)
         base = lsa_patched_prediction(model, clean, corrupted, ())
         for edge in kept.edges:
             patched = [edge, *kept.complement()] if minimal else [edge]
@@ -193,3 +217,29 @@ def necessity_check(build=one_step_gd, circuit=icl_circuit, minimal=False):
 
 test_necessary = check(ICL_NECESSARY, "property")(necessity_check())
 test_minimal = check(ICL_MINIMAL, "property")(necessity_check(minimal=True))
+
+
+def same_prediction_check(build=one_step_gd, variant=null_space_variant):
+    @given(case=label_shifts())
+    @example(case=DENSE_CASE)
+    @budget(0.3, minimum=4)  # two tiny predictions per example
+    def test_same_prediction(case):
+        d, eta, clean, corrupted = _prompts(case)
+        model = build(d, eta)
+        # Bit-identity, not a tolerance (null_space_variant's docstring): predict reads only
+        # W_PV's last row, and the dense W_KQ column meets the query's exact-zero label slot
+        for Z in (clean, corrupted):
+            assert torch.equal(variant(model).predict(Z), model.predict(Z)), (
+                "the null-space variant changed the prediction by "
+                f"{float((variant(model).predict(Z) - model.predict(Z)).abs().max())}")
+        evidence.cases(1)
+    return test_same_prediction
+
+
+test_variant_same_prediction = check(ICL_VARIANT, "property")(same_prediction_check())
+test_variant_sufficient = check(ICL_VARIANT, "property")(
+    sufficiency_check(variant=null_space_variant))
+test_variant_necessary = check(ICL_VARIANT, "property")(
+    necessity_check(variant=null_space_variant))
+test_variant_minimal = check(ICL_VARIANT, "property")(
+    necessity_check(minimal=True, variant=null_space_variant))

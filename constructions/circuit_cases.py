@@ -163,3 +163,112 @@ TWO_LAYER_INDUCTION = CircuitCase(
     claims=("circuits.induction-sufficient", "circuits.induction-necessary",
             "circuits.induction-minimal"),
 ).register()
+
+
+# --- the two-layer induction case under the earlier-occurrence corruption, and its variants ----
+
+def sample_earlier_occurrence_pairs(generator: torch.Generator, batch: int, *, vocab_size: int,
+                                    max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Clean prompts of length ``max_len`` with exactly one earlier occurrence of the final
+    token, and their :func:`~constructions.circuits.resample_earlier_occurrence` corruptions.
+
+    The earlier occurrence :math:`j^\star \le m - 3` is uniform; every other position before
+    the end is uniform over the tokens other than the final one :math:`a`; the replacement
+    :math:`a'` is uniform over the tokens other than :math:`a` and :math:`\tau =
+    \sigma_{j^\star+1}` (hence :math:`S \ge 3`).
+    """
+    from constructions.circuits import resample_earlier_occurrence
+
+    _validate.generator("generator", generator)
+    batch = _validate.positive_int("batch", batch)
+    S = _validate.positive_int("vocab_size", vocab_size, minimum=3)
+    m = _validate.positive_int("max_len", max_len, minimum=3)
+    clean = torch.empty(batch, m, dtype=torch.long)
+    replacement = torch.empty(batch, dtype=torch.long)
+    for b in range(batch):
+        a = int(torch.randint(S, (1,), generator=generator))
+        # every non-final position draws from the S - 1 tokens other than a
+        others = torch.randint(S - 1, (m,), generator=generator)
+        clean[b] = others + (others >= a).long()
+        j = int(torch.randint(m - 2, (1,), generator=generator))
+        clean[b, j] = clean[b, -1] = a
+        allowed = [t for t in range(S) if t not in (a, int(clean[b, j + 1]))]
+        replacement[b] = allowed[int(torch.randint(len(allowed), (1,), generator=generator))]
+    return clean, resample_earlier_occurrence(clean, replacement, S)
+
+
+def _earlier_occurrence_circuit(vocab_size: int, max_len: int) -> Circuit:
+    return induction_circuit("two_layer", vocab_size, max_len, "resample_earlier_occurrence")
+
+
+EARLIER_OCCURRENCE = ("resample_earlier_occurrence: the one earlier occurrence of the final "
+                      "token is replaced by a token that is neither it nor the token after it. "
+                      "It changes one causal variable, where the induction head attends (the "
+                      "previous-token head's record of that position); the corrupted prompt "
+                      "has no earlier occurrence, so its target is the no-match class and the "
+                      "metric is the logit difference between the copied token and it.")
+EARLIER_SIZES = {"smoke": {"vocab_size": 4, "max_len": 8},
+                 "full": {"vocab_size": 16, "max_len": 32}}
+
+TWO_LAYER_EARLIER_OCCURRENCE = CircuitCase(
+    name="two-layer-induction-earlier-occurrence",
+    title="Two-layer induction (one-hot), earlier-occurrence resampling",
+    builder="constructions.induction_heads:two_layer_induction",
+    circuit_builder="constructions.circuits:induction_circuit",
+    build=two_layer_induction,
+    circuit=_earlier_occurrence_circuit,
+    sample=sample_earlier_occurrence_pairs,
+    metric=logit_difference,
+    corruption=EARLIER_OCCURRENCE,
+    sizes=EARLIER_SIZES,
+    claims=("circuits.earlier-occurrence-sufficient", "circuits.earlier-occurrence-necessary",
+            "circuits.earlier-occurrence-minimal"),
+).register()
+
+
+def _spurious_model(vocab_size: int, max_len: int) -> nn.Module:
+    from constructions.circuit_variants import spurious_head_variant
+
+    return spurious_head_variant(two_layer_induction(vocab_size, max_len))
+
+
+def _spurious_circuit(vocab_size: int, max_len: int) -> Circuit:
+    from constructions.circuit_variants import SPURIOUS_HEADS
+
+    model = _spurious_model(vocab_size, max_len)
+    return _earlier_occurrence_circuit(vocab_size, max_len).relabelled(
+        SPURIOUS_HEADS, model.layers[0].n_heads, model.d_model)
+
+
+def _gauge_model(vocab_size: int, max_len: int) -> nn.Module:
+    from constructions.circuit_variants import value_gauge_variant
+
+    return value_gauge_variant(two_layer_induction(vocab_size, max_len))
+
+
+def _gauge_circuit(vocab_size: int, max_len: int) -> Circuit:
+    model = _gauge_model(vocab_size, max_len)
+    base = _earlier_occurrence_circuit(vocab_size, max_len)
+    return Circuit(base.name, base.n_layers, model.layers[0].n_heads, model.d_model,
+                   base.edges, base.corruption)
+
+
+VARIANT_CLAIMS = ("circuits.variants-same-function", "circuits.variants-circuit")
+SPURIOUS_HEAD_VARIANT = CircuitCase(
+    name="two-layer-induction-spurious-heads",
+    title="Two-layer induction with a dense spurious head per layer (earlier occurrence)",
+    builder="constructions.circuit_variants:spurious_head_variant",
+    circuit_builder="constructions.circuits:induction_circuit",
+    build=_spurious_model, circuit=_spurious_circuit, sample=sample_earlier_occurrence_pairs,
+    metric=logit_difference, corruption=EARLIER_OCCURRENCE, sizes=EARLIER_SIZES,
+    claims=VARIANT_CLAIMS,
+).register()
+VALUE_GAUGE_VARIANT = CircuitCase(
+    name="two-layer-induction-value-gauge",
+    title="Two-layer induction with a dense Hadamard gauge of W_V, W_O (earlier occurrence)",
+    builder="constructions.circuit_variants:value_gauge_variant",
+    circuit_builder="constructions.circuits:induction_circuit",
+    build=_gauge_model, circuit=_gauge_circuit, sample=sample_earlier_occurrence_pairs,
+    metric=logit_difference, corruption=EARLIER_OCCURRENCE, sizes=EARLIER_SIZES,
+    claims=VARIANT_CLAIMS,
+).register()

@@ -19,7 +19,10 @@ TransformerLens.
 *relative to a corruption*: an edge belongs to it iff the corruption changes what the edge
 carries in a way the output depends on. :func:`induction_mechanism` lists the edges whose
 weights are non-zero in the induction constructions (what the mechanism uses on some input);
-:func:`induction_circuit` is the subset that matters under :func:`resample_next_token`.
+:func:`induction_circuit` is the subset that matters under a corruption:
+:func:`resample_next_token` (what the induction head copies) or
+:func:`resample_earlier_occurrence` (where it attends). Realistic variants with the same
+circuits are in :mod:`constructions.circuit_variants`.
 """
 
 from __future__ import annotations
@@ -152,6 +155,19 @@ class Circuit:
         """This circuit with one more edge."""
         return dataclasses.replace(self, edges=(*self.edges, edge))
 
+    def relabelled(self, heads: dict[str, str], n_heads: int, d_model: int) -> Circuit:
+        """The same circuit in a model whose heads were renamed by ``heads`` (old node name ->
+        new), with ``n_heads`` heads a layer and width ``d_model`` (a variant's)."""
+        _validate.instance("heads", heads, dict)
+        n_heads = _validate.positive_int("n_heads", n_heads)
+        d_model = _validate.positive_int("d_model", d_model)
+
+        def rename(node: str) -> str:
+            return heads.get(node, node)
+        edges = tuple(dataclasses.replace(e, source=rename(e.source), target=rename(e.target))
+                      for e in self.edges)
+        return Circuit(self.name, self.n_layers, n_heads, d_model, edges, self.corruption)
+
     def to_mib_json(self) -> dict:
         """The circuit in the MIB circuit-track graph format: ``cfg``, and every node and edge
         of the full graph with ``in_graph`` (and ``score`` 1 or 0 for edges). The graph has no
@@ -211,15 +227,22 @@ def induction_mechanism(kind: str, vocab_size: int, max_len: int) -> Circuit:
     return Circuit(f"{kind}_induction mechanism", 2, 1, d, _MECHANISM, corruption="any")
 
 
-def induction_circuit(kind: str, vocab_size: int, max_len: int) -> Circuit:
-    r"""The ground-truth circuit of the one-hot induction construction under
-    :func:`resample_next_token`, at the final position.
+CORRUPTIONS = ("resample_next_token", "resample_earlier_occurrence")
 
-    The corruption changes one causal variable: the token :math:`\tau` at the induction key
-    :math:`c = j^\star + 2` (model positions, BOS at 0), i.e. *what* the induction head copies,
-    not *where* it attends. It keeps :math:`\tau' \ne \sigma_i` and :math:`c < i`, so the
-    latest earlier occurrence :math:`j^\star` of :math:`\sigma_i` is the same in both runs.
-    Edge by edge (two-layer, one-hot blocks):
+_EARLIER = ("input->a0.h0<v>", "a0.h0->a1.h0<k>", "a1.h0->logits")
+
+
+def induction_circuit(kind: str, vocab_size: int, max_len: int,
+                      corruption: str = "resample_next_token") -> Circuit:
+    r"""The ground-truth circuit of the one-hot induction construction under ``corruption``,
+    at the final position.
+
+    **Under** :func:`resample_next_token`. The corruption changes one causal variable: the
+    token :math:`\tau` at the induction key :math:`c = j^\star + 2` (model positions, BOS at
+    0), i.e. *what* the induction head copies, not *where* it attends. It keeps
+    :math:`\tau' \ne \sigma_i` and :math:`c < i`, so the latest earlier occurrence
+    :math:`j^\star` of :math:`\sigma_i` is the same in both runs. Edge by edge (two-layer,
+    one-hot blocks):
 
     * ``input -> a0.h0<q>``, ``<k>``, ``input -> a1.h0<k>``: read positions only, which the
       corruption does not change.
@@ -236,22 +259,80 @@ def induction_circuit(kind: str, vocab_size: int, max_len: int) -> Circuit:
       the logit difference :math:`\ell_\tau - \ell_{\tau'}` moves by exactly :math:`2w`.
     * ``a1.h0 -> logits``: it carries that output: the same move, :math:`2w`.
 
-    So the circuit is these last two edges. For the compact construction the same corruption
-    also moves :math:`\langle u_{\sigma_i}, \mathrm{prev}_{c+1}\rangle` (the circle
-    coordinates are not one-hot), so prev-carrying edges matter there by margin-sized amounts;
-    that case is not covered here and ``kind="compact"`` is refused.
+    So the circuit is these last two edges.
+
+    **Under** :func:`resample_earlier_occurrence`. The corruption changes the other causal
+    variable, *where* the induction head attends: the one earlier occurrence
+    :math:`j^\star` of :math:`a = \sigma_i` becomes :math:`a' \notin \{a, \tau\}`
+    (:math:`\tau = \sigma_{j^\star+1}`), so the corrupted prompt has no earlier :math:`a`, its
+    target is :math:`\bot`, and the metric is :math:`m = \ell_{i,\tau} - \ell_{i,\bot}`
+    (:func:`logit_difference`). Edge by edge:
+
+    * ``input -> a0.h0<q>``, ``<k>``, ``input -> a1.h0<k>``: positions only (the input's
+      change is in the tok block, which :math:`W^1_Q, W^1_K, W^2_K` do not read): unchanged.
+    * ``input -> a1.h0<q>``: row :math:`i`'s query is :math:`\beta_2 e_a`, the same in both
+      runs (the embedding changes at row :math:`j^\star+1` only).
+    * ``input -> a1.h0<v>``: the value at model position :math:`j^\star+1` goes from
+      :math:`e_a` to :math:`e_{a'}`; the logits :math:`\ell_a, \ell_{a'}` move (by the small
+      weight on that non-matching key), but :math:`\ell_\tau` and :math:`\ell_\bot` read
+      coordinates :math:`\tau, \bot \notin \{a, a'\}`: the metric does not move.
+    * ``input -> a0.h0<v>``: the previous-token head's value at :math:`j^\star+1` becomes
+      :math:`e_{a'}`, so :math:`\mathrm{prev}_c[a]` drops from :math:`\ge \alpha` to the
+      weak terms: key :math:`c` stops matching and the induction head falls back on the BOS
+      sink, condition (D): the metric goes from :math:`\ge 2w - 1` to :math:`\le 1 - 2w_0`.
+    * ``a0.h0 -> a1.h0<k>``: carries that prev into the induction head's key: the same move.
+    * ``a1.h0 -> logits``: carries the induction head's output: the same move.
+    * the four zero edges of :func:`induction_mechanism`.
+
+    So the circuit is the previous-token head's value input, its composition into the
+    induction head's key (K-composition) and the induction head's output: 3 edges. (Were the
+    metric the whole logit vector, ``input -> a1.h0<v>`` would matter too, by the weight
+    :math:`\le 1 - w` on a non-matching key.)
+
+    For the compact construction both corruptions also move inner products of the circle
+    codes that the one-hot blocks keep apart (:math:`\langle u_{\sigma_i}, \mathrm{prev}
+    \rangle`, :math:`\langle u_{a'} - u_a, u_\tau - u_\bot\rangle`), so edges outside these
+    circuits matter there by amounts not derived here; ``kind="compact"`` is refused.
     """
     kind = _validate.choice("kind", kind, INDUCTION_KINDS)
+    corruption = _validate.choice("corruption", corruption, CORRUPTIONS)
     if kind != "two_layer":
-        raise ValueError("kind must be 'two_layer': the compact construction's circuit under "
-                         "resample_next_token is not derived")
+        raise ValueError("kind must be 'two_layer': the compact construction's circuits are "
+                         "not derived")
     mechanism = induction_mechanism(kind, vocab_size, max_len)
-    edges = tuple(e for e in mechanism.edges if e.name in _NEXT_TOKEN)
-    return dataclasses.replace(mechanism, name=f"{kind}_induction next-token circuit",
-                               edges=edges, corruption="resample_next_token")
+    kept = _NEXT_TOKEN if corruption == "resample_next_token" else _EARLIER
+    label = "next-token" if corruption == "resample_next_token" else "earlier-occurrence"
+    edges = tuple(e for e in mechanism.edges if e.name in kept)
+    return dataclasses.replace(mechanism, name=f"{kind}_induction {label} circuit",
+                               edges=edges, corruption=corruption)
 
 
 # --- corruption and metric ---------------------------------------------------------------------
+
+def _prompt_batch(tokens: object, vocab_size: object) -> tuple[torch.Tensor, torch.Tensor,
+                                                                 torch.Tensor]:
+    """(tokens as given, as a (B, n) batch, the final token's latest earlier occurrence)."""
+    vocab_size = _validate.positive_int("vocab_size", vocab_size)
+    tokens = _validate.token_tensor("tokens", tokens, vocab_size=vocab_size)
+    batch = tokens if tokens.ndim == 2 else tokens.unsqueeze(0)
+    if batch.shape[-1] < 3 or batch.shape[0] == 0:
+        raise ValueError(f"tokens must hold at least one prompt of length >= 3, got shape "
+                         f"{tuple(tokens.shape)}")
+    return tokens, batch, previous_occurrence(batch)[:, -1]                  # (B,)
+
+
+def _replacements(replacement: object, previous: torch.Tensor, vocab_size: int
+                  ) -> torch.Tensor:
+    """``replacement`` (an int or a (B,) tensor) as a (B,) tensor of tokens."""
+    if isinstance(replacement, int) and not isinstance(replacement, bool):
+        replacement = torch.full_like(previous, replacement)
+    replacement = _validate.token_tensor("replacement", replacement, vocab_size=vocab_size,
+                                         ndim=1)
+    if replacement.shape != previous.shape:
+        raise ValueError(f"replacement must have shape {tuple(previous.shape)}, "
+                         f"got {tuple(replacement.shape)}")
+    return replacement
+
 
 def resample_next_token(tokens: torch.Tensor, replacement: torch.Tensor | int,
                         vocab_size: int) -> torch.Tensor:
@@ -264,20 +345,12 @@ def resample_next_token(tokens: torch.Tensor, replacement: torch.Tensor | int,
     ``replacement`` (an int or a ``(B,)`` tensor) must differ from the old token
     :math:`\tau_i` and from :math:`\sigma_i`; then the corrupted target is ``replacement``.
     """
-    tokens = _validate.token_tensor("tokens", tokens, vocab_size=vocab_size)
-    batch = tokens if tokens.ndim == 2 else tokens.unsqueeze(0)
+    tokens, batch, previous = _prompt_batch(tokens, vocab_size)
     n = batch.shape[-1]
-    previous = previous_occurrence(batch)[:, -1]                         # (B,)
-    if n < 3 or bool(((previous < 0) | (previous + 1 >= n - 1)).any()):
+    if bool(((previous < 0) | (previous + 1 >= n - 1)).any()):
         raise ValueError("tokens must have, at the final position, an earlier occurrence "
                          "j* of the final token with j* + 1 < n - 1")
-    if isinstance(replacement, int) and not isinstance(replacement, bool):
-        replacement = torch.full_like(previous, replacement)
-    replacement = _validate.token_tensor("replacement", replacement, vocab_size=vocab_size,
-                                         ndim=1)
-    if replacement.shape != previous.shape:
-        raise ValueError(f"replacement must have shape {tuple(previous.shape)}, "
-                         f"got {tuple(replacement.shape)}")
+    replacement = _replacements(replacement, previous, vocab_size)
     rows = torch.arange(batch.shape[0])
     old = batch[rows, previous + 1]
     if bool(((replacement == old) | (replacement == batch[:, -1])).any()):
@@ -287,22 +360,59 @@ def resample_next_token(tokens: torch.Tensor, replacement: torch.Tensor | int,
     return corrupted if tokens.ndim == 2 else corrupted[0]
 
 
+def resample_earlier_occurrence(tokens: torch.Tensor, replacement: torch.Tensor | int,
+                                vocab_size: int) -> torch.Tensor:
+    r"""The corrupted prompt: the one earlier occurrence of the final token replaced by
+    ``replacement``.
+
+    ``tokens`` ``(B, n)`` or ``(n,)``: the final token :math:`a = \sigma_i` must occur exactly
+    once before position :math:`i`, at :math:`j^\star` with :math:`j^\star + 1 < i`, so that
+    the copied token :math:`\tau = \sigma_{j^\star+1}` is not :math:`a`. ``replacement``
+    (an int or a ``(B,)`` tensor) :math:`a'` must differ from :math:`a` and :math:`\tau`.
+    The corrupted prompt has no earlier occurrence of :math:`a`: its target is :math:`\bot`.
+    """
+    tokens, batch, previous = _prompt_batch(tokens, vocab_size)
+    n = batch.shape[-1]
+    count = (batch[:, :-1] == batch[:, -1:]).sum(-1)                     # (B,)
+    if bool(((count != 1) | (previous + 1 >= n - 1)).any()):
+        raise ValueError("tokens must have, before the final position, exactly one "
+                         "occurrence j* of the final token, with j* + 1 < n - 1")
+    replacement = _replacements(replacement, previous, vocab_size)
+    rows = torch.arange(batch.shape[0])
+    copied = batch[rows, previous + 1]
+    if bool(((replacement == copied) | (replacement == batch[:, -1])).any()):
+        raise ValueError("replacement must differ from the final token and the token after "
+                         "its earlier occurrence")
+    corrupted = batch.clone()
+    corrupted[rows, previous] = replacement
+    return corrupted if tokens.ndim == 2 else corrupted[0]
+
+
 def logit_difference(logits: torch.Tensor, clean: torch.Tensor, corrupted: torch.Tensor
                      ) -> torch.Tensor:
     r"""The metric :math:`\ell_{i,\tau} - \ell_{i,\tau'}` at the final position :math:`i`.
 
-    ``logits`` ``(B, n, C)``; ``clean``, ``corrupted`` ``(B, n)`` prompts, whose final oracle
+    ``logits`` ``(B, n, C)`` with :math:`C = S + 1` classes (the last one :math:`\bot`);
+    ``clean``, ``corrupted`` ``(B, n)`` prompts over :math:`S` tokens, whose final oracle
     targets (:func:`~constructions.induction_heads.induction_targets`) are :math:`\tau` and
-    :math:`\tau'`. Returns ``(B,)``.
+    :math:`\tau'`; a final position with no earlier occurrence has target :math:`\bot`, the
+    class :math:`S` (the constructions' "no match" output). Returns ``(B,)``.
     """
     logits = _validate.real_tensor("logits", logits, ndim=3)
+    if logits.shape[0] == 0 or logits.shape[1] == 0 or logits.shape[2] < 2:
+        raise ValueError(f"logits must have shape (B, n, C) with B, n >= 1 and C >= 2, got "
+                         f"{tuple(logits.shape)}")
+    classes = logits.shape[-1]
+    targets = []
+    for name, prompt in (("clean", clean), ("corrupted", corrupted)):
+        prompt = _validate.token_tensor(name, prompt, vocab_size=classes - 1, ndim=2)
+        if prompt.shape != logits.shape[:2]:
+            raise ValueError(f"{name} must have the shape (B, n) = {tuple(logits.shape[:2])} of "
+                             f"logits, got {tuple(prompt.shape)}")
+        target = induction_targets(prompt.to(logits.device))[:, -1]
+        targets.append(torch.where(target < 0, classes - 1, target).unsqueeze(-1))
     final = logits[:, -1]                                                # (B, C)
-    tau = induction_targets(clean)[:, -1].unsqueeze(-1)
-    tau_corrupted = induction_targets(corrupted)[:, -1].unsqueeze(-1)
-    if bool(((tau < 0) | (tau_corrupted < 0)).any()):
-        raise ValueError("clean and corrupted must have an induction target at the final "
-                         "position")
-    return (final.gather(-1, tau) - final.gather(-1, tau_corrupted)).squeeze(-1)
+    return (final.gather(-1, targets[0]) - final.gather(-1, targets[1])).squeeze(-1)
 
 
 # --- edge patching on the native hook points ------------------------------------------------
@@ -348,8 +458,10 @@ def edge_patched_logits(model: InductionTransformer, clean: torch.Tensor,
     empty ``patched`` gives the clean run through the same per-head code path.
     """
     _validate.instance("model", model, InductionTransformer)
-    clean = model._validated(clean)
-    corrupted = model._validated(corrupted)
+    clean, corrupted = (_validate.token_tensor(name, prompt, vocab_size=model.vocab_size,
+                                               max_len=model.max_len)
+                        for name, prompt in (("clean", clean), ("corrupted", corrupted)))
+    clean, corrupted = model._validated(clean), model._validated(corrupted)
     if clean.shape != corrupted.shape:
         raise ValueError(f"corrupted must have the shape of clean {tuple(clean.shape)}, "
                          f"got {tuple(corrupted.shape)}")

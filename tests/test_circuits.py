@@ -1,8 +1,8 @@
 """Mutants and bad input for the circuits area.
 
-Each mutant rebuilds a check of ``theorems.areas.circuits`` around a wrong circuit (an edge
-dropped, a spurious edge added) or a broken construction, and asserts with ``expect_failure``
-that the check then fails.
+Each mutant rebuilds a check of a ``theorems.areas.circuits`` topic module around a wrong
+circuit (an edge dropped, a spurious edge added), a broken construction or a broken variant,
+and asserts with ``expect_failure`` that the check then fails.
 """
 
 from __future__ import annotations
@@ -13,6 +13,13 @@ import json
 import pytest
 import torch
 
+from constructions.circuit_variants import (
+    SPURIOUS_HEADS,
+    gauge_width,
+    hadamard,
+    spurious_head_variant,
+    value_gauge_variant,
+)
 from constructions.circuits import (
     Circuit,
     Edge,
@@ -21,10 +28,25 @@ from constructions.circuits import (
     induction_circuit,
     induction_mechanism,
     logit_difference,
+    resample_earlier_occurrence,
     resample_next_token,
 )
+from constructions.icl_circuit import (
+    icl_circuit,
+    lsa_patched_prediction,
+    null_space_variant,
+    shift_label,
+)
+from constructions.icl_regression import one_step_gd, prompt
 from constructions.induction_heads import two_layer_induction
-from theorems.areas import circuits
+from constructions.layernorm_geometry import majority_head
+from constructions.majority_circuit import (
+    majority_circuit,
+    majority_operands,
+    majority_patched_output,
+    resample_token,
+)
+from theorems.areas.circuits import earlier_occurrence, icl, majority, next_token
 from theorems.evidence import expect_failure
 
 
@@ -56,32 +78,32 @@ def unembedding_reads_prev(vocab_size, max_len, **kwargs):
 @pytest.mark.mutant("circuits.induction-sufficient")
 @pytest.mark.parametrize("name", ["input->a1.h0<v>", "a1.h0->logits"])
 def test_a_circuit_missing_an_edge_is_not_sufficient(name):
-    expect_failure(circuits.sufficiency_check(circuit=dropping(name)))
+    expect_failure(next_token.sufficiency_check(circuit=dropping(name)))
 
 
 @pytest.mark.mutant("circuits.induction-sufficient")
 def test_a_construction_with_an_extra_path_breaks_sufficiency():
-    expect_failure(circuits.sufficiency_check(build=unembedding_reads_prev))
+    expect_failure(next_token.sufficiency_check(build=unembedding_reads_prev))
 
 
 @pytest.mark.mutant("circuits.induction-necessary")
 @pytest.mark.parametrize("edge", [("a0.h0", "a1.h0", "q"), ("input", "a1.h0", "k"),
                                   ("a0.h0", "a1.h0", "k")])
 def test_a_spurious_edge_is_not_necessary(edge):
-    expect_failure(circuits.necessity_check(circuit=adding(*edge)))
+    expect_failure(next_token.necessity_check(circuit=adding(*edge)))
 
 
 @pytest.mark.mutant("circuits.induction-necessary")
 def test_without_recency_the_margin_bound_fails():
     # recency = 0: older matches tie with the induction key, so its weight drops below 1/(1+omega)
-    expect_failure(circuits.necessity_check(build=functools.partial(two_layer_induction,
+    expect_failure(next_token.necessity_check(build=functools.partial(two_layer_induction,
                                                                     recency=0.0)))
 
 
 @pytest.mark.mutant("circuits.induction-minimal")
 @pytest.mark.parametrize("edge", [("a0.h0", "a1.h0", "v"), ("input", "a0.h0", "v")])
 def test_a_spurious_edge_can_be_dropped(edge):
-    expect_failure(circuits.necessity_check(circuit=adding(*edge), minimal=True))
+    expect_failure(next_token.necessity_check(circuit=adding(*edge), minimal=True))
 
 
 @pytest.mark.mutant("circuits.induction-mechanism")
@@ -91,8 +113,8 @@ def test_a_wrong_mechanism_fails():
 
     def spurious(*args):
         return induction_mechanism(*args).with_edge(Edge("a0.h0", "logits"))
-    expect_failure(circuits.mechanism_check(mechanism=dropped))
-    expect_failure(circuits.mechanism_check(mechanism=spurious))
+    expect_failure(next_token.mechanism_check(mechanism=dropped))
+    expect_failure(next_token.mechanism_check(mechanism=spurious))
 
 
 def test_mib_json_lists_the_whole_graph():
@@ -139,8 +161,369 @@ CLEAN = torch.tensor([[0, 1, 2, 3, 0]])
     (lambda: logit_difference(MODEL(CLEAN), torch.tensor([[0, 1, 2]]), CLEAN), ValueError,
      "clean"),
     (lambda: attention_graph(0, 1), ValueError, "n_layers"),
+    (lambda: resample_earlier_occurrence(torch.tensor([[0, 1, 0, 2, 0]]), 3, 4), ValueError,
+     "tokens"),                                               # two earlier occurrences
+    (lambda: resample_earlier_occurrence(torch.tensor([[1, 0, 0]]), 2, 4), ValueError,
+     "tokens"),                                               # j* + 1 = i
+    (lambda: resample_earlier_occurrence(CLEAN, 1, 4), ValueError, "replacement"),  # tau
+    (lambda: resample_earlier_occurrence(CLEAN, 0, 4), ValueError, "replacement"),  # a
+    (lambda: induction_circuit("two_layer", 4, 6, "resample_everything"), ValueError,
+     "corruption"),
+    (lambda: induction_circuit("two_layer", 4, 6).relabelled([], 2, 8), TypeError, "heads"),
+    (lambda: hadamard(8), ValueError, "size"),
+    (lambda: spurious_head_variant(spurious_head_variant(MODEL)), ValueError, "model"),
+    (lambda: spurious_head_variant(MODEL, junk=0), ValueError, "junk"),
+    (lambda: value_gauge_variant("model"), TypeError, "model"),
+    (lambda: shift_label(ICL_Z, 2, 1.0), ValueError, "index"),
+    (lambda: shift_label(ICL_Z, 0, float("nan")), ValueError, "shift"),
+    (lambda: lsa_patched_prediction(ICL_MODEL, ICL_Z, ICL_Z[:, :2], ()), ValueError,
+     "corrupted"),
+    (lambda: lsa_patched_prediction(ICL_MODEL, ICL_Z[:2], ICL_Z, ()), ValueError, "clean"),
+    (lambda: lsa_patched_prediction(ICL_MODEL, ICL_Z, ICL_Z, ["input->a1.h0<v>"]),
+     ValueError, "patched"),
+    (lambda: lsa_patched_prediction(one_step_gd(2, 0.5, mask_query=False), ICL_Z, ICL_Z, ()),
+     ValueError, "model"),
+    (lambda: icl_circuit(0), ValueError, "d"),
+    (lambda: null_space_variant(ICL_MODEL, scale=0.0), ValueError, "scale"),
+    (lambda: resample_token(MAJORITY_TOKENS, 4, 0, 3), ValueError, "position"),
+    (lambda: resample_token(MAJORITY_TOKENS, 1, 2, 3), ValueError, "replacement"),
+    (lambda: resample_token(MAJORITY_TOKENS, 1, 3, 3), ValueError, "replacement"),
+    (lambda: majority_patched_output(MAJORITY, MAJORITY_TOKENS, MAJORITY_TOKENS[:, :2], ()),
+     ValueError, "corrupted"),
+    (lambda: majority_patched_output(MAJORITY, MAJORITY_TOKENS, MAJORITY_TOKENS, ["x"]),
+     ValueError, "patched"),
+    (lambda: majority_operands(MODEL, CLEAN), TypeError, "model"),
     (lambda: Edge("input", "logits").hooks(0), ValueError, "n_layers"),
 ])
 def test_bad_input_names_the_parameter(call, error, name):
     with pytest.raises(error, match=rf"^{name}\b"):
         call()
+
+
+# --- the earlier-occurrence corruption -------------------------------------------------------
+
+EARLIER_EDGES = ["input->a0.h0<v>", "a0.h0->a1.h0<k>", "a1.h0->logits"]
+
+
+def query_reads_prev(vocab_size, max_len, **kwargs):
+    """two_layer_induction whose induction query also reads the prev block: a0.h0 -> a1.h0<q>
+    is no longer a zero map, and the corruption moves row i's prev (the weak weight on j*)."""
+    model = two_layer_induction(vocab_size, max_len, **kwargs)
+    S, n = vocab_size, max_len
+    prev = slice((S + 1) + (n + 1), 2 * (S + 1) + (n + 1))
+    with torch.no_grad():
+        model.layers[1].W_Q[0][prev, :S] = torch.eye(S + 1, S, dtype=torch.float64) * 50.0
+    return model
+
+
+def leaky_spurious(model):
+    """A spurious-head variant whose layer-1 spurious head also writes into the out block,
+    which the unembedding reads: a head outside the circuit that matters."""
+    variant = spurious_head_variant(model)
+    S = model.vocab_size
+    out = slice(model.d_model - 1 - (S + 1), model.d_model - 1)   # out sits before const
+    with torch.no_grad():
+        variant.layers[1].W_O[0][:, out] = 0.5
+    return variant, SPURIOUS_HEADS, 0
+
+
+def non_orthogonal_gauge(model):
+    """value_gauge_variant with W_O scaled by 1 + 2^-20: B B^T != I."""
+    variant = value_gauge_variant(model)
+    with torch.no_grad():
+        for layer in variant.layers:
+            layer.W_O.mul_(1 + 2.0**-20)
+    return variant
+
+
+@pytest.mark.mutant("circuits.earlier-occurrence-sufficient")
+@pytest.mark.parametrize("name", EARLIER_EDGES)
+def test_an_earlier_occurrence_circuit_missing_an_edge_is_not_sufficient(name):
+    expect_failure(earlier_occurrence.sufficiency_check(circuit=dropping(name)))
+
+
+@pytest.mark.mutant("circuits.earlier-occurrence-sufficient")
+def test_a_query_that_reads_prev_breaks_sufficiency():
+    expect_failure(earlier_occurrence.sufficiency_check(build=query_reads_prev))
+
+
+@pytest.mark.mutant("circuits.earlier-occurrence-necessary")
+@pytest.mark.parametrize("edge", [("input", "a1.h0", "v"), ("input", "a1.h0", "q"),
+                                  ("a0.h0", "a1.h0", "q"), ("input", "a0.h0", "k")])
+def test_a_spurious_edge_is_not_necessary_under_the_earlier_occurrence(edge):
+    expect_failure(earlier_occurrence.necessity_check(circuit=adding(*edge)))
+
+
+@pytest.mark.mutant("circuits.earlier-occurrence-necessary")
+def test_without_the_sink_the_occurrence_bound_fails():
+    # sink = 0: with the match gone, the head follows the recency bias to the final key (token
+    # a), not BOS, so the corrupted metric is about 0, not <= 1 - 2 w_0
+    expect_failure(earlier_occurrence.necessity_check(
+        build=functools.partial(two_layer_induction, sink=0.0)))
+
+
+@pytest.mark.mutant("circuits.earlier-occurrence-minimal")
+@pytest.mark.parametrize("edge", [("input", "a1.h0", "v"), ("a0.h0", "a1.h0", "v")])
+def test_a_spurious_edge_can_be_dropped_under_the_earlier_occurrence(edge):
+    expect_failure(earlier_occurrence.necessity_check(circuit=adding(*edge), minimal=True))
+
+
+@pytest.mark.mutant("circuits.variants-same-function")
+def test_a_spurious_head_that_writes_into_the_readout_changes_the_function():
+    expect_failure(earlier_occurrence.same_function_check(
+        spurious_variant=lambda model: leaky_spurious(model)[0]))
+
+
+@pytest.mark.mutant("circuits.variants-same-function")
+def test_a_non_orthogonal_gauge_changes_the_function():
+    expect_failure(earlier_occurrence.same_function_check(gauge_variant=non_orthogonal_gauge))
+
+
+@pytest.mark.mutant("circuits.variants-circuit")
+def test_a_spurious_head_that_matters_breaks_the_variant_circuit():
+    expect_failure(earlier_occurrence.sufficiency_check(variants=(leaky_spurious,)))
+
+
+@pytest.mark.mutant("circuits.variants-circuit")
+@pytest.mark.parametrize("minimal", [False, True])
+def test_a_spurious_edge_fails_on_the_variants(minimal):
+    variants = (earlier_occurrence.spurious, earlier_occurrence.gauge)
+    expect_failure(earlier_occurrence.necessity_check(
+        circuit=adding("input", "a1.h0", "v"), minimal=minimal, variants=variants))
+
+
+def test_the_variants_keep_the_original_weights_exact():
+    model = two_layer_induction(5, 7)
+    B = hadamard(16)
+    assert torch.equal(B @ B.T, torch.eye(16, dtype=torch.float64))  # exact: entries +-1/4
+    gauge = value_gauge_variant(model)
+    assert gauge_width(model) == 16 and gauge.layers[1].W_V.shape == (1, model.d_model, 16)
+    assert torch.equal(gauge.layers[1].W_V[0] @ gauge.layers[1].W_O[0],
+                       model.layers[1].W_V[0] @ model.layers[1].W_O[0])
+    spurious = spurious_head_variant(model, junk=3)
+    assert spurious.d_model == model.d_model + 3 and spurious.layers[0].n_heads == 2
+    assert bool((spurious.layers[1].W_Q[0] != 0).all())  # dense, not axis-aligned
+    circuit = induction_circuit("two_layer", 5, 7, "resample_earlier_occurrence")
+    renamed = circuit.relabelled(SPURIOUS_HEADS, 2, spurious.d_model)
+    assert renamed.edge_names == {"input->a0.h1<v>", "a0.h1->a1.h1<k>", "a1.h1->logits"}
+    assert len(renamed.complement()) == 26
+
+
+def test_the_earlier_occurrence_corruption_removes_the_match():
+    clean = torch.tensor([[3, 1, 2, 4, 0, 2, 1, 3]])
+    corrupted = resample_earlier_occurrence(clean, 4, 5)
+    assert corrupted.tolist() == [[4, 1, 2, 4, 0, 2, 1, 3]]
+    model = two_layer_induction(5, 8)
+    assert model.predict(clean)[0, -1] == 1 and model.predict(corrupted)[0, -1] == -1
+    metric = logit_difference(model(clean), clean, corrupted)   # l_tau - l_bot, bot = class 5
+    assert float(metric) > 0.9
+
+
+# --- the one-step-GD case --------------------------------------------------------------------
+
+def half_step(d, eta):
+    """one_step_gd with half the step: it moves the prediction by half the derived amount."""
+    return one_step_gd(d, eta / 2)
+
+
+def label_key(d, eta):
+    """one_step_gd whose W_KQ has a y row: the key edge then carries the label shift."""
+    model = one_step_gd(d, eta)
+    with torch.no_grad():
+        model.W_KQ[d, :d] = 1.0
+    return model
+
+
+def icl_dropping(name):
+    def circuit(d):
+        return icl_circuit(d).without(name)
+    return circuit
+
+
+def icl_adding(source, target, qkv=None):
+    def circuit(d):
+        return icl_circuit(d).with_edge(Edge(source, target, qkv, "spurious"))
+    return circuit
+
+
+@pytest.mark.mutant("circuits.icl-sufficient")
+@pytest.mark.parametrize("name", ["input->a0.h0<v>", "a0.h0->logits"])
+def test_an_icl_circuit_missing_an_edge_is_not_sufficient(name):
+    expect_failure(icl.sufficiency_check(circuit=icl_dropping(name)))
+
+
+@pytest.mark.mutant("circuits.icl-sufficient")
+def test_a_key_that_reads_the_label_breaks_icl_sufficiency():
+    expect_failure(icl.sufficiency_check(build=label_key))
+
+
+@pytest.mark.mutant("circuits.icl-necessary")
+@pytest.mark.parametrize("edge", [("input", "a0.h0", "k"), ("input", "a0.h0", "q"),
+                                  ("input", "logits")])
+def test_a_spurious_icl_edge_is_not_necessary(edge):
+    expect_failure(icl.necessity_check(circuit=icl_adding(*edge)))
+
+
+@pytest.mark.mutant("circuits.icl-necessary")
+def test_half_the_step_misses_the_derived_move():
+    expect_failure(icl.necessity_check(build=half_step))
+
+
+@pytest.mark.mutant("circuits.icl-minimal")
+@pytest.mark.parametrize("edge", [("input", "a0.h0", "k"), ("input", "logits")])
+def test_a_spurious_icl_edge_can_be_dropped(edge):
+    expect_failure(icl.necessity_check(circuit=icl_adding(*edge), minimal=True))
+
+
+def keys_read_labels(model):
+    """null_space_variant that also fills W_KQ's y row: no longer in the null space."""
+    variant = null_space_variant(model)
+    with torch.no_grad():
+        variant.W_KQ[-1, :-1] = 0.7
+    return variant
+
+
+def value_reads_x(model):
+    """null_space_variant that also fills W_PV's last row: the read-out sees it."""
+    variant = null_space_variant(model)
+    with torch.no_grad():
+        variant.W_PV[-1, :-1] = 0.7
+    return variant
+
+
+@pytest.mark.mutant("circuits.icl-variant")
+def test_a_variant_outside_the_null_space_changes_the_prediction():
+    expect_failure(icl.same_prediction_check(variant=value_reads_x))
+
+
+@pytest.mark.mutant("circuits.icl-variant")
+def test_a_variant_whose_keys_read_labels_breaks_sufficiency():
+    expect_failure(icl.sufficiency_check(variant=keys_read_labels))
+
+
+@pytest.mark.mutant("circuits.icl-variant")
+@pytest.mark.parametrize("minimal", [False, True])
+def test_a_spurious_edge_fails_on_the_icl_variant(minimal):
+    expect_failure(icl.necessity_check(circuit=icl_adding("input", "a0.h0", "k"),
+                                       minimal=minimal, variant=null_space_variant))
+
+
+def test_patching_nothing_is_the_lsa_prediction():
+    X = torch.tensor([[1.0, 0.5], [-0.3, 2.0], [0.7, -1.1]], dtype=torch.float64)
+    Z = prompt(X, torch.tensor([0.2, -1.0, 0.4], dtype=torch.float64), X[1])
+    model = one_step_gd(2, 0.5)
+    # the same operations in the same order as LinearSelfAttention.predict
+    assert torch.equal(lsa_patched_prediction(model, Z, shift_label(Z, 1, 1.0), ()),
+                       model.predict(Z))
+
+
+ICL_MODEL = one_step_gd(2, 0.5)
+ICL_Z = prompt(torch.tensor([[1.0, 0.5], [-0.3, 2.0]], dtype=torch.float64),
+               torch.tensor([0.2, -1.0], dtype=torch.float64),
+               torch.tensor([-0.3, 2.0], dtype=torch.float64))
+
+
+# --- the majority head ------------------------------------------------------------------------
+
+def majority_dropping(name):
+    def circuit(d):
+        return majority_circuit(d).without(name)
+    return circuit
+
+
+def majority_adding(source, target, qkv=None):
+    def circuit(d):
+        return majority_circuit(d).with_edge(Edge(source, target, qkv, "spurious"))
+    return circuit
+
+
+@pytest.mark.mutant("circuits.majority-sufficient")
+@pytest.mark.parametrize("name", ["input->a0.h0<v>", "a0.h0->logits"])
+def test_a_majority_circuit_missing_an_edge_is_not_sufficient(name):
+    expect_failure(majority.sufficiency_check(circuit=majority_dropping(name)))
+
+
+@pytest.mark.mutant("circuits.majority-sufficient")
+def test_without_layernorm_the_keys_matter():
+    # normalize=False: keys are no longer orthogonal to the query, so scores depend on them
+    expect_failure(majority.sufficiency_check(
+        build=functools.partial(majority_head, normalize=False)))
+
+
+@pytest.mark.mutant("circuits.majority-necessary")
+@pytest.mark.parametrize("edge", [("input", "a0.h0", "k"), ("input", "a0.h0", "q"),
+                                  ("input", "logits")])
+def test_a_spurious_majority_edge_is_not_necessary(edge):
+    expect_failure(majority.necessity_check(circuit=majority_adding(*edge)))
+
+
+@pytest.mark.mutant("circuits.majority-minimal")
+@pytest.mark.parametrize("edge", [("input", "a0.h0", "k"), ("input", "logits")])
+def test_a_spurious_majority_edge_can_be_dropped(edge):
+    expect_failure(majority.necessity_check(circuit=majority_adding(*edge), minimal=True))
+
+
+def test_patching_nothing_is_the_majority_head():
+    model, tokens = majority_head(3, 5), torch.tensor([[0, 2, 2, 1]])
+    # the same operations in the same order as Attention.forward
+    assert torch.equal(majority_patched_output(model, tokens, resample_token(tokens, 1, 0, 3),
+                                               ()), model(tokens))
+
+
+MAJORITY = majority_head(3, 5)
+MAJORITY_TOKENS = torch.tensor([[0, 2, 2, 1]])
+
+
+# --- the public-API fuzz's valid examples (tests/test_public_api.py) --------------------------
+
+def _patching() -> dict:
+    return {"model": two_layer_induction(4, 6), "clean": CLEAN,
+            "corrupted": resample_next_token(CLEAN, 2, 4), "patched": ("a1.h0->logits",)}
+
+
+PUBLIC_API_EXAMPLES = {
+    "circuits.attention_graph": lambda: {"n_layers": 2, "n_heads": 1},
+    "circuits.induction_circuit": lambda: {"kind": "two_layer", "vocab_size": 4, "max_len": 6},
+    "circuits.induction_mechanism": lambda: {"kind": "two_layer", "vocab_size": 4,
+                                             "max_len": 6},
+    "circuits.resample_next_token": lambda: {"tokens": CLEAN, "replacement": 2,
+                                             "vocab_size": 4},
+    "circuits.logit_difference": lambda: {"logits": MODEL(CLEAN), "clean": CLEAN,
+                                          "corrupted": resample_next_token(CLEAN, 2, 4)},
+    "circuits.edge_patched_logits": _patching,
+    "circuits.resample_earlier_occurrence": lambda: {"tokens": CLEAN, "replacement": 3,
+                                                     "vocab_size": 4},
+    "circuit_variants.hadamard": lambda: {"size": 16},
+    "icl_circuit.icl_circuit": lambda: {"d": 2},
+    "icl_circuit.null_space_variant": lambda: {"model": ICL_MODEL},
+    "majority_circuit.majority_circuit": lambda: {"d": 5},
+    "majority_circuit.resample_token": lambda: {"tokens": MAJORITY_TOKENS, "position": 1,
+                                                "replacement": 0, "vocab_size": 3},
+    "majority_circuit.majority_patched_output": lambda: {
+        "model": MAJORITY, "clean": MAJORITY_TOKENS,
+        "corrupted": resample_token(MAJORITY_TOKENS, 1, 0, 3), "patched": ("a0.h0->logits",)},
+    "majority_circuit.majority_operands": lambda: {"model": MAJORITY,
+                                                   "tokens": MAJORITY_TOKENS},
+    "icl_circuit.shift_label": lambda: {"Z": ICL_Z, "index": 0, "shift": 1.0},
+    "icl_circuit.lsa_patched_prediction": lambda: {
+        "model": ICL_MODEL, "clean": ICL_Z, "corrupted": shift_label(ICL_Z, 0, 1.0),
+        "patched": ("input->a0.h0<v>",)},
+    "icl_circuit.lsa_magnitude": lambda: {"model": ICL_MODEL, "Z_V": ICL_Z, "Z_K": ICL_Z,
+                                          "Z_Q": ICL_Z},
+    "circuit_variants.spurious_head_variant": lambda: {"model": MODEL},
+    "circuit_variants.gauge_width": lambda: {"model": MODEL},
+    "circuit_variants.value_gauge_variant": lambda: {"model": MODEL},
+}
+PUBLIC_API_ACCEPTED = {
+    # the classes are read off logits (C = S + 1, the last one bot): one more class is a model
+    # over one more token, and prompts over fewer tokens are valid prompts for it
+    ("circuits.logit_difference", "logits"): ("mismatched",),
+    # one more column is one more context example; index 0 is the first context label
+    ("icl_circuit.shift_label", "Z"): ("mismatched",),
+    ("icl_circuit.shift_label", "index"): ("zero",),
+    # token 0 and position 0 are valid; a longer prompt is another prompt
+    ("majority_circuit.resample_token", "replacement"): ("zero",),
+    ("majority_circuit.resample_token", "position"): ("zero",),
+    ("majority_circuit.resample_token", "tokens"): ("mismatched",),
+    ("majority_circuit.majority_operands", "tokens"): ("mismatched",),
+}

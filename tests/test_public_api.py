@@ -42,11 +42,7 @@ import constructions
 # transformer_lens, transformer_bridge): tests/test_export.py and tests/test_bundle.py cover their
 # errors; they take models and layouts rather than data, and get examples of their own later
 SKIPPED_MODULES = {"export", "files", "recording", "bundle", "residual_layout",
-                   "transformer_lens", "transformer_bridge",
-                   # Landed after this fuzz's pass over the areas: its bad-input tests are its
-                   # own (tests/test_circuits.py) until it gets PUBLIC_API_EXAMPLES; the fuzz
-                   # found unnamed errors in it (open).
-                   "circuits"}
+                   "transformer_lens", "transformer_bridge"}
 
 
 def public_functions() -> dict[str, Callable]:

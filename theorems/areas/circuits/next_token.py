@@ -1,26 +1,12 @@
-r"""Ground-truth circuits: attention constructions as exact benchmarks for circuit discovery.
+r"""The induction circuit under next-token resampling: what the induction head copies.
 
-Circuit-discovery methods (activation and attribution patching, ACDC, EAP) are judged on
-models whose circuit is known. Here the circuit follows from a construction's weights and is
-checked: the edges of :func:`constructions.circuits.induction_mechanism` are exactly the
-non-zero ones, and relative to the corruption :func:`~constructions.circuits.resample_next_token`
-the two-edge circuit of :func:`~constructions.circuits.induction_circuit` is sufficient
-(patching every other edge leaves the final logits bit for bit unchanged), necessary (patching
-either edge moves the logit difference by at least a bound derived from the construction's
-margins) and minimal. Patching runs on the constructions' own hook points in float64
-(:func:`~constructions.circuits.edge_patched_logits`), without TransformerLens.
-
-Sources: the constructions and their exactness are the induction-heads area's
-(Sanford, Hsu, Telgarsky 2024, arXiv:2408.14332; Bietti et al. 2023); the circuit statements,
-the corruption and the bounds are ours [D]. The edge naming is that of the MIB circuit track
-(Mueller et al. 2025; arXiv id 2504.13151 recalled [R]), read in a third-party converter to
-its leaderboard format [S].
+Relative to :func:`~constructions.circuits.resample_next_token` the two-edge circuit of
+:func:`~constructions.circuits.induction_circuit` is sufficient (patching every other edge
+leaves the final logits bit for bit unchanged), necessary and minimal; the mechanism's edges
+are exactly the constructions' non-zero ones. Sources: see the area's introduction.
 """
 
 from __future__ import annotations
-
-import functools
-import math
 
 import torch
 from hypothesis import example, given
@@ -41,22 +27,17 @@ from constructions.induction_heads import (
     two_layer_parameters,
 )
 from constructions.numerics import gamma, unit_roundoff
+from theorems.areas.circuits._shared import (
+    CONSTRUCTIONS,
+    GRAPH,
+    PATCHING,
+    SHT,
+    cached,
+    rounding_terms,
+)
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.profiles import budget
-
-SHT = {"arxiv": "2408.14332", "ref": "Sanford, Hsu, Telgarsky (2024)"}
-CONSTRUCTIONS = "constructions.circuits"
-
-GRAPH = (r"The graph of a 2-layer, 1-head attention-only model has nodes input (embedding), "
-         r"$a_0$ (L0H0), $a_1$ (L1H0) and logits, and the 12 edges $u \to v\langle x\rangle$ "
-         r"from input to the query, key and value ($x \in \{q,k,v\}$) of $a_0$ and $a_1$, from "
-         r"$a_0$ to those of $a_1$, and from each of input, $a_0$, $a_1$ to logits. ")
-
-PATCHING = (r"Patching a set $P$ of edges means running the clean prompt with each "
-            r"$u \to v\langle x\rangle \in P$ carrying the corrupted run's output of $u$ in "
-            r"$v$'s $x$-input (or in the final residual stream for $v$ = logits), every node "
-            r"recomputed from its inputs; $\ell^P_i$ are the final-position logits. ")
 
 CORRUPTION = (r"Let $f = \texttt{two\_layer\_induction}(S, n)$ with $S \ge 3$, $\sigma$ a prompt "
               r"of length $m \le n$ whose final token $\sigma_i$ ($i = m$) has a latest earlier "
@@ -165,41 +146,22 @@ def necessity_bound(vocab_size: int, max_len: int) -> float:
     float64 with relative error :math:`\le \gamma_{16}`.
 
     *Rounding* (both runs share the computed row-:math:`i` pattern bit for bit, as in the
-    sufficiency claim, so only its distance to the exact pattern and the readout count):
-    layer-1 scores are exact (one non-zero product :math:`\beta_1\cdot 1`), its weights err by
-    :math:`\le \gamma_{n+4}` each, so :math:`\mathrm{prev}` errs by
-    :math:`e_p \le (n+1)\gamma_{n+4} + 2\gamma_{n+1}` (an :math:`(n+1)`-term sum of weights
-    times exact one-hot values). A layer-2 score is a :math:`(S+2)`-term inner product of the
-    exact query :math:`(\beta_2 e_{\sigma_i}, 1)` with a key whose prev part errs by
-    :math:`e_p`: :math:`\eta \le \gamma_{S+2}(\beta_2(1+e_p) + \lambda n + \theta) +
-    \beta_2 e_p`. Scores off by :math:`\le\eta` move a softmax weight by a factor within
-    :math:`e^{\pm 2\eta}`, and the float softmax adds :math:`\gamma_{n+4}`:
-    :math:`\varepsilon_2 = \mathrm{expm1}(2\eta) + \gamma_{n+4}`. Each logit is an
-    :math:`(n+1)`-term sum of weights (total :math:`\le 2`) times exact one-hot values
-    (:math:`2\gamma_{n+1}`), plus the patch's subtraction and addition on entries of size
-    :math:`\le 2` (:math:`6\gamma_2`): :math:`\varepsilon_\ell = 2\gamma_{n+1} + 6\gamma_2`.
-    The two metrics use four logits and two subtractions of size :math:`\le 2`, and their
-    difference one more: :math:`\varepsilon = 2\varepsilon_2 + 4\varepsilon_\ell + 8u`.
+    sufficiency claim, so only its distance to the exact pattern and the readout count): with
+    ``e_weight`` and ``e_logit`` of :func:`~theorems.areas.circuits._shared.rounding_terms`,
+    the two metrics use four logits and two subtractions of size :math:`\le 2`, and their
+    difference one more: :math:`\varepsilon = 2e_{weight} + 4e_{logit} + 8u`.
     """
     p = two_layer_parameters(max_len)
     conditions = two_layer_conditions(max_len, p)
     omega = sum(conditions[k][0] for k in "ABC") * (1 + gamma(16))
-    n, S, u = max_len, vocab_size, unit_roundoff()
-    e_prev = (n + 1) * gamma(n + 4) + 2 * gamma(n + 1)
-    eta = gamma(S + 2) * (p.beta2 * (1 + e_prev) + p.recency * n + p.sink) + p.beta2 * e_prev
-    e_weight = math.expm1(2 * eta) + gamma(n + 4)
-    e_logit = 2 * gamma(n + 1) + 6 * gamma(2)
-    return 2 / (1 + omega) - (2 * e_weight + 4 * e_logit + 8 * u)
+    e_weight, e_logit = rounding_terms(vocab_size, max_len)
+    return 2 / (1 + omega) - (2 * e_weight + 4 * e_logit + 8 * unit_roundoff())
 
 
 def _prompts(case) -> tuple[int, int, torch.Tensor, torch.Tensor]:
     S, n, sequence, replacement = case
     clean = torch.tensor([sequence])
     return S, n, clean, resample_next_token(clean, replacement, S)
-
-
-def _cached(build):
-    return functools.lru_cache(maxsize=32)(build)
 
 
 # --- the mechanism ----------------------------------------------------------------------------
@@ -242,7 +204,7 @@ test_mechanism_edges = check(IC_MECHANISM, "exhaustive")(mechanism_check())
 # --- sufficiency ------------------------------------------------------------------------------
 
 def sufficiency_check(build=two_layer_induction, circuit=induction_circuit):
-    build = _cached(build)
+    build = cached(build)
 
     @given(case=corruption_cases())
     @example(case=TIGHT_CASE)
@@ -274,7 +236,7 @@ test_sufficient = check(IC_SUFFICIENT, "property")(sufficiency_check())
 
 def necessity_check(build=two_layer_induction, circuit=induction_circuit, minimal=False):
     """Patch each circuit edge alone (necessity) or with the whole complement (minimality)."""
-    build = _cached(build)
+    build = cached(build)
 
     @given(case=corruption_cases())
     @example(case=TIGHT_CASE)
@@ -301,13 +263,3 @@ def necessity_check(build=two_layer_induction, circuit=induction_circuit, minima
 
 test_necessary = check(IC_NECESSARY, "property")(necessity_check())
 test_minimal = check(IC_MINIMAL, "property")(necessity_check(minimal=True))
-
-
-# --- the area page ------------------------------------------------------------------------------
-
-def page_sections(results=(), claims=None) -> str:
-    """The circuit cases' sections of this area's docs page (:mod:`theorems.circuit_pages`):
-    diagram generated from ``circuit()``, corruption, checked claims, method scores."""
-    from theorems.circuit_pages import case_sections
-
-    return case_sections(results, claims)

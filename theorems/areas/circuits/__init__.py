@@ -1,0 +1,41 @@
+r"""Ground-truth circuits: attention constructions as exact benchmarks for circuit discovery.
+
+Circuit-discovery methods (activation and attribution patching, ACDC, EAP) are judged on models
+whose circuit is known. Here the circuit follows from a construction's weights and is checked:
+the edges of :func:`constructions.circuits.induction_mechanism` are exactly the non-zero ones,
+and a circuit of :func:`~constructions.circuits.induction_circuit` is, relative to each of two
+corruptions, sufficient (patching every other edge leaves the metric bit for bit unchanged),
+necessary (patching any one circuit edge moves the metric by at least a bound derived from the
+construction's margins) and minimal. :func:`~constructions.circuits.resample_next_token`
+changes *what* the induction head copies (circuit: 2 edges, :mod:`.next_token`);
+:func:`~constructions.circuits.resample_earlier_occurrence`, the issue's corruption, changes
+*where* it attends (circuit: 3 edges, the previous-token head's value input, its composition
+into the induction head's key, and the induction head's output; :mod:`.earlier_occurrence`).
+Realistic variants (:mod:`constructions.circuit_variants`: dense spurious heads before the real
+ones, and an exact Hadamard gauge of the value/output maps) compute the same function and carry
+the same circuit, checked again on them. The one-step-GD linear self-attention
+(:mod:`constructions.icl_circuit`) is a third case: under a shift of one context label its
+circuit is the label value edge and the head's read-out (:mod:`.icl`); the LayerNorm majority
+head (:mod:`constructions.majority_circuit`) a fourth: under a token resampling, its value edge
+and output (:mod:`.majority`), sufficient within a running rounding bound. Patching runs on the
+constructions' own hook points in float64
+(:func:`~constructions.circuits.edge_patched_logits`), without TransformerLens.
+
+Sources: the constructions and their exactness are the induction-heads area's (Sanford, Hsu,
+Telgarsky 2024, arXiv:2408.14332; Bietti et al. 2023); the circuit statements, the corruptions,
+the variants and the bounds are ours [D]; the one-step-GD construction is the icl-regression
+area's (von Oswald et al. 2023, arXiv:2212.07677), the majority head the layernorm area's
+(Brody, Alon, Yahav 2023, arXiv:2305.02582). The edge naming is that of the MIB circuit track
+(Mueller et al. 2025; arXiv id 2504.13151 recalled [R]), read in a third-party converter to its
+leaderboard format [S].
+"""
+
+
+# --- the area page ------------------------------------------------------------------------------
+
+def page_sections(results=(), claims=None) -> str:
+    """The circuit cases' sections of this area's docs page (:mod:`theorems.circuit_pages`):
+    diagram generated from ``circuit()``, corruption, checked claims, method scores."""
+    from theorems.circuit_pages import case_sections
+
+    return case_sections(results, claims)

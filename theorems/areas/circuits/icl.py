@@ -1,0 +1,245 @@
+r"""The circuit of the one-step-GD linear self-attention under a label shift.
+
+:func:`~constructions.icl_regression.one_step_gd` read as a 1-layer, 1-head model
+(:mod:`constructions.icl_circuit`): shifting one context label changes the head's value
+input and, through the head, the read-out; the query, key and residual edges carry nothing
+the prediction depends on. Checked: sufficiency (bit for bit), necessity (each circuit edge
+moves the prediction by the derived :math:`\delta\eta\|x_j\|^2/n` up to rounding) and
+minimality, over Hypothesis prompts whose query repeats the shifted example. Sources: the
+construction is the icl-regression area's (von Oswald et al. 2023; Ahn et al. 2023's code
+layout); the circuit, corruption and bounds are ours [D].
+"""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from constructions.icl_circuit import (
+    icl_circuit,
+    lsa_magnitude,
+    lsa_patched_prediction,
+    null_space_variant,
+    shift_label,
+)
+from constructions.icl_regression import one_step_gd, prompt
+from constructions.numerics import gamma, unit_roundoff
+from theorems.areas.circuits._shared import PATCHING
+from theorems.claims import Claim, Source
+from theorems.evidence import check, evidence
+from theorems.profiles import budget
+
+VON_OSWALD = {"arxiv": "2212.07677", "ref": "von Oswald et al. (2023), ICML"}
+
+SETTING = (r"Let $f = \texttt{one\_step\_gd}(d, \eta)$, $\eta > 0$: one linear-attention head "
+           r"on tokens $z_j = (x_j; y_j)$, $j \le n$, and the query $z_q = (x_q; 0)$, with "
+           r"value $W_{PV}z_j = y_je_y$, key $z_j$, query $W_{KQ}z_q$, $W_{KQ} = "
+           r"\mathrm{diag}(-\eta I_d, 0)$, and prediction $\hat y = -(z_{q,y} + e_y^\top "
+           r"W_{PV}\tfrac1n\sum_j z_jz_j^\top W_{KQ}z_q) = \eta\,x_q^\top\tfrac1n\sum_j "
+           r"y_jx_j$. Its graph (1 layer, 1 head) has the 5 edges input $\to a_0\langle q"
+           r"\rangle, \langle k\rangle, \langle v\rangle$, input $\to$ logits (the residual "
+           r"$z_{q,y}$) and $a_0 \to$ logits. ")
+
+CORRUPTION = (r"The clean prompt has $x_q = x_k$ for one context index $k$; the corrupted one "
+              r"has $y_k$ replaced by $y_k + \delta$, $\delta \ne 0$. The circuit is $C = "
+              r"\{\text{input} \to a_0\langle v\rangle,\ a_0 \to \text{logits}\}$, the metric "
+              r"the prediction $m(P) = \hat y^P$. ")
+
+ICL_SUFFICIENT = Claim(
+    id="circuits.icl-sufficient",
+    title="Under a label shift, patching the one-step-GD head's query, key and residual "
+          "edges leaves its prediction bit for bit unchanged",
+    statement=(SETTING + PATCHING + CORRUPTION + r"Patching the 3 edges outside $C$ leaves "
+               r"$\hat y$ unchanged exactly in float64: the query column is the same in both "
+               r"prompts, and the keys differ in their $y$ coordinate only, which $W_{KQ}$'s "
+               r"zero $y$ row multiplies by an exact zero."),
+    source=Source(where="circuit of the one-step-GD construction (this project)", tag="D",
+                  **VON_OSWALD),
+    kind="construction",
+    construction="constructions.icl_circuit:icl_circuit",
+    depends_on=("icl-regression.one-step-gd",),
+)
+
+ICL_NECESSARY = Claim(
+    id="circuits.icl-necessary",
+    title="Patching either edge of the one-step-GD circuit moves the prediction by "
+          "delta eta |x_k|^2 / n",
+    statement=(SETTING + PATCHING + CORRUPTION + r"For each $e \in C$, $m(\{e\}) - "
+               r"m(\emptyset) = \delta\eta\|x_k\|^2/n$ exactly, and in float64 $|m(\{e\}) - "
+               r"m(\emptyset)| \ge \big(|\delta|\eta\|x_k\|^2(1-\gamma_{d+3})/n - \varepsilon"
+               r"\big)(1-8u)$, $\varepsilon = \gamma_K(T_\emptyset + T_e)/(1-\gamma_K)$, "
+               r"$K = n + 3(d+1) + 1$, $T$ the absolute-value evaluation of each run's head "
+               r"term ($\texttt{lsa\_magnitude}$)."),
+    source=Source(where="from the one-step-GD weights (this project)", tag="D",
+                  **VON_OSWALD),
+    kind="bound",
+    construction="constructions.icl_circuit:icl_circuit",
+    depends_on=("icl-regression.one-step-gd",),
+)
+
+ICL_MINIMAL = Claim(
+    id="circuits.icl-minimal",
+    title="No edge of the one-step-GD circuit can be dropped",
+    statement=(SETTING + PATCHING + CORRUPTION + r"For each $e \in C$, patching $\bar C \cup "
+               r"\{e\}$ moves the prediction by at least the necessity bound (with $T_e$ the "
+               r"magnitude of the run whose head reads the corrupted prompt)."),
+    source=Source(where="from sufficiency and necessity (this project)", tag="D",
+                  **VON_OSWALD),
+    kind="bound",
+    construction="constructions.icl_circuit:icl_circuit",
+    depends_on=("circuits.icl-sufficient", "circuits.icl-necessary"),
+)
+
+
+ICL_VARIANT = Claim(
+    id="circuits.icl-variant",
+    title="Dense weights in the read-out's null space keep the one-step-GD prediction and "
+          "its circuit, bit for bit",
+    statement=(SETTING + PATCHING + CORRUPTION + r"Let $f_N = \texttt{null\_space\_variant}"
+               r"(f)$: rows $1..d$ of $W_{PV}$ and the last column of $W_{KQ}$ (not its $y$ "
+               r"row) filled with dense Gaussian entries. On every prompt $f_N$ predicts "
+               r"$f$'s $\hat y$ bit for bit in float64, and on $f_N$ the circuit $C$ is "
+               r"sufficient (bit for bit), necessary and minimal with the bounds above ($T$ "
+               r"evaluated with $f_N$'s weights)."),
+    source=Source(where="null space of the one-step-GD read-out (this project)", tag="D",
+                  **VON_OSWALD),
+    kind="construction",
+    construction="constructions.icl_circuit:null_space_variant",
+    depends_on=("circuits.icl-sufficient", "circuits.icl-necessary"),
+)
+
+
+# --- cases ------------------------------------------------------------------------------------
+
+finite = st.floats(-2.0, 2.0, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def label_shifts(draw):
+    """(d, eta, X, y, k, delta) with ||x_k|| >= 1/2, |delta| >= 1/2."""
+    d = draw(st.integers(1, 4))
+    n = draw(st.integers(1, 8))
+    eta = draw(st.floats(0.1, 2.0))
+    X = draw(st.lists(st.lists(finite, min_size=d, max_size=d), min_size=n, max_size=n))
+    y = draw(st.lists(finite, min_size=n, max_size=n))
+    k = draw(st.integers(0, n - 1))
+    X[k][0] = draw(st.one_of(st.floats(0.5, 2.0), st.floats(-2.0, -0.5)))
+    delta = draw(st.one_of(st.floats(0.5, 4.0), st.floats(-4.0, -0.5)))
+    return d, eta, X, y, k, delta
+
+
+SMALL_CASE = (1, 0.1, [[0.5]], [0.0], 0, 0.5)   # the smallest derived move: 0.0125
+DENSE_CASE = (4, 2.0, [[2.0, -2.0, 1.5, 2.0]] * 8, [2.0] * 8, 7, -4.0)
+
+
+def _prompts(case):
+    d, eta, X, y, k, delta = case
+    X = torch.tensor(X, dtype=torch.float64)
+    clean = prompt(X, torch.tensor(y, dtype=torch.float64), X[k])
+    return d, eta, clean, shift_label(clean, k, delta)
+
+
+def move_bound(model, clean, corrupted, case, patched_run) -> float:
+    """The derived least float64 move (claim): the exact move less both runs' rounding."""
+    d, eta, X, _, k, delta = case
+    n = len(X)
+    x_k = torch.tensor(X[k], dtype=torch.float64)
+    K = n + 3 * (d + 1) + 1
+    t_clean = float(lsa_magnitude(model, clean, clean, clean))
+    t_patched = float(lsa_magnitude(model, *patched_run))
+    exact = abs(delta) * eta * float(x_k @ x_k) / n * (1 - gamma(d + 3))
+    # each run's head term errs by <= gamma_K times its exact magnitude, which is <= the
+    # computed one / (1 - gamma_K) (non-negative terms); the residual z_{q,y} = 0 and the
+    # negation are exact. (1 - 8u): the move's subtraction, and this bound's own six float64
+    # operations, each a relative u.
+    epsilon = gamma(K) / (1 - gamma(K)) * (t_clean + t_patched)
+    return (exact - epsilon) * (1 - 8 * unit_roundoff())
+
+
+# --- checks -----------------------------------------------------------------------------------
+
+def identity(model):
+    return model
+
+
+def sufficiency_check(build=one_step_gd, circuit=icl_circuit, variant=identity):
+    @given(case=label_shifts())
+    @example(case=SMALL_CASE)
+    @example(case=DENSE_CASE)
+    @budget(0.3, minimum=4)  # two tiny predictions per example
+    def test_sufficient(case):
+        d, eta, clean, corrupted = _prompts(case)
+        model = variant(build(d, eta))
+        reference = lsa_patched_prediction(model, clean, corrupted, ())
+        patched = lsa_patched_prediction(model, clean, corrupted, circuit(d).complement())
+        # Bit-identity, not a tolerance: the query column (query and residual edges) is equal
+        # in both prompts, and a patched key differs in its y entry only, which meets W_KQ's
+        # zero y row: fl(y' * 0) = 0, so G @ W_KQ repeats the clean run's operands.
+        assert torch.equal(patched, reference), (
+            f"the prediction moved by {float((patched - reference).abs().max())} when the "
+            f"edges outside the circuit were patched")
+        evidence.cases(1)
+    return test_sufficient
+
+
+test_sufficient = check(ICL_SUFFICIENT, "property")(sufficiency_check())
+
+
+def necessity_check(build=one_step_gd, circuit=icl_circuit, minimal=False,
+                    variant=identity):
+    """Patch each circuit edge alone (necessity) or with the whole complement (minimality)."""
+    @given(case=label_shifts())
+    @example(case=SMALL_CASE)
+    @example(case=DENSE_CASE)
+    @budget(0.3, minimum=4)  # a few tiny predictions per example
+    def test_necessary(case):
+        d, eta, clean, corrupted = _prompts(case)
+        model, kept = variant(build(d, eta)), circuit(d)
+        base = lsa_patched_prediction(model, clean, corrupted, ())
+        for edge in kept.edges:
+            patched = [edge, *kept.complement()] if minimal else [edge]
+            names = {e.name for e in patched}
+            # the inputs the patched run's head term reads (value, key, query)
+            head_reads = [corrupted if "a0.h0->logits" in names
+                          or f"input->a0.h0<{x}>" in names else clean for x in "vkq"]
+            bound = move_bound(model, clean, corrupted, case, head_reads)
+            assert bound > 0, f"the derived bound {bound} should be positive"
+            moved = float((lsa_patched_prediction(model, clean, corrupted, patched)
+                           - base).abs().min())
+            assert moved >= bound, (f"patching {edge.name}"
+                                    f"{' and the complement' if minimal else ''} moved the "
+                                    f"prediction by {moved} < {bound}")
+            evidence.margin(moved - bound)
+        evidence.cases(1)
+    return test_necessary
+
+
+test_necessary = check(ICL_NECESSARY, "property")(necessity_check())
+test_minimal = check(ICL_MINIMAL, "property")(necessity_check(minimal=True))
+
+
+def same_prediction_check(build=one_step_gd, variant=null_space_variant):
+    @given(case=label_shifts())
+    @example(case=DENSE_CASE)
+    @budget(0.3, minimum=4)  # two tiny predictions per example
+    def test_same_prediction(case):
+        d, eta, clean, corrupted = _prompts(case)
+        model = build(d, eta)
+        # Bit-identity, not a tolerance (null_space_variant's docstring): predict reads only
+        # W_PV's last row, and the dense W_KQ column meets the query's exact-zero label slot
+        for Z in (clean, corrupted):
+            assert torch.equal(variant(model).predict(Z), model.predict(Z)), (
+                "the null-space variant changed the prediction by "
+                f"{float((variant(model).predict(Z) - model.predict(Z)).abs().max())}")
+        evidence.cases(1)
+    return test_same_prediction
+
+
+test_variant_same_prediction = check(ICL_VARIANT, "property")(same_prediction_check())
+test_variant_sufficient = check(ICL_VARIANT, "property")(
+    sufficiency_check(variant=null_space_variant))
+test_variant_necessary = check(ICL_VARIANT, "property")(
+    necessity_check(variant=null_space_variant))
+test_variant_minimal = check(ICL_VARIANT, "property")(
+    necessity_check(minimal=True, variant=null_space_variant))

@@ -60,6 +60,7 @@ from itertools import combinations
 import torch
 from torch import nn
 
+from constructions._roles import oracle
 from constructions._validate import device as device_arg
 from constructions._validate import (
     float_dtype,
@@ -199,6 +200,7 @@ class FactWorld:
         return rows.reshape(-1, 5)
 
 
+@oracle  # the task's definition: a seeded world of facts, templates and splits
 def fact_world(n_people: int = 40, n_relations: int = 2, n_templates: int = 4,
                multiplicity: int = 2, n_values: int = 8, *, n_finetune: int | None = None,
                seed: int = 0) -> FactWorld:

@@ -151,7 +151,9 @@ VARIANT_CIRCUIT = Claim(
     source=Source(where="the circuit of the construction, carried by the gauge and the "
                   "spurious heads (this project)", tag="D", **SHT),
     kind="bound",
-    construction="constructions.circuit_variants:spurious_head_variant",
+    # its subject is the circuit (relabelled on f_s); both variant builders are
+    # variants-same-function's subject, on which this claim depends
+    construction=f"{CONSTRUCTIONS}:induction_circuit",
     depends_on=("circuits.variants-same-function", "circuits.earlier-occurrence-sufficient",
                 "circuits.earlier-occurrence-necessary"),
 )

@@ -34,6 +34,9 @@ PUBLIC_API_EXAMPLES = {
     "circuit_cases.sample_next_token_pairs": lambda: {
         "generator": torch.Generator().manual_seed(0), "batch": 2, "vocab_size": 3,
         "max_len": 4},
+    "circuit_cases.sample_earlier_occurrence_pairs": lambda: {
+        "generator": torch.Generator().manual_seed(0), "batch": 2, "vocab_size": 3,
+        "max_len": 4},
     "circuit_diagram.circuit_dot": lambda: {"circuit": induction_circuit("two_layer", 3, 4)},
     "circuit_diagram.layout": lambda: {"circuit": induction_circuit("two_layer", 3, 4)},
     "circuit_diagram.node_label": lambda: {"node": "a1.h0"},
@@ -174,13 +177,15 @@ def test_the_page_section_shows_the_published_scores_and_either_diagram(monkeypa
                                     "rows": [["two-layer-induction", "eap", 0.75],
                                              ["another-case", "eap", 0.5]]}}}
     text = circuit_pages.case_sections([result], claims=set())
-    assert "| 0.75" not in text and "  - 0.75" in text and "0.5" not in text.split("ROC AUC")[1]
+    # the two-layer-induction case's own section: its score, not another case's
+    own = text.split("Case `two-layer-induction`:")[1].split("## Circuit case:")[0]
+    assert "| 0.75" not in own and "  - 0.75" in own and "0.5" not in own.split("ROC AUC")[1]
     assert "`circuits.induction-sufficient`" in text      # not on the site: named, not linked
     assert "{ref}`circuit-discovery <experiment-circuit-discovery>`" in text
     assert 'class="tt-circuit"' in text
     monkeypatch.setattr(circuit_pages.shutil, "which", lambda name: None)  # no Graphviz
     fallback = circuit_pages.case_sections([], claims=None)
-    circuit = induction_circuit("two_layer", 4, 8)
-    assert fallback.count('stroke-width="2.2"') == len(circuit.edges)
-    assert fallback.count("stroke-dasharray") == len(circuit.complement())
+    circuits = [case.instance("smoke")[1] for case in all_cases().values()]
+    assert fallback.count('stroke-width="2.2"') == sum(len(c.edges) for c in circuits)
+    assert fallback.count("stroke-dasharray") == sum(len(c.complement()) for c in circuits)
     assert "no published result" in fallback

@@ -169,6 +169,8 @@ def test_boltzmann_is_stable_up_to_beta_a_of_1e4():
         out = boltzmann(a, beta)
         assert torch.isfinite(out).all()
         assert bool((out <= a.amax(-1)).all() and (out >= a.amin(-1)).all())
+    # Exact: weights w = fl(1/3) (float32), anchor 1; 0 + w + 2w rounds 3w = 1 + 3e-8 to 1 in
+    # any order (below half an ulp of 1), and 1 + 1 = 2.
     assert boltzmann(torch.tensor([1.0, 2.0, 3.0]), 0.0) == 2.0
     # Exact: beta = 0 gives weights exp(0)/2 = 1/2 and anchor 0, so 0 + 1/2; beta = 1e4 gives
     # exp(-1e4) = 0 (underflow), weights (0, 1), anchor 1, so 1 + (-1)(0) + 0(1) = 1.

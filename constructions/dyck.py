@@ -161,13 +161,16 @@ class DepthTraceHead(nn.Module):
         kw = {"dtype": dtype, "device": device}
         embed = torch.zeros(2 * k + 1, 2, **kw)        # rows: opens, closes, BOS
         embed[:k, 1], embed[k:2 * k, 1], embed[2 * k, 0] = 1.0, -1.0, 1.0
-        depths = torch.arange(-max_len, max_len + 1, **kw)
-        readout = torch.stack([-depths**2, 2 * depths], 1)   # (2n+1, 2): on (y, x)
+        # The candidate depths are integers: the decode table stays an integer tensor, so the
+        # emitted depth is exact integer arithmetic (argmax - max_len), not a float table cast
+        # by ``.long()``, which truncates: a table entry 1 stored as 1 - u would emit 0.
+        depths = torch.arange(-max_len, max_len + 1, device=device)
+        readout = torch.stack([-depths**2, 2 * depths], 1).to(dtype)   # (2n+1, 2): on (y, x)
         self.register_buffer("embed", embed)
         self.register_buffer("W_Q", torch.zeros(1, 2, **kw))
         self.register_buffer("W_K", torch.zeros(1, 2, **kw))
         self.register_buffer("readout", readout)
-        self.register_buffer("depths", depths)
+        self.register_buffer("depths", depths)                     # (2n+1,) long
         self.hook_embed, self.hook_q, self.hook_k = HookPoint(), HookPoint(), HookPoint()
         self.hook_attn_scores, self.hook_pattern, self.hook_z = (HookPoint(), HookPoint(),
                                                                  HookPoint())
@@ -195,7 +198,7 @@ class DepthTraceHead(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """The emitted depth trace (batch, n)."""
-        return self.depths[self.logits(tokens).argmax(-1)].long()
+        return self.depths[self.logits(tokens).argmax(-1)]               # (b, n) long
 
 
 def depth_trace_head(k: int = 2, max_len: int = 64, *, dtype: torch.dtype = torch.float64,

@@ -20,6 +20,7 @@ from constructions.boltzmann import (
 from theorems.areas.boltzmann import context_ids, memorization
 from theorems.areas.boltzmann import operator as operator_checks
 from theorems.evidence import expect_failure
+from theorems.numerics import gamma
 from theorems.profiles import without_shrinking
 
 
@@ -168,21 +169,31 @@ def test_boltzmann_is_stable_up_to_beta_a_of_1e4():
         out = boltzmann(a, beta)
         assert torch.isfinite(out).all()
         assert bool((out <= a.amax(-1)).all() and (out >= a.amin(-1)).all())
+    # Exact: weights w = fl(1/3) (float32), anchor 1; 0 + w + 2w rounds 3w = 1 + 3e-8 to 1 in
+    # any order (below half an ulp of 1), and 1 + 1 = 2.
     assert boltzmann(torch.tensor([1.0, 2.0, 3.0]), 0.0) == 2.0
-    assert torch.allclose(boltzmann(torch.tensor([[0.0, 1.0], [0.0, 1.0]]),
-                                    torch.tensor([0.0, 1e4])), torch.tensor([0.5, 1.0]))
+    # Exact: beta = 0 gives weights exp(0)/2 = 1/2 and anchor 0, so 0 + 1/2; beta = 1e4 gives
+    # exp(-1e4) = 0 (underflow), weights (0, 1), anchor 1, so 1 + (-1)(0) + 0(1) = 1.
+    assert torch.equal(boltzmann(torch.tensor([[0.0, 1.0], [0.0, 1.0]]),
+                                 torch.tensor([0.0, 1e4])), torch.tensor([0.5, 1.0]))
     assert boltzmann(torch.ones(3, 4, dtype=torch.float32), 2.0, dim=0).dtype == torch.float32
 
 
 def test_contextual_mapping_exposes_its_constants():
     model = contextual_mapping(context_ids.CATALOGUE_VOCABULARY, 2)
-    assert model.score_gap >= model.lemma_threshold * (1 - 1e-12)
+    # rho = T/(c_w^2 eps r_min) and score_gap = rho c_w^2 eps r_min, left to right in float64:
+    # 3 roundings in the denominator, 1 in the division, 3 in the product, c_w**2 (libm pow,
+    # within 1 ulp) twice more: score_gap >= T (1 - gamma_9); T, eps and r_min are the same
+    # expressions on the same float64 vocabulary in the builder and the model (same bits).
+    assert model.score_gap >= model.lemma_threshold * (1 - gamma(9))
     assert model.c_w >= model.theorem_c
     assert model.rho < model.theorem_rho and model.log_delta > model.theorem_log_delta
     # the catalogue: with the paper's constant the exponent is about -3.4e4
     assert 3.3e4 < 2 * model.theorem_rho * model.r_max**2 < 3.5e4
     assert model.r == pytest.approx(2.125)
-    assert torch.allclose(model.W_O, model.eps / (4 * model.r_max) * model.u[None, :])
+    # Exact: the builder forms W_O as the same float64 product out_scale * u, with
+    # out_scale = eps / (4 r_max) evaluated by the same expression.
+    assert torch.equal(model.W_O, model.eps / (4 * model.r_max) * model.u[None, :])
     assert "log10_delta" in repr(model)
     x = model.vocabulary[torch.tensor([[0, 1], [2, 3]])]
     assert model(x).shape == (2, 2, 2)
@@ -196,7 +207,10 @@ def test_memorizer_on_user_data_with_real_labels():
     inputs, labels = labelled_sequences(30, 3, 4, 10, 3, seed=5)
     targets = labels.double() * 0.37 - 1.0
     model = memorizing_transformer(inputs, targets)
-    assert torch.allclose(model(inputs), targets, atol=1e-9)
+    # The FFN is flat at each context id, so the only error is its own rounding on the
+    # computed ids: memorization.ffn_output_error, gamma_{H+d+3} on the absolute evaluation.
+    tol = memorization.ffn_output_error(model.ffn, model.mixed(inputs))[..., 0]
+    assert bool(((model(inputs) - targets).abs() <= tol).all())
     report = model.parameter_report()
     assert report["parameters"] == model.parameter_count() <= report["bound_s=nN"]
     assert "bound 4(s+d)+d(2nN+d)" in repr(model)
@@ -213,8 +227,14 @@ def test_token_only_ceiling_counts_the_majority_label_per_token():
 def test_quantizer_sends_cells_to_their_centres():
     q = quantizer(4, 2)
     x = torch.tensor([[[0.1, 0.9], [0.3, 0.6]]], dtype=torch.float64)
-    assert torch.allclose(q(x), torch.tensor([[[0.125, 0.875], [0.375, 0.625]]],
-                                             dtype=torch.float64), atol=1e-12)
+    # The exact output is the cell centre (every weight and bias is a dyadic rational and no
+    # input is within a ramp). Pre-activations 256x + b: 256x exact (a power of 2), + b one
+    # rounding; ReLU 1-Lipschitz; the read-out multiplies by +-1/4 (exact) and sums H + 1
+    # terms: |err| <= gamma_{H+2} (|W_out|^T |pre| + |b_out|).
+    pre = x @ q.W_in + q.b_in
+    tol = gamma(q.W_in.shape[1] + 2) * (pre.abs() @ q.W_out.abs() + q.b_out.abs())
+    centres = torch.tensor([[[0.125, 0.875], [0.375, 0.625]]], dtype=torch.float64)
+    assert bool(((q(x) - centres).abs() <= tol).all())
 
 
 # --- bad input ------------------------------------------------------------------------------

@@ -39,8 +39,10 @@ def context_id_error_bound(x: torch.Tensor, w: torch.Tensor, rho: float,
     and ``u = w``, per token, ``(B, n)``.
 
     With :math:`R = \max_k |x_k|^\top|w|` (per sequence), scores are :math:`d`-term products
-    scaled by :math:`\rho`, so their error is :math:`\Delta\le\gamma_{2d+2}\rho R^2`; the
-    softmax Jacobian (:math:`\lVert Jv\rVert_1\le 2\lVert v\rVert_\infty`) turns it into a
+    scaled by :math:`\rho`, so their error is :math:`\Delta\le\gamma_{2d+4}\rho R^2` (the
+    rounding of :math:`\rho w`, two d-term dots, their product, and the softmax's max-shift
+    subtraction, :math:`\le 2u\rho R^2`); the softmax Jacobian
+    (:math:`\lVert Jv\rVert_1\le 2\lVert v\rVert_\infty` at every point) turns it into a
     value error :math:`\le 2\Delta R`, and the weighted sum adds :math:`\gamma_{n+d+4}R`. The
     residual and the final projection add :math:`\gamma_{d+2}` relative to :math:`|y|^\top|w|`.
     """
@@ -57,7 +59,7 @@ def context_id_error_bound(x: torch.Tensor, w: torch.Tensor, rho: float,
     projected = x.abs() @ w.abs()
     R = projected.amax(dim=-1, keepdim=True)
     rho, scale = abs(rho), abs(out_scale)
-    value_error = 2 * gamma(2 * d + 2) * rho * R**3 + gamma(n + d + 4) * R
+    value_error = 2 * gamma(2 * d + 4) * rho * R**3 + gamma(n + d + 4) * R
     return gamma(d + 2) * (projected + scale * R) + scale * value_error
 
 

@@ -143,8 +143,12 @@ def _rounded_attention(layer: Attention, x: torch.Tensor, r: Rounding
     mask = causal_mask(x.shape[-2], x.device)
     pattern = r(scores.masked_fill(~mask, float("-inf")).softmax(dim=-1))
     values = r(torch.einsum("bnd,hdv->bhnv", x, r(layer.W_V)))
-    heads = r(pattern @ values)
-    return r(torch.einsum("bhnv,hvo->bno", heads, r(layer.W_O))), pattern
+    # The same contractions, in the same order, as Attention.forward: with the identity as
+    # ``r`` this path is the plain forward bit for bit (a test asserts it).
+    heads = r(torch.einsum("bhij,bhjv->bhiv", pattern, values))
+    if layer.use_attn_result:
+        return r(torch.einsum("bhiv,hvo->biho", heads, r(layer.W_O)).sum(dim=2)), pattern
+    return r(torch.einsum("bhiv,hvo->bio", heads, r(layer.W_O))), pattern
 
 
 def _blocks(**sizes: int) -> dict[str, slice]:

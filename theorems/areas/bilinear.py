@@ -84,6 +84,20 @@ def absolute_bound(layer: BilinearLayer, x: torch.Tensor, y: torch.Tensor) -> to
 
 
 def _tolerance(layer: BilinearLayer, *pairs) -> torch.Tensor:
+    r"""Twice :math:`\gamma_{h+d^2+4}` times the absolute-value evaluation of the pairs.
+
+    Every term :math:`W_O W_1 x W_2 y` of either side carries at most :math:`h + d^2 + 4`
+    roundings: the layer, :math:`\gamma_{2d+1+h}` (two d-term dots, a product, an h-term sum;
+    :math:`2d + 1 \le d^2 + 4`); the tensor route, :math:`\gamma_{h+2}` for each entry of
+    :math:`B` (two products, h-term sum) and :math:`\gamma_{d^2+2}` for the form. So each side
+    is within :math:`\gamma_{h+d^2+4}` of the exact value, on absolute values (Higham 2002,
+    Sec. 3.1). The callers scale it for what they add: :math:`f(\alpha x)` rounds
+    :math:`\alpha x` and :math:`\alpha^2` (two more roundings, :math:`2d + h + 3 \le h + d^2 + 4`
+    for :math:`d \ge 2`; for :math:`d = 1` the :math:`+1` in :math:`\alpha^2 + 1` absorbs the
+    :math:`\alpha^2 u` excess); polarisation has three layer calls, two subtractions and
+    :math:`B^s` (one more addition), well inside 4 times the four-pair sum, since
+    :math:`|x + y|` is bounded entrywise by :math:`|x| + |y|`.
+    """
     h, d = layer.W1.shape
     return 2 * gamma(h + d * d + 4) * sum(absolute_bound(layer, a, b) for a, b in pairs)
 

@@ -6,7 +6,7 @@ softmax Jacobian :math:`J = \mathrm{diag}(p) - pp^\top` satisfies
 :math:`\lVert Jv\rVert_1 \le 2\lVert v\rVert_\infty`, so a score perturbation
 :math:`\delta` moves :math:`T` by at most :math:`2\lVert\delta\rVert_\infty \max_i\lVert x_i\rVert`.
 Scores are :math:`d`-term dot products scaled by :math:`\beta`, accurate to
-:math:`\gamma_d\,\beta\,|X|^\top|\xi|`; the projection :math:`XX^+\xi` is accurate to about
+:math:`\gamma_{d+1}\,\beta\,|X|^\top|\xi|`; the projection :math:`XX^+\xi` is accurate to about
 :math:`\kappa(X)\,\gamma_{dN}\lVert\xi\rVert` (backward-stable least squares).
 """
 
@@ -139,16 +139,29 @@ def parallel_part(X: torch.Tensor, xi: torch.Tensor) -> torch.Tensor:
 
 
 def update_tolerance(X: torch.Tensor, xi: torch.Tensor, beta: float) -> float:
-    """Bound on |T(xi) - T(xi_par)| from rounding only (see the module docstring).
+    r"""Bound on |T(xi) - T(xi_par)| from rounding only (see the module docstring).
 
-    Each score is a d-term dot product with |x_i . v| <= |x_i| |v| (Cauchy-Schwarz), so both
-    evaluations err by gamma_d |x_i| |xi|; the computed xi_par adds |x_i| times its own error.
+    Scores are ``(beta * xi) @ X``: one rounding of beta xi, then a d-term dot product, so
+    with :math:`|x_i \cdot v| \le \lVert x_i\rVert\lVert v\rVert` (Cauchy-Schwarz) each
+    evaluation errs by :math:`\gamma_{d+1}\beta c\lVert\xi\rVert`, :math:`c = \max_i\lVert
+    x_i\rVert` (:math:`\lVert\xi_\parallel\rVert \le \lVert\xi\rVert`); the computed
+    :math:`\xi_\parallel` adds :math:`\beta c` times its own error. The Jacobian bound turns
+    the two score errors into :math:`2c(\delta_\xi + \delta_{\xi_\parallel})`. The softmax's
+    own rounding, per evaluation: the max shift's subtraction moves each exponent by
+    :math:`\le u\cdot 2\max|\hat s|` (another score perturbation, :math:`2c` times it), and
+    exp (1 ulp), the N-term sum and the division move each weight by a relative
+    :math:`\gamma_{N+3}`, the output by :math:`\le\gamma_{N+3}c`; the product :math:`Xp`
+    adds :math:`\gamma_N c(1 + \gamma_{N+3})`. Both evaluations count.
     """
     d, N = X.shape
     column_norm = float(X.norm(dim=0).max())
     projection_error = float(torch.linalg.cond(X)) * gamma(d * N) * float(xi.norm())
-    score_error = beta * column_norm * (2 * gamma(d) * float(xi.norm()) + projection_error)
-    return 2 * score_error * column_norm + 2 * gamma(N) * column_norm
+    score_error = beta * column_norm * (2 * gamma(d + 1) * float(xi.norm()) + projection_error)
+    max_score = beta * column_norm * float(xi.norm()) * (1 + gamma(d + 1))
+    shift_error = 2 * gamma(1) * max_score
+    softmax_rounding = 2 * (2 * shift_error * column_norm + gamma(N + 3) * column_norm)
+    product_rounding = 2 * gamma(N) * (1 + gamma(N + 3)) * column_norm
+    return 2 * score_error * column_norm + softmax_rounding + product_rounding
 
 
 def convex_hull_check(build=hopfield_update):
@@ -158,11 +171,17 @@ def convex_hull_check(build=hopfield_update):
         T = build(X, beta)
         p = T.weights(xi)
         N = X.shape[1]
+        # The weights are exp values divided by their own computed N-term sum (gamma_{N+1}
+        # off 1 in total: gamma_2 per weight, gamma_{N-1} in the sum), summed here with N - 1
+        # more roundings: gamma_{2N}.
+        sum_tol = gamma(2 * N)
         sum_err = abs(float(p.sum()) - 1)
-        evidence.margin((gamma(N) - sum_err) / gamma(N))
-        assert float(p.min()) >= 0 and sum_err <= gamma(N), f"weights {p.tolist()}"
+        evidence.margin((sum_tol - sum_err) / sum_tol)
+        assert float(p.min()) >= 0 and sum_err <= sum_tol, f"weights {p.tolist()}"
+        # Two N-term products of the same weights (T's and this one), each within gamma_N
+        # max|X| sum(p) <= gamma_N max|X| (1 + gamma_{2N}).
         err = float((T(xi) - X @ p).abs().max())
-        assert err <= 2 * gamma(N) * float(X.abs().max()), "T(xi) is not X p"
+        assert err <= 2 * gamma(N) * (1 + sum_tol) * float(X.abs().max()), "T(xi) is not X p"
     return run
 
 
@@ -232,7 +251,11 @@ def residual_check(residual: bool = True):
         R = hopfield_update(X, beta, residual=residual)
         xi_par = parallel_part(X, xi)
         err = float((R(xi) - R(xi_par) - (xi - xi_par)).norm())
-        tol = update_tolerance(X, xi, beta) + 4 * gamma(1) * float(xi.norm())
+        # On top of the two updates: the residual additions xi + T round by u(|xi| + c) each
+        # (|T| <= c, a convex combination of columns), and this check's three subtractions by
+        # u |xi| at most each (|xi - xi_par| <= |xi|): gamma_5 (|xi| + c) covers them.
+        column_norm = float(X.norm(dim=0).max())
+        tol = update_tolerance(X, xi, beta) + gamma(5) * (float(xi.norm()) + column_norm)
         evidence.margin((tol - err) / tol)
         assert err <= tol, f"R(xi) - R(xi_par) differs from xi_perp by {err:.3g}"
     return run

@@ -209,6 +209,22 @@ def majority_cases(draw):
     return vocab_size, d, draw(seeds()), torch.tensor([tokens])
 
 
+def majority_pattern_tolerance(model, tokens: torch.Tensor) -> float:
+    """How far a correct majority head's attention weights may be from 1/n (derivation in
+    the comments)."""
+    att, n, d = model.attention, tokens.shape[-1], model.embeddings.shape[-1]
+    keys = model.keys(tokens)
+    # Scores are d-term dot products whose exact value is (c.x_i)(1.k_j) = 0 up to the
+    # LayerNorm rounding in 1.k_j; bound them by gamma on the absolute-value evaluation,
+    # plus |c.x_i| times the LayerNorm sum bound.
+    q, k = keys @ att.W_Q[0], keys @ att.W_K[0]
+    score_tol = float((gamma(3 * d) * q.abs() @ k.abs().transpose(-1, -2)).max()
+                      + (keys @ att.W_Q[0, :, 0]).abs().max() * d
+                      * max(layer_norm_tolerance(e) for e in model.embeddings))
+    # |softmax(s) - 1/n| <= (exp(2 max|s|) - 1)/n for scores within [-max|s|, max|s|]
+    return math.expm1(2 * score_tol) / n + gamma(n)
+
+
 def uniform_attention_check(build=majority_head):
     @budget(0.5)
     @given(case=majority_cases())
@@ -219,15 +235,7 @@ def uniform_attention_check(build=majority_head):
         att = model.attention
         n = tokens.shape[-1]
         keys = model.keys(tokens)
-        # Scores are d-term dot products whose exact value is (c.x_i)(1.k_j) = 0 up to the
-        # LayerNorm rounding in 1.k_j; bound them by gamma on the absolute-value evaluation,
-        # plus |c.x_i| times the LayerNorm sum bound.
-        q, k = keys @ att.W_Q[0], keys @ att.W_K[0]
-        score_tol = float((gamma(3 * d) * q.abs() @ k.abs().transpose(-1, -2)).max()
-                          + (keys @ att.W_Q[0, :, 0]).abs().max() * d
-                          * max(layer_norm_tolerance(e) for e in model.embeddings))
-        # |softmax(s) - 1/n| <= (exp(2 max|s|) - 1)/n for scores within [-max|s|, max|s|]
-        pattern_tol = math.expm1(2 * score_tol) / n + gamma(n)
+        pattern_tol = majority_pattern_tolerance(model, tokens)
         pattern_err = float((pattern - 1.0 / n).abs().max())
         evidence.margin((pattern_tol - pattern_err) / pattern_tol)
         assert pattern_err <= pattern_tol, f"attention deviates from 1/n by {pattern_err:.3g}"

@@ -24,20 +24,37 @@ U = unit_roundoff()
 EXACT = "donot_use_mm_for_euclid_dist"  # cdist from differences, not |x|^2 + |y|^2 - 2xy
 
 
-def boltz_error(a: torch.Tensor, beta: float) -> float:
-    r"""First-order rounding bound of one :func:`boltzmann` evaluation of ``a`` (1-D).
+def exponent_error(a: torch.Tensor, beta: float) -> float:
+    r"""The relative error that rounded exponents give each softmax weight.
 
-    Each softmax weight carries a relative error :math:`K = \gamma_{n+6} + 2u|\beta| A`
-    (:math:`A = \max|a_i|`; the second term is the rounding of the exponent :math:`\beta a_i`,
-    which ``exp`` turns into a relative error). The result :math:`a_m + \sum_i (a_i - a_m)p_i`
-    then errs by at most :math:`K S + \gamma_2(|a_m| + S)` with :math:`S = \sum_i|a_i - a_m|p_i`.
+    ``softmax`` of ``z = beta * a`` takes :math:`d_i = \hat z_i - \hat z_m` (``m`` the
+    argmax). The product rounds :math:`z_i` by :math:`u|\beta a_i|` (the anchor's rounding is
+    a shift common to every :math:`d_i`, which the normalisation cancels), and the subtraction
+    by :math:`u|d_i| \le 2u|\beta|A`: each exponent moves by :math:`\eta_i \le 3u|\beta|A`,
+    :math:`A = \max|a_i|`. :math:`\ln p_i = d_i - \ln\sum_j e^{d_j}` then moves by
+    :math:`\le 2\max\eta`, so each weight by a relative :math:`e^{6u|\beta|A} - 1`.
+    (Earlier bounds took :math:`2u|\beta|A`, one rounding: they left out the subtraction's
+    rounding and the normaliser's share.)
+    """
+    return math.expm1(6 * U * abs(beta) * float(a.abs().max()))
+
+
+def boltz_error(a: torch.Tensor, beta: float) -> float:
+    r"""Rounding bound of one :func:`boltzmann` evaluation of ``a`` (1-D).
+
+    Each softmax weight carries a relative error :math:`K = \gamma_{n+6} + e(1 + \gamma_{n+6})`
+    with :math:`e` = :func:`exponent_error` (exp within 1 ulp, the n-term sum and the division
+    give :math:`\gamma_{n+6}` with room). The result :math:`a_m + \sum_i (a_i - a_m)p_i`
+    then errs by at most :math:`K S + \gamma_2(|a_m| + S)` with :math:`S = \sum_i|a_i - a_m|p_i`
+    (the differences, the products and the final addition; the n-term sum is in K's
+    :math:`\gamma_{n+6}`), S computed from computed weights, within the same K.
     """
     z = beta * a
     p = z.softmax(-1)
     anchor = a[z.argmax()]
     S = float(((a - anchor).abs() * p).sum())
-    K = gamma(a.numel() + 6) + 2 * U * abs(beta) * float(a.abs().max())
-    return K * S + gamma(2) * (abs(float(anchor)) + S)
+    K = gamma(a.numel() + 6) + exponent_error(a, beta) * (1 + gamma(a.numel() + 6))
+    return K * S * (1 + K) + gamma(2) * (abs(float(anchor)) + S * (1 + K))
 
 
 def relative_margin(tol: float, err: float) -> float:
@@ -48,8 +65,9 @@ def relative_margin(tol: float, err: float) -> float:
 
 
 def weight_error(a: torch.Tensor, beta: float) -> float:
-    """The relative error ``K`` of each softmax weight (see :func:`boltz_error`)."""
-    return gamma(a.numel() + 8) + 2 * U * abs(beta) * float(a.abs().max())
+    """The relative error ``K`` of each softmax weight (see :func:`boltz_error`), with two
+    more roundings of room for the checks' own sums."""
+    return gamma(a.numel() + 8) + exponent_error(a, beta) * (1 + gamma(a.numel() + 8))
 
 
 @st.composite

@@ -142,13 +142,16 @@ BZ_GD = Claim(
 
 def attention_error_bound(head: Attention, x: torch.Tensor) -> torch.Tensor:
     r"""Rounding bound ``(B, n, 1)`` of a single softmax head's output: score error
-    :math:`\Delta\le\gamma_{2d+2}\max_{ij}(|x_i||W_Q|)(|x_j||W_K|)^\top`, turned into
-    :math:`2\Delta\max_j\lVert |x_j||W_V||W_O|\rVert_\infty` by the softmax Jacobian, plus
-    :math:`\gamma_{n+2d+4}` times the same value magnitude for the weighted sum and products."""
+    :math:`\Delta\le\gamma_{2d+4}\max_{ij}(|x_i||W_Q|)(|x_j||W_K|)^\top` (two d-term
+    dots, their product, and the softmax's max-shift subtraction, :math:`u|s_i - s_m| \le
+    2u\max|s|`), turned into :math:`2\Delta\max_j\lVert |x_j||W_V||W_O|\rVert_\infty` by
+    the softmax Jacobian (:math:`\lVert J\rVert_{\infty\to 1} \le 2` at every point, so
+    the mean value theorem makes it exact, not first order), plus :math:`\gamma_{n+2d+4}`
+    times the same value magnitude for the weighted sum and products."""
     d = x.shape[-1]
     q = x.abs() @ head.W_Q[0].abs()
     k = x.abs() @ head.W_K[0].abs()
-    delta = gamma(2 * d + 2) * (q @ k.transpose(-1, -2)).amax(dim=(-1, -2), keepdim=True)
+    delta = gamma(2 * d + 4) * (q @ k.transpose(-1, -2)).amax(dim=(-1, -2), keepdim=True)
     values = (x.abs() @ head.W_V[0].abs() @ head.W_O[0].abs()).amax(dim=(-1, -2), keepdim=True)
     return (2 * delta + gamma(x.shape[1] + 2 * d + 4)) * values
 
@@ -330,9 +333,16 @@ def approximation_check(build=equivariant_approximator, grids=(2, 4, 8, 16, 32),
             err = (model(X) - truth).abs().amax(dim=-1)
             inexact = model.inexact(X)
             omega = L / (2 * g)
-            # the memorizer's rounding: labels are reproduced to ~1e-7 (memorization claim)
-            tol = omega + float(ffn_output_error(model.memorizer.ffn,
-                                                 model.memorizer.mixed(model.quantize(X))).max())
+            # On top of L/(2g): the memorizer's FFN rounding at its computed input (the
+            # memorization claim's bound), and the rounding of f itself, evaluated twice (the
+            # truth at X, the stored label at the cell centre): per evaluation the products
+            # <x_k, mean> err by gamma_{n+d+2} d (entries in [0, 1]); each sine term by
+            # <= 3u (2 pi x off by 2u 2 pi, sin 1-Lipschitz and within 1 ulp, / 2 pi); the
+            # (d + 1)-term sum by gamma_{d+1} (d + d/(2 pi)): in all <= gamma_{n+d+8} 3d. The
+            # subtraction err = model - truth adds u |err| <= u (omega + 1).
+            f_rounding = 2 * gamma(n + d + 8) * 3 * d + gamma(1) * (omega + 1)
+            tol = omega + f_rounding + float(ffn_output_error(
+                model.memorizer.ffn, model.memorizer.mixed(model.quantize(X))).max())
             good = err[~inexact]
             measure = n * d * (g - 1) * model.ramp
             bound = (omega**p + measure * oscillation**p) ** (1 / p)

@@ -320,12 +320,14 @@ def rank_one_output_error(x: torch.Tensor, w: torch.Tensor, rho: float,
     r"""Rounding bound ``(B, n, 1)`` of a rank-1 head's output (unit ``u``), per token.
 
     As in :func:`constructions.boltzmann.context_id_error_bound`: score error
-    :math:`\Delta\le\gamma_{2d+2}|\rho|R^2` (:math:`R = \max_k|x_k|^\top|w|`), value error
+    :math:`\Delta\le\gamma_{2d+4}|\rho|R^2` (:math:`R = \max_k|x_k|^\top|w|`; the
+    rounding of :math:`\rho w`, two d-term dots, their product, and the softmax's max-shift
+    subtraction, :math:`\le 2u|\rho|R^2`), value error
     :math:`2\Delta R + \gamma_{n+d+4}R`, times :math:`|c|` and one more rounding for
     :math:`W_O`."""
     n, d = x.shape[1], x.shape[2]
     R = (x.abs() @ w.abs()).amax(dim=-1, keepdim=True)[..., None]
-    value_error = 2 * gamma(2 * d + 2) * abs(rho) * R**3 + gamma(n + d + 4) * R
+    value_error = 2 * gamma(2 * d + 4) * abs(rho) * R**3 + gamma(n + d + 4) * R
     return abs(out_scale) * (value_error + gamma(2) * R)
 
 

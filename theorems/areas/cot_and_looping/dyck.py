@@ -144,12 +144,24 @@ DYCK_DEPTH_HEAD = Claim(
 
 
 def depth_tolerance(max_len: int, n: int) -> float:
-    r"""Rounding of a logit gap. Scores are exactly 0, so the weights are :math:`1/(i+1)`
-    rounded once; :math:`x_i, y_i` are sums of at most :math:`n + 1` terms of total magnitude
-    :math:`\le 1`, off by :math:`\le\gamma_{n+2}`; :math:`\ell_c` adds a two-term product with
-    :math:`|c| \le N`: :math:`|\hat\ell_c - \ell_c| \le (c^2 + 2|c|)\gamma_{n+4}`, and a gap
-    compares two logits."""
-    return 2 * (max_len**2 + 2 * max_len) * gamma(n + 4)
+    r"""How far below :math:`1/(i+1)` a computed logit gap may fall, at lengths :math:`\le n`.
+
+    Each stored weight is allowed a relative error :math:`u` against its exact value (the
+    construction's are exact integers; this covers any re-rounding of them). Scores are
+    exactly 0 (zero query/key), so a softmax weight is :math:`1/m`, :math:`m = i + 1`,
+    rounded at most twice (exp(0) = 1 and the integer sum are exact; a reciprocal and a
+    product): :math:`\hat w = (1+\theta_2)/m`. :math:`\hat y_i, \hat x_i` are
+    :math:`m`-term dot products of :math:`\hat w` with stored embeddings
+    (:math:`(1+\theta_1)`, :math:`|h| \le 1`), so each term carries :math:`(1+\theta_{m+3})`
+    and :math:`|\hat y - y|, |\hat x - x| \le \gamma_{m+3}`. A logit is a 2-term dot product
+    with stored read-out weights :math:`(-c^2, 2c)(1+\theta_1)`: :math:`|\hat\ell_c -
+    \ell_c| \le (c^2 + 2|c|)(\gamma_{m+3} + \gamma_3(1 + \gamma_{m+3})) \le (c^2 +
+    2|c|)\gamma_{m+6} =: E` (:math:`\gamma_a + \gamma_b + \gamma_a\gamma_b \le
+    \gamma_{a+b}`), :math:`|c| \le N`, :math:`m \le n + 1`. The top two computed logits are
+    then :math:`\ge 1/m - 2E` apart when the argmax is right. The comparison itself rounds the
+    gap's subtraction and the floor's reciprocal and subtraction: they cost at most
+    :math:`(3u + u^2)/m \le \gamma_4`."""
+    return 2 * (max_len**2 + 2 * max_len) * gamma(n + 7) + gamma(4)
 
 
 def depth_head_check(build=depth_trace_head, oracle=dyck_oracle, k: int = 1, max_len: int = 12):
@@ -160,6 +172,7 @@ def depth_head_check(build=depth_trace_head, oracle=dyck_oracle, k: int = 1, max
             truth = torch.tensor([oracle(w, k).depths for w in words.tolist()])
             logits = model.logits(words)                                  # (b, n, 2N+1)
             emitted = model(words)
+            # Integer tensors (the model decodes argmax - N in integer arithmetic): exact.
             assert torch.equal(emitted, truth), f"emitted depths differ at length {n}"
             top2 = logits.topk(2, -1).values
             gap = top2[..., 0] - top2[..., 1]                               # (b, n)
@@ -179,6 +192,7 @@ def depth_head_property_check(build=depth_trace_head, oracle=dyck_oracle):
     def run(k, n, seed):
         words = torch.randint(2 * k, (16, n), generator=torch.Generator().manual_seed(seed))
         truth = torch.tensor([oracle(w, k).depths for w in words.tolist()])
+        # Integer depths on both sides: exact.
         assert torch.equal(build(k, 64)(words), truth), "emitted depths differ from the oracle"
     return run
 

@@ -90,14 +90,24 @@ def rank_certificate(M: torch.Tensor) -> tuple[float, float]:
 
 
 def score_tolerance(model, keys: torch.Tensor, values: torch.Tensor) -> float:
-    r"""Rounding bound on every computed score :math:`\langle g(k), v_j\rangle`: twice (for a
-    difference of two scores) :math:`\gamma_n` times the same chain on absolute values."""
+    r"""Rounding bound on a difference of two computed scores :math:`\langle g(k), v_j\rangle`.
+
+    :func:`gated_output_error` bounds the computed :math:`g(k)` entrywise by :math:`E`
+    (composed per layer, including the gate's rounding: the logistic's input errs by
+    :math:`\gamma_d|G||k|`, which the old bound, taking the computed gates as exact
+    multipliers, left out). The score is a :math:`d_v`-term dot product with :math:`v_j`:
+    :math:`|\hat c_j - c_j| \le E^\top|v_j| + \gamma_{d_v}(|g| + E)^\top|v_j|`, with
+    :math:`|g| \le |P|^\top|D||A||k|` (:math:`0 < \sigma \le 1`). Twice that bounds a
+    difference; the magnitudes, computed in float64 with at most
+    :math:`d + h + m + d_v` roundings per term, carry :math:`1 + \gamma_{d+h+m+d_v}`."""
     sizes = model.sizes
-    gates = torch.sigmoid(keys @ model.gate.T)
-    absolute = ((gates * (keys.abs() @ model.up.abs().T)) @ model.down.abs().T) \
-        @ model.decoder.abs() @ values.abs().T
-    n = sizes["d"] + sizes["hidden"] + sizes["code_dim"] + sizes["d_v"] + 4
-    return 2 * gamma(n) * float(absolute.max())
+    k = keys.to(model.gate.dtype).abs()
+    E = gated_output_error(model, keys)                                       # (F, d_v)
+    g_abs = ((k @ model.up.abs().T) @ model.down.abs().T) @ model.decoder.abs()
+    d_v = values.shape[1]
+    per_score = (E + gamma(d_v) * (g_abs + E)) @ values.abs().T               # (F, |V|)
+    n = sizes["d"] + sizes["hidden"] + sizes["code_dim"] + d_v
+    return 2 * float(per_score.max()) * (1 + gamma(n))
 
 
 def exact_storage_check(build=encoder_decoder_mlp):

@@ -2,6 +2,8 @@ r"""Helpers shared by the topic modules of this area."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 from hypothesis import strategies as st
 
@@ -99,7 +101,31 @@ def attention_margins(model, tokens: torch.Tensor, kind: str) -> tuple[float, fl
 
 
 def softmax_tolerance(n_keys: int, dtype: torch.dtype = torch.float64) -> float:
-    """Absolute error of a float softmax weight: exp, an (n+1)-term sum and a division."""
+    """Absolute error of a float softmax weight from exact scores: exp, an (n+1)-term sum and
+    a division. (A weight computed from rounded scores needs more: layer1_weight_tolerance.)"""
     return gamma(n_keys + 3, dtype)
+
+
+def layer1_weight_tolerance(model, tokens: torch.Tensor) -> float:
+    r"""Absolute error of a computed layer-1 attention weight against the exact one.
+
+    The stream :math:`x = W_E + W_{pos}` rounds once; :math:`q, k` are d-term dots and the
+    score a :math:`d_k`-term dot times ``scale``: :math:`|\hat s_{ij} - s_{ij}| \le
+    \gamma_{2d+d_k+3}\,|\mathrm{scale}|\,(|x_i||W_Q|)\cdot(|x_j||W_K|)`, and the softmax's
+    max shift adds :math:`2u\max|\hat s|`. Scores here reach :math:`O(n^2\log n)` (the
+    model's docstring), so this term dominates. A score perturbation :math:`\le\Delta` moves
+    each weight by a relative :math:`e^{2\Delta} - 1`; exp, the sum and the division add
+    :math:`\gamma_{n+4}` (softmax_tolerance); weights are :math:`\le 1`.
+    """
+    layer = model.layers[0]
+    n_keys = tokens.shape[-1] + 1
+    d, d_k = layer.W_Q.shape[1], layer.W_Q.shape[2]
+    bos = torch.full((tokens.shape[0], 1), model.vocab_size, dtype=torch.long)
+    x = (model.W_E[torch.cat([bos, tokens], 1)] + model.W_pos[:n_keys]).abs()   # (B, n+1, d)
+    q = torch.einsum("bnd,hdk->bhnk", x, layer.W_Q.abs())
+    k = torch.einsum("bnd,hdk->bhnk", x, layer.W_K.abs())
+    s_max = float((abs(layer.scale) * q @ k.transpose(-1, -2)).max()) * (1 + gamma(2 * d + d_k))
+    delta = (gamma(2 * d + d_k + 3) + 2 * gamma(1)) * s_max
+    return math.expm1(2 * delta) * (1 + softmax_tolerance(n_keys)) + softmax_tolerance(n_keys + 1)
 
 

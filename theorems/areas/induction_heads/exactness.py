@@ -36,7 +36,7 @@ from theorems.areas.induction_heads._shared import (
     attention_margins,
     brute_force_targets,
     induction_cases,
-    softmax_tolerance,
+    layer1_weight_tolerance,
     tight_sequences,
 )
 from theorems.claims import Claim, Source
@@ -248,7 +248,7 @@ def exactness_check(build=two_layer_induction, kind: str = "two_layer"):
         assert torch.equal(predicted, expected), (
             f"S={S}, max_len={limit}: predicted {predicted[0].tolist()}, "
             f"expected {expected[0].tolist()}")
-        assert layer1 >= -softmax_tolerance(len(sequence) + 1), (
+        assert layer1 >= -layer1_weight_tolerance(model, tokens), (
             f"layer-1 weight on i-1 is {-layer1:.3g} below the guarantee")
         assert layer2 > 0, f"layer-2 weight on the induction key is {-layer2:.3g} too low"
     return run
@@ -278,7 +278,8 @@ def exhaustive_check(build=two_layer_induction, kind: str = "two_layer",
             evidence.metric("logit margin", logit, worse="lower")
             assert not wrong.any(), (f"S={S}, n={n}: {int(wrong.sum())} sequences wrong, e.g. "
                                      f"{tokens[wrong][0].tolist()}")
-            assert layer1 >= -softmax_tolerance(n + 1), f"S={S}, n={n}: layer-1 weight too low"
+            assert layer1 >= -layer1_weight_tolerance(model, tokens), (
+                f"S={S}, n={n}: layer-1 weight too low")
             assert layer2 > 0, f"S={S}, n={n}: layer-2 weight on the induction key too low"
     return run
 

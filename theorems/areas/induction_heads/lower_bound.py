@@ -3,6 +3,7 @@ r"""The one-layer lower bound, and gradient descent on one and two layers."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import torch
 from hypothesis import example, given
@@ -113,6 +114,46 @@ def random_one_layer(vocab_size: int, max_len: int, heads: int, width: int, seed
                           seed=seed).double().requires_grad_(False)
 
 
+def decomposition_tolerance(model, tokens: torch.Tensor) -> float:
+    r"""Bound on |model(tokens)[-1] - combine(messages)|: each side's error against the exact
+    logits, twice.
+
+    Scores: :math:`x = W_E + W_{pos}` (1 rounding), :math:`q, k` (width-term dots), a
+    :math:`d_k`-term dot and the product by ``scale``: :math:`|\hat s_j - s_j| \le
+    \gamma_{3w+3}\,\mathrm{scale}\,(|x_n||W_Q|)\cdot(|x_j||W_K|) =: \Delta_j`. The model's
+    softmax also rounds the max shift (:math:`2u\max|\hat s|` more); the messages take exp
+    without a shift. A score perturbation :math:`\le\Delta` moves each normalised weight by a
+    relative :math:`e^{2\Delta} - 1`, and exp (1 ulp), the :math:`(n+1)`-term sums and the
+    division add :math:`\gamma_{n+5}`: :math:`|\hat p_j - p_j| \le \rho p_j`,
+    :math:`\rho = (e^{2\Delta} - 1)(1 + \gamma_{n+5}) + \gamma_{n+5}`. (The old bound had no
+    score term: a large score's rounding, amplified by exp, was not covered.) The value path
+    :math:`x_j W_V`, the key sum, :math:`W_O`, :math:`+ x_n`, :math:`W_U` carries
+    :math:`\le\gamma_{3w+n+4}` per term on the absolute evaluation
+    :math:`A = (|x_n| + \sum_{h,j} p_j(|x_j||W_V^h|)|W_O^h|)|W_U|` (absolute values of the
+    factors, not of the computed product :math:`x_jW_V`, which cancellation can make small),
+    evaluated here with the computed pattern (:math:`p \le \hat p/(1 - \rho)`) and its own
+    roundings (:math:`1 + \gamma_{3w+n+4}`).
+    """
+    layer, n, w = model.layers[0], len(tokens) + 1, model.W_E.shape[-1]
+    u = gamma(1) / (1 + gamma(1))
+    bos = torch.tensor([model.vocab_size])
+    x = model.W_E[torch.cat([bos, tokens])] + model.W_pos[: len(tokens) + 1]    # (n+1, w)
+    q_abs = torch.einsum("d,hdk->hk", x[-1].abs(), layer.W_Q.abs())
+    k_abs = torch.einsum("nd,hdk->hnk", x.abs(), layer.W_K.abs())
+    s_abs = abs(layer.scale) * torch.einsum("hk,hnk->hn", q_abs, k_abs) * (1 + gamma(3 * w + 3))
+    delta = gamma(3 * w + 3) * float(s_abs.max()) + 2 * u * float(s_abs.max())
+    rho = math.expm1(2 * delta) * (1 + gamma(n + 5)) + gamma(n + 5)
+    if rho >= 1:
+        return math.inf  # no weight is pinned to within its own size: nothing to compare
+    first = model.attention_patterns(tokens)[0][0, :, -1]  # (H, n+1) last-query weights
+    values = torch.einsum("nd,hdv->hnv", x.abs(), layer.W_V.abs())
+    absolute = (x[-1].abs() + torch.einsum("hn,hnv,hvo->o", first, values,
+                                           layer.W_O.abs())) @ model.W_U.abs()
+    chain = gamma(3 * w + n + 4)
+    magnitude = float(absolute.max()) * (1 + chain) / (1 - rho)
+    return 2 * (rho + chain * (1 + rho)) * magnitude
+
+
 def decomposition_check(messages=one_layer_messages, combine=combine_messages):
     @given(case=index_inputs(max_bits=24), heads=st.sampled_from([1, 2, 4]),
            width=st.sampled_from([4, 8, 16]), seed=st.integers(0, 2**16))
@@ -122,17 +163,7 @@ def decomposition_check(messages=one_layer_messages, combine=combine_messages):
         full = model(tokens)[-1]
         rebuilt = combine(model, tokens, messages(model, tokens, alice),
                           messages(model, tokens, ~alice, bos=True))
-        # Both sides evaluate the same sums in different orders: each is within
-        # gamma_K * (the evaluation on absolute values) of the exact value, K counting the
-        # d-term dot products, the (n+1)-term sums, the exp and the division.
-        first = model.attention_patterns(tokens)[0][0, :, -1]  # (H, n+1) last-query weights
-        layer = model.layers[0]
-        bos = torch.tensor([model.vocab_size])
-        x = model.W_E[torch.cat([bos, tokens])] + model.W_pos[: len(tokens) + 1]
-        values = torch.einsum("nd,hdv->hnv", x, layer.W_V).abs()
-        absolute = (x[-1].abs() + torch.einsum("hn,hnv,hvo->o", first, values,
-                                               layer.W_O.abs())) @ model.W_U.abs()
-        tolerance = 2 * gamma(3 * width + 2 * len(tokens) + 16) * float(absolute.max())
+        tolerance = decomposition_tolerance(model, tokens)
         error = float((full - rebuilt).abs().max())
         evidence.margin((tolerance - error) / tolerance)
         assert error <= tolerance, f"rebuilt output differs by {error:.3g} > {tolerance:.3g}"

@@ -33,6 +33,7 @@ from torch import nn
 
 from constructions import _validate
 from constructions._roles import oracle
+from constructions.layers import HookPoint, HookPoints, _with_axes
 
 MAX_DIGIT = 9
 NUM_DIGITS = MAX_DIGIT + 1
@@ -262,6 +263,17 @@ class CoT2Layer(nn.Module):
       :math:`\ell = -\sum_a \mathrm{relu}(-\phi_a - B(1 - c_a))`, exact for one-hot
       :math:`c`; :math:`\alpha_{t+1} = \mathrm{softmax}(\ell)`, and the next input is
       :math:`\alpha_{t+1}E`, which is :math:`\alpha_{t+1}` in the ``sum`` block.
+
+    Hook points, TransformerLens's names for one block (the model is that block, applied once
+    per thought step; each :meth:`step` fires every hook once, batch 1, the last token the one
+    query, one head): ``hook_resid_pre`` the context ``(1, n, d)``; ``attn.hook_q``
+    ``(1, 1, 1, m)``, ``attn.hook_k`` ``(1, n, 1, m)``, ``attn.hook_v`` the context itself (the
+    values are the stream, :math:`W_{OV}` is applied after mixing) ``(1, n, 1, d)``,
+    ``attn.hook_attn_scores`` and ``attn.hook_pattern`` ``(1, 1, 1, n)``, ``attn.hook_z``
+    ``(1, 1, 1, d)``; ``hook_attn_out`` :math:`W_{OV}z` and ``hook_resid_mid`` ``h``
+    ``(1, 1, d)``; ``mlp.hook_pre`` the ReLU gate's input and ``mlp.hook_post`` its output,
+    neurons indexed (expert, sum) ``(1, 1, 10, v)``, and ``hook_mlp_out`` the logits
+    ``(1, 1, v)``. There is no ``hook_resid_post``: the logits are not added to a stream.
     """
 
     def __init__(self, m: int, beta: float, clamp: float, transition, dtype, device):
@@ -288,6 +300,11 @@ class CoT2Layer(nn.Module):
         self.register_buffer("W_K", W_K)
         self.register_buffer("W_OV", W_OV)
         self.register_buffer("experts", experts)       # (10, v, v): M_a
+        self.hook_resid_pre, self.hook_attn_out = HookPoint(), HookPoint()
+        self.hook_resid_mid, self.hook_mlp_out = HookPoint(), HookPoint()
+        self.attn = HookPoints("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern",
+                               "hook_z")
+        self.mlp = HookPoints("hook_pre", "hook_post")
 
     def embed_prompt(self, digits: tuple[int, ...]) -> torch.Tensor:
         """Digit tokens: one-hot digit and one-hot position, shape (m, d_model)."""
@@ -306,15 +323,23 @@ class CoT2Layer(nn.Module):
 
     def step(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits over sums at the last token of ``context`` (n, d), and its attention (n,)."""
-        q = self.W_Q @ context[-1]                               # (m,)
-        k = context @ self.W_K.T                                 # (n, m)
-        attention = torch.softmax(k @ q, dim=0)                  # (n,): causal (last query)
-        h = context[-1] + self.W_OV @ (attention @ context)      # (d,) residual
+        attn = self.attn
+        # hooks see TransformerLens's [batch, pos, head, d_head], batch 1 and one head
+        context = _with_axes(self.hook_resid_pre, context, 0)    # (n, d)
+        q = _with_axes(attn.hook_q, self.W_Q @ context[-1], 0, count=3)      # (m,)
+        k = _with_axes(attn.hook_k, (context @ self.W_K.T).unsqueeze(1), 0).squeeze(1)  # (n, m)
+        v = _with_axes(attn.hook_v, context.unsqueeze(1), 0).squeeze(1)     # (n, d)
+        scores = _with_axes(attn.hook_attn_scores, k @ q, 0, count=3)         # (n,)
+        attention = _with_axes(attn.hook_pattern, torch.softmax(scores, dim=0), 0, count=3)
+        z = _with_axes(attn.hook_z, attention @ v, 0, count=3)               # (d,)
+        h = context[-1] + _with_axes(self.hook_attn_out, self.W_OV @ z, 0, count=2)  # residual
+        h = _with_axes(self.hook_resid_mid, h, 0, count=2)                   # (d,)
         alpha, c = h[self.blocks["sum"]], h[self.blocks["fetched"]]
         z = self.experts @ alpha                                 # (10, v): M_a alpha
         phi = torch.clamp(torch.log(z), min=-self.clamp)         # (10, v), log 0 = -inf -> -B
-        gate = torch.relu(-phi - self.clamp * (1 - c)[:, None])  # (10, v)
-        return -gate.sum(0), attention                           # (v,), (n,)
+        gate = _with_axes(self.mlp.hook_post, torch.relu(_with_axes(
+            self.mlp.hook_pre, -phi - self.clamp * (1 - c)[:, None], 0, count=2)), 0, count=2)
+        return _with_axes(self.hook_mlp_out, -gate.sum(0), 0, count=2), attention  # (v,), (n,)
 
     def rollout(self, digits) -> tuple[torch.Tensor, torch.Tensor]:
         r"""The continuous chain of thought: :math:`\alpha_1..\alpha_m` (m, v) and the attention

@@ -61,7 +61,7 @@ from constructions.fact_mlps import (
 from constructions.fact_mlps.encoder_decoder import _projection_decoding_margin
 from constructions.fact_mlps.task import _conflicting_keys, _fact_set
 from constructions.induction_heads import round_significand
-from constructions.layers import fixed, resolve
+from constructions.layers import HookPoint, fixed, resolve
 
 # A gate below this fraction of the keys' projection spread is "too close to its threshold":
 # the gadget then divides a target by it and its weights blow up (see peel_buckets).
@@ -73,7 +73,17 @@ MIN_GAP = 1e-3
 class BucketedEncoder(nn.Module):
     r""":math:`z(k) = \sum_\beta \mathrm{ReLU}(w_\beta^\top k - \tau_\beta) L_\beta k`.
 
-    ``route`` is ``(B, d)``, ``threshold`` ``(B,)`` and ``up`` ``(B, m, d)``."""
+    ``route`` is ``(B, d)``, ``threshold`` ``(B,)`` and ``up`` ``(B, m, d)``.
+
+    Hook points, named as in TransformerLens's gated MLP (the gate :math:`\mathrm{ReLU}(w_\beta^\top
+    k - \tau_\beta)` is the activated branch, :math:`L_\beta k` the linear one):
+    ``hook_mlp_in`` (``k``, ``(N, d)``), ``hook_pre`` (:math:`w_\beta^\top k - \tau_\beta`, before
+    the ReLU, ``(N, B)``), ``hook_pre_linear`` (:math:`L_\beta k`, ``(N, B, m)``) and
+    ``hook_mlp_out`` (the code :math:`z`, ``(N, m)``). There is no ``hook_post``: the
+    :math:`Bm` neurons' products are never formed, one contraction over :math:`\beta` makes
+    :math:`z` from the gates and :math:`L_\beta k` directly, and forming them would be another
+    summation order.
+    """
 
     def __init__(self, route, threshold, up) -> None:
         super().__init__()
@@ -81,34 +91,49 @@ class BucketedEncoder(nn.Module):
         threshold = _validate.real_tensor("threshold", threshold, shape=(route.shape[0],))
         up = _validate.real_tensor("up", up, shape=(route.shape[0], None, route.shape[1]))
         self.route, self.threshold, self.up = map(fixed, (route, threshold, up))
+        self.hook_mlp_in, self.hook_pre, self.hook_pre_linear = (HookPoint(), HookPoint(),
+                                                                 HookPoint())
+        self.hook_mlp_out = HookPoint()
 
     def gates(self, k: torch.Tensor) -> torch.Tensor:
         """Gadget gates ``(N, B)``."""
         if k.shape[-1] != self.route.shape[1]:
             raise ValueError(f"k must have width {self.route.shape[1]}, got shape {tuple(k.shape)}")
-        return torch.relu(k.to(self.route.dtype) @ self.route.T - self.threshold)
+        return torch.relu(self.hook_pre(k.to(self.route.dtype) @ self.route.T - self.threshold))
 
     def forward(self, k: torch.Tensor) -> torch.Tensor:
+        k = self.hook_mlp_in(k)                                 # (N, d)
         gates = self.gates(k)                                   # (N, B)
-        per_gadget = torch.einsum("bmd,nd->nbm", self.up, k.to(self.up.dtype))  # (N, B, m)
-        return torch.einsum("nb,nbm->nm", gates, per_gadget)   # (N, m)
+        per_gadget = self.hook_pre_linear(
+            torch.einsum("bmd,nd->nbm", self.up, k.to(self.up.dtype)))  # (N, B, m)
+        return self.hook_mlp_out(torch.einsum("nb,nbm->nm", gates, per_gadget))   # (N, m)
 
 
 class LinearDecoder(nn.Module):
-    r""":math:`y = P^\top z`, ``projection`` :math:`P` of shape ``(m, d_v)``."""
+    r""":math:`y = P^\top z`, ``projection`` :math:`P` of shape ``(m, d_v)``.
+
+    Hook points (a one-matrix MLP, TransformerLens's names): ``hook_mlp_in`` (the code ``z``,
+    ``(N, m)``) and ``hook_mlp_out`` (:math:`P^\top z`, ``(N, d_v)``)."""
 
     def __init__(self, projection) -> None:
         super().__init__()
         self.projection = fixed(_validate.real_tensor("projection", projection, ndim=2))
+        self.hook_mlp_in, self.hook_mlp_out = HookPoint(), HookPoint()
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return z @ self.projection                              # (N, d_v)
+        return self.hook_mlp_out(self.hook_mlp_in(z) @ self.projection)   # (N, d_v)
 
 
 class LadderDecoder(nn.Module):
     r""":math:`y(z) = P^\top\big(y_0 + \sum_t s_t\,\mathrm{ReLU}(z - \kappa_t)\big)` for a scalar
     code :math:`z`: ``knots`` :math:`\kappa` ``(T,)``, ``slopes`` ``(T, n)``, ``offset``
-    :math:`y_0` ``(n,)``, ``projection`` :math:`P` ``(n, d_v)``."""
+    :math:`y_0` ``(n,)``, ``projection`` :math:`P` ``(n, d_v)``.
+
+    Hook points (TransformerLens's MLP names, one neuron per knot): ``hook_mlp_in`` (the code
+    ``z``, ``(N, m)``, of which the first coordinate is read), ``hook_pre``
+    (:math:`z - \kappa_t`, ``(N, T)``), ``hook_post`` (the ramps
+    :math:`\mathrm{ReLU}(z - \kappa_t)`, ``(N, T)``) and ``hook_mlp_out`` (:math:`y(z)`,
+    ``(N, d_v)``)."""
 
     def __init__(self, knots, slopes, offset, projection) -> None:
         super().__init__()
@@ -118,21 +143,29 @@ class LadderDecoder(nn.Module):
         projection = _validate.real_tensor("projection", projection, shape=(slopes.shape[1], None))
         self.knots, self.slopes, self.offset, self.projection = map(
             fixed, (knots, slopes, offset, projection))
+        self.hook_mlp_in, self.hook_pre, self.hook_post = HookPoint(), HookPoint(), HookPoint()
+        self.hook_mlp_out = HookPoint()
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        ramps = torch.relu(z[:, :1] - self.knots)               # (N, T)
-        return (self.offset + ramps @ self.slopes) @ self.projection   # (N, d_v)
+        z = self.hook_mlp_in(z)                                 # (N, m)
+        ramps = self.hook_post(torch.relu(self.hook_pre(z[:, :1] - self.knots)))  # (N, T)
+        return self.hook_mlp_out((self.offset + ramps @ self.slopes) @ self.projection)  # (N, d_v)
 
 
 class CodedFactMLP(nn.Module):
-    """An encoder to codes followed by a decoder to the value space."""
+    """An encoder to codes followed by a decoder to the value space.
+
+    Hook points (the whole model is one MLP, TransformerLens's names): ``hook_mlp_in`` (the key
+    ``k``, ``(N, d)``) and ``hook_mlp_out`` (the decoded value, ``(N, d_v)``); the code between
+    them is ``encoder.hook_mlp_out``, and ``encoder.*`` and ``decoder.*`` hold the rest."""
 
     def __init__(self, encoder: nn.Module, decoder: nn.Module) -> None:
         super().__init__()
         self.encoder, self.decoder = encoder, decoder
+        self.hook_mlp_in, self.hook_mlp_out = HookPoint(), HookPoint()
 
     def forward(self, k: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.encoder(k))
+        return self.hook_mlp_out(self.decoder(self.encoder(self.hook_mlp_in(k))))
 
 
 # --- buckets ---------------------------------------------------------------------------------

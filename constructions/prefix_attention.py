@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.layers import fixed
+from constructions.layers import HookPoint, _with_axes, fixed
 
 KERNELS = ("exp", "poly2")
 
@@ -100,7 +100,11 @@ def _kernel_weights(kernel: str, q: torch.Tensor, K: torch.Tensor, scale: float,
                    ) -> torch.Tensor:
     r"""Unnormalised weights ``(B, n_q, m)``: :math:`e^{s - \max s}` (``"exp"``, shifted per
     query) or :math:`(c + \tau q\cdot k)^2` (``"poly2"``)."""
-    scores = scale * q @ K.transpose(-1, -2)
+    return _weights_of(kernel, scale * q @ K.transpose(-1, -2), c)
+
+
+def _weights_of(kernel: str, scores: torch.Tensor, c: float) -> torch.Tensor:
+    """The unnormalised weights of :func:`_kernel_weights` from the scores ``(B, n_q, m)``."""
     if kernel == "exp":
         return (scores - scores.amax(dim=-1, keepdim=True)).exp()
     return (c + scores) ** 2
@@ -131,6 +135,14 @@ class NTKAttention(nn.Module):
     :math:`e^{\max s}` alike, :math:`\varphi(x) = \mathrm{ELU}(x/d^{1/4})
     + 1`); with ``"poly2"`` the kernel is :math:`(c + \tau q\cdot k)^2` and :math:`\varphi` is
     :func:`_poly_features`. ``forward(q, K, V)`` maps to ``(B, n_q, d_v)``.
+
+    Hook points (TransformerLens names and layout, one head, no output map): ``hook_q``
+    ``(B, n_q, 1, d)``, ``hook_k`` ``(B, n, 1, d)``, ``hook_v`` ``(B, n, 1, d_v)``,
+    ``hook_attn_scores`` :math:`\tau qK^\top` ``(B, 1, n_q, n)`` (the kernel weights and, for
+    ``"exp"``, the max-shift are computed from it) and ``hook_z`` the output
+    ``(B, n_q, 1, d_v)``. There is no ``hook_pattern``: the weights are normalised only after
+    the value contraction, together with the prefix's :math:`\varphi(q)^\top\kappa`, so the
+    normalised pattern is never formed, and forming it would be another rounding.
     """
 
     def __init__(self, Z, kappa, *, kernel: str = "poly2", scale: float = 1.0, c: float = 1.0
@@ -146,6 +158,8 @@ class NTKAttention(nn.Module):
                       else _validate.finite_float("scale", scale))
         self.c = _validate.positive_float("c", c)
         self.Z, self.kappa = fixed(Z), fixed(kappa)
+        self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
+        self.hook_attn_scores, self.hook_z = HookPoint(), HookPoint()
 
     def phi(self, q: torch.Tensor) -> torch.Tensor:
         if self.kernel == "poly2":
@@ -160,16 +174,20 @@ class NTKAttention(nn.Module):
                              f"got {self.Z.shape[0]}")
         if V.shape[-1] != self.Z.shape[1]:
             raise ValueError(f"V must have width {self.Z.shape[1]}, got {V.shape[-1]}")
-        weights = _kernel_weights(self.kernel, q, K, self.scale, self.c)    # (B, n_q, n)
+        # hooks see (B, ., 1, width), TransformerLens's layout with its one head
+        q, K, V = (_with_axes(self.hook_q, q, 2), _with_axes(self.hook_k, K, 2),
+                   _with_axes(self.hook_v, V, 2))
+        scores = _with_axes(self.hook_attn_scores, self.scale * q @ K.transpose(-1, -2), 1)
+        weights = _weights_of(self.kernel, scores, self.c)                  # (B, n_q, n)
         phi_q = self.phi(q)                                                 # (B, n_q, r)
         prefix_num, prefix_den = phi_q @ self.Z, phi_q @ self.kappa[:, None]
         if self.kernel == "exp":  # the code's |kappa|, and the same max-shift as the weights
             prefix_den = phi_q @ self.kappa.abs()[:, None]
-            scores = self.scale * q @ K.transpose(-1, -2)
             unshift = (-scores.amax(dim=-1, keepdim=True)).exp()
             prefix_num, prefix_den = prefix_num * unshift, prefix_den * unshift
         numerator = weights @ V + prefix_num
-        return numerator / (weights.sum(dim=-1, keepdim=True) + prefix_den)
+        return _with_axes(self.hook_z,
+                          numerator / (weights.sum(dim=-1, keepdim=True) + prefix_den), 2)
 
 
 def prefix_summary(K_P, V_P, *, scale: float = 1.0, c: float = 1.0

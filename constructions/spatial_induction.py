@@ -64,6 +64,7 @@ import torch
 from torch import nn
 
 from constructions import _validate as check
+from constructions.layers import HookPoints, _with_axes
 
 TIME_PERIOD = 3  # the time circle: a slab, its predecessor and its successor are distinguishable
 REQUIRED_LOSS_SLACK = 29  # M_0 = ln P + 29: every wrong key loses at least this much
@@ -352,7 +353,24 @@ def gather_qk(task: CellularAutomaton, delta: tuple[int, ...], side: str,
 class SpatialInductionCircuit(nn.Module):
     """The two-layer gather-and-match circuit (module docstring); ``forward`` maps (B, n)
     tokens (BOS first, n <= 1 + max_positions) to (B, n, k) predictive probabilities: row i
-    has seen the BOS and cells 0..i-1 and predicts cell i."""
+    has seen the BOS and cells 0..i-1 and predicts cell i.
+
+    Hook points, TransformerLens's names and layout, one block per layer (there is no residual
+    stream to hook: layer 2 reads layer 1's output, and the output is layer 2's):
+
+    * ``blocks.0.attn`` (gather, ``2|nu|`` heads): ``hook_attn_scores`` and ``hook_pattern``
+      ``(1, 2|nu|, n, n)``, scores before the causal mask; their batch axis has size 1, since
+      the gather reads positions only (a patch may return ``(B, 2|nu|, n, n)``, one pattern
+      per sequence); ``hook_v`` the one-hot tokens ``(B, n, 1, k)``, shared by every head;
+      ``hook_z`` the gathered configurations ``(B, n, 2|nu|, k)``. Its queries and keys are
+      the fixed positional features, contracted with ``W_gather`` in one step, so there is no
+      ``hook_q``/``hook_k``.
+    * ``blocks.1.attn`` (match, one head): ``hook_q`` the next configuration and ``hook_k`` the
+      current one, ``(B, n, 1, |nu|, k)`` (``d_head`` as the (offset, state) grid),
+      ``hook_attn_scores`` (the key flags included, before the mask) and ``hook_pattern``
+      ``(B, 1, n, n)``, ``hook_v`` ``(B, n, 1, k)`` and ``hook_z`` the probabilities
+      ``(B, n, 1, k)``.
+    """
 
     def __init__(self, task: CellularAutomaton, max_positions: int, *,
                  alpha=None, match_beta: float = 40.0,
@@ -375,6 +393,10 @@ class SpatialInductionCircuit(nn.Module):
         self.register_buffer("warm", warm.to(dtype=dtype, device=device))
         prior = torch.from_numpy(self.alpha / self.alpha.sum())
         self.register_buffer("bos_value", prior.to(dtype=dtype, device=device))
+        self.blocks = nn.ModuleList(
+            [HookPoints(attn=HookPoints("hook_attn_scores", "hook_pattern", "hook_v", "hook_z")),
+             HookPoints(attn=HookPoints("hook_q", "hook_k", "hook_attn_scores", "hook_pattern",
+                                        "hook_v", "hook_z"))])
 
     def _check(self, tokens: torch.Tensor) -> torch.Tensor:
         tokens = check.token_tensor("tokens", tokens, vocab_size=self.task.n_states + 1,
@@ -392,24 +414,35 @@ class SpatialInductionCircuit(nn.Module):
         tokens = self._check(tokens)
         B, n = tokens.shape
         k, nu = self.task.n_states, len(self.task.offsets)
+        gath, mat = self.blocks[0].attn, self.blocks[1].attn
         f = self.features[:n]                                           # (n, F)
-        scores = torch.einsum("pf,hfg,qg->hpq", f, self.W_gather, f)    # (2nu, n, n)
+        # the gather reads positions only: its hooks see a batch axis of size 1
+        scores = _with_axes(gath.hook_attn_scores,
+                            torch.einsum("pf,hfg,qg->hpq", f, self.W_gather, f), 0)  # (2nu, n, n)
         causal = torch.ones(n, n, dtype=torch.bool, device=f.device).tril()
-        gather = scores.masked_fill(~causal, -math.inf).softmax(-1)     # (2nu, n, n)
+        gather = _with_axes(gath.hook_pattern,
+                            scores.masked_fill(~causal, -math.inf).softmax(-1), 0)  # (2nu, n, n)
         onehot = nn.functional.one_hot(tokens, k + 1)[..., :k].to(f.dtype)  # BOS value 0
-        configs = torch.einsum("hpq,bqk->bphk", gather, onehot)         # (B, n, 2nu, k)
-        nxt, cur = configs[:, :, :nu], configs[:, :, nu:]
+        shared = _with_axes(gath.hook_v, onehot, 2)                     # (B, n, k)
+        # a patch with one pattern per sequence comes back (B, 2nu, n, n)
+        spec = "hpq,bqk->bphk" if gather.ndim == 3 else "bhpq,bqk->bphk"
+        configs = gath.hook_z(torch.einsum(spec, gather, shared))       # (B, n, 2nu, k)
+        nxt = _with_axes(mat.hook_q, configs[:, :, :nu], 2)             # (B, n, nu, k)
+        cur = _with_axes(mat.hook_k, configs[:, :, nu:], 2)
         beta = self.match_beta
         sink = beta * nu + math.log(float(self.alpha.sum())) + beta
         cold = (1 - self.warm[:n]).expand(B, n)                          # key j < V (or BOS)
         key_flags = torch.stack([cold, (tokens == k).to(f.dtype)], -1)  # (B, n, 2)
         match = beta * torch.einsum("bphk,bqhk->bpq", nxt, cur)          # (B, n, n)
         weights = torch.tensor([-beta, sink], dtype=f.dtype, device=f.device)
-        match = match + (key_flags @ weights)[:, None, :]                # per key j
-        match = match.masked_fill(~causal, -math.inf).softmax(-1)       # (B, n, n)
+        match = _with_axes(mat.hook_attn_scores,
+                           match + (key_flags @ weights)[:, None, :], 1)  # per key j
+        match = _with_axes(mat.hook_pattern,
+                           match.masked_fill(~causal, -math.inf).softmax(-1), 1)  # (B, n, n)
         values = onehot.clone()
         values[:, 0] = self.bos_value                                   # BOS value alpha / A
-        probs = match @ values                                          # (B, n, k)
+        values = _with_axes(mat.hook_v, values, 2)                      # (B, n, k)
+        probs = _with_axes(mat.hook_z, match @ values, 2)               # (B, n, k)
         return {"gather": gather.expand(B, -1, -1, -1), "match": match, "next_config": nxt,
                 "current_config": cur, "probs": probs}
 

@@ -24,8 +24,11 @@ from torch import nn
 
 from constructions import bigram_backcopy as bb
 from constructions import boltzmann as bz
+from constructions import fact_codes as fc
+from constructions import spatial_induction as sih
 from constructions.ar_mesa import ar_mesa_layer, context_gram, tokens
 from constructions.bilinear import bilinear_layer
+from constructions.cot2 import CoT2Layer, cot2_layer
 from constructions.dyck import depth_trace_head
 from constructions.fact_mlps import encoder_decoder_mlp, linear_associative_memory
 from constructions.grokking_lazy_rich import quadratic_net
@@ -39,6 +42,7 @@ from constructions.layernorm_geometry import majority_head
 from constructions.layers import MLP, Attention, HookPoint, Residual
 from constructions.mean_field import mean_field_transformer
 from constructions.power_method import looped_power_transformer, normalize_columns
+from constructions.prefix_attention import NTKAttention, ntk_attention
 from constructions.virtual_node import (
     apply_feature_map,
     linear_attention,
@@ -126,7 +130,24 @@ def _constructions() -> dict[str, tuple[nn.Module, Callable[[nn.Module], torch.T
     bigram_tokens = bigram.sample(2, 7, np.random.default_rng(1))
     adjacency = (_gaussian(22, 2, 5, 5) > 0).to(F64)
     icdl_problem = (_gaussian(23, 3, 2), _gaussian(24, 3), _gaussian(25, 2, 2), _gaussian(26, 2))
+    ntk = (_gaussian(28, 2, 3, 3), _gaussian(29, 2, 4, 3), _gaussian(30, 2, 4, 2))
+    fact_keys, fact_values = _gaussian(31, 12, 4), torch.eye(3, dtype=F64)
+    fact_ids = torch.arange(12) % 3
+    automaton = sih.CellularAutomaton(dim=1, side=5, n_states=2, offsets=sih.neighbourhood(1))
+    cells = automaton.flatten(automaton.sample(automaton.sample_rules(
+        2, np.random.default_rng(0)), 3, np.random.default_rng(1)))[:, :13]
     return {
+        "ntk_attention_poly2": (ntk_attention(_gaussian(32, 5, 3), _gaussian(33, 5, 2),
+                                              scale=0.5, c=1.5), lambda model: model(*ntk)),
+        "ntk_attention_exp": (NTKAttention(_gaussian(34, 3, 2), _gaussian(35, 3), kernel="exp",
+                                           scale=0.5), lambda model: model(*ntk)),
+        "multi_bucket_mlp": (fc.multi_bucket_mlp(fact_keys, fact_values, fact_ids),
+                             on(fact_keys)),
+        "scalar_code_mlp": (fc.scalar_code_mlp(fact_keys, fact_values, fact_ids),
+                            on(fact_keys)),
+        "spatial_induction": (sih.spatial_induction_circuit(automaton, 15), on(cells)),
+        "cot2": (cot2_layer(3), lambda model: torch.cat(
+            [t.reshape(-1) for t in model.rollout((3, 1, 2))])),
         "icdl_transformer": (icdl_transformer(3, 2, 2, 1, 0.1), lambda model: torch.cat(
             [t.reshape(-1) for t in model(*icdl_problem)])),
         "quadratic_net": (quadratic_net(4, 6, seed=1), on(_gaussian(27, 3, 4))),
@@ -261,7 +282,56 @@ def _old_forwards() -> dict[str, Callable[[nn.Module], torch.Tensor]]:
         z = x @ model.W.T
         return model.alpha * (z + model.eps / 2 * z ** 2).mean(-1)
 
+    def ntk(model, q, K, V):
+        scores = model.scale * q @ K.transpose(-1, -2)
+        weights = ((scores - scores.amax(dim=-1, keepdim=True)).exp() if model.kernel == "exp"
+                   else (model.c + scores) ** 2)
+        phi_q = model.phi(q)
+        prefix_num, prefix_den = phi_q @ model.Z, phi_q @ model.kappa[:, None]
+        if model.kernel == "exp":
+            prefix_den = phi_q @ model.kappa.abs()[:, None]
+            scores = model.scale * q @ K.transpose(-1, -2)
+            unshift = (-scores.amax(dim=-1, keepdim=True)).exp()
+            prefix_num, prefix_den = prefix_num * unshift, prefix_den * unshift
+        numerator = weights @ V + prefix_num
+        return numerator / (weights.sum(dim=-1, keepdim=True) + prefix_den)
+
+    def encoder(model, k):
+        gates = torch.relu(k @ model.route.T - model.threshold)
+        return torch.einsum("nb,nbm->nm", gates, torch.einsum("bmd,nd->nbm", model.up, k))
+
+    def decoder(model, z):
+        if isinstance(model, fc.LinearDecoder):
+            return z @ model.projection
+        ramps = torch.relu(z[:, :1] - model.knots)
+        return (model.offset + ramps @ model.slopes) @ model.projection
+
+    def spatial(model, tokens):
+        B, n = tokens.shape
+        k, nu = model.task.n_states, len(model.task.offsets)
+        f = model.features[:n]
+        scores = torch.einsum("pf,hfg,qg->hpq", f, model.W_gather, f)
+        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        gather = scores.masked_fill(~causal, -math.inf).softmax(-1)
+        onehot = nn.functional.one_hot(tokens, k + 1)[..., :k].to(f.dtype)
+        configs = torch.einsum("hpq,bqk->bphk", gather, onehot)
+        nxt, cur = configs[:, :, :nu], configs[:, :, nu:]
+        beta = model.match_beta
+        sink = beta * nu + math.log(float(model.alpha.sum())) + beta
+        cold = (1 - model.warm[:n]).expand(B, n)
+        key_flags = torch.stack([cold, (tokens == k).to(f.dtype)], -1)
+        match = beta * torch.einsum("bphk,bqhk->bpq", nxt, cur)
+        match = match + (key_flags @ torch.tensor([-beta, sink], dtype=F64))[:, None, :]
+        match = match.masked_fill(~causal, -math.inf).softmax(-1)
+        values = onehot.clone()
+        values[:, 0] = model.bos_value
+        return match @ values
+
     return {
+        "ntk_attention_poly2": ntk, "ntk_attention_exp": ntk,
+        "multi_bucket_mlp": lambda m, k: decoder(m.decoder, encoder(m.encoder, k)),
+        "scalar_code_mlp": lambda m, k: decoder(m.decoder, encoder(m.encoder, k)),
+        "spatial_induction": spatial,
         "icdl_transformer": icdl, "quadratic_net": quadratic,
         "depth_trace_head": depth_trace, "active_dormant_head": active_dormant,
         "linear_attention": lambda m, x: linear_attention(*features(m, x)),
@@ -307,6 +377,34 @@ class _Recorder:
 
     def __call__(self, *args):
         return self.old(self.model, *args)
+
+
+class _OldStepCoT2(CoT2Layer):
+    """CoT2Layer with :meth:`step` as it was written before its hook points."""
+
+    def step(self, context):
+        q = self.W_Q @ context[-1]
+        k = context @ self.W_K.T
+        attention = torch.softmax(k @ q, dim=0)
+        h = context[-1] + self.W_OV @ (attention @ context)
+        alpha, c = h[self.blocks["sum"]], h[self.blocks["fetched"]]
+        z = self.experts @ alpha
+        phi = torch.clamp(torch.log(z), min=-self.clamp)
+        gate = torch.relu(-phi - self.clamp * (1 - c)[:, None])
+        return -gate.sum(0), attention
+
+
+@pytest.mark.parametrize("digits", [(3, 1, 2), (0, 9, 9), (5, 5, 0)])
+def test_cot2_hook_points_left_the_rollout_bit_identical(digits):
+    """CoT2's rollout, and so its label, equals the rollout through the old step bit for bit
+    (the hook points are identities on views of the very tensors the old step computed)."""
+    model = cot2_layer(3)
+    old = cot2_layer(3)
+    old.__class__ = _OldStepCoT2
+    with torch.no_grad():
+        ours, theirs = model.rollout(digits), old.rollout(digits)
+    assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
+    assert model(digits) == old(digits)
 
 
 class RightToLeft(nn.Module):
@@ -507,3 +605,69 @@ def test_nnsight_a_one_hot_pattern_reads_out_one_example_or_pattern(nnsight):
         wrapped.hook_pattern.output = one_hot
         out = wrapped.output.save()
     assert torch.equal(out, hopfield.patterns[:, 2].expand(3, -1))
+
+
+def test_nnsight_silencing_the_input_keys_leaves_the_prefix_attention(nnsight):
+    r"""NTK-Attention with the polynomial kernel weighs input key j by :math:`(c + s_j)^2`:
+    patching every score to :math:`-c` makes every weight :math:`(c - c)^2 = 0` exactly, so the
+    numerator is :math:`0 + \varphi(q)^\top Z` and the denominator :math:`0 +
+    \varphi(q)^\top\kappa` (adding exact zeros), and the output is the prefix's own attention
+    :math:`\varphi(q)^\top Z/\varphi(q)^\top\kappa`, computed by the same products: bit for bit."""
+    model = ntk_attention(_gaussian(32, 5, 3), _gaussian(33, 5, 2), scale=0.5, c=1.5)
+    q, K, V = _gaussian(28, 2, 3, 3), _gaussian(29, 2, 4, 3), _gaussian(30, 2, 4, 2)
+    wrapped = nnsight.NNsight(model)
+    with wrapped.trace(q, K, V):
+        scores = wrapped.hook_attn_scores.output
+        wrapped.hook_attn_scores.output = torch.full_like(scores, -model.c)
+        out = wrapped.output.save()
+    phi_q = model.phi(q)
+    expected = (phi_q @ model.Z) / (phi_q @ model.kappa[:, None])
+    assert torch.equal(out, expected) and not torch.equal(model(q, K, V), expected)
+
+
+def test_nnsight_switching_a_gadget_off_deletes_it(nnsight):
+    r"""The bucketed code is :math:`z = \sum_\beta \mathrm{ReLU}(\mathrm{pre}_\beta) L_\beta k`.
+    Patching gadget 0's ``hook_pre`` to -1 makes its gate exactly 0; zeroing its map
+    :math:`L_0` (test_fact_frontier's dropped-bucket mutant) makes its term :math:`L_0k`
+    exactly 0. Either way the contraction over gadgets adds the same products in the same
+    order, gadget 0's being a zero (of either sign, which ``torch.equal`` does not tell
+    apart), so the two outputs agree bit for bit (and differ from the intact model's)."""
+    keys, values, facts = _gaussian(31, 12, 4), torch.eye(3, dtype=F64), torch.arange(12) % 3
+    model = fc.multi_bucket_mlp(keys, values, facts)
+    wrapped = nnsight.NNsight(model)
+    with wrapped.trace(keys):
+        pre = wrapped.encoder.hook_pre.output
+        patched = pre.clone()
+        patched[:, 0] = -1.0
+        wrapped.encoder.hook_pre.output = patched
+        out = wrapped.output.save()
+    dropped = fc.multi_bucket_mlp(keys, values, facts)
+    with torch.no_grad():
+        dropped.encoder.up[0] = 0
+        assert torch.equal(out, dropped(keys))
+        assert not torch.equal(out, model(keys))
+
+
+def test_a_per_sequence_gather_pattern_gathers_the_chosen_tokens():
+    """The gather pattern reads positions only, so its hook sees a batch axis of 1; a patch
+    may return one pattern per sequence. With one-hot patterns (sequence 0: every head on the
+    previous cell, sequence 1: on the cell itself) each gathered configuration is the chosen
+    key's one-hot token exactly (one product by 1, the rest by exact zeros)."""
+    model = CONSTRUCTIONS["spatial_induction"][0]
+    tokens = torch.tensor([[2, 0, 1, 1, 0, 1, 0], [2, 1, 1, 0, 0, 1, 1]])
+    B, n, heads = 2, tokens.shape[1], model.W_gather.shape[0]
+    chosen = torch.stack([(torch.arange(n) - 1).clamp(min=0), torch.arange(n)])   # (B, n)
+    patch = nn.functional.one_hot(chosen, n).to(F64)[:, None].expand(B, heads, n, n)
+    gathered = []
+    attn = model.blocks[0].attn
+    handles = [attn.hook_pattern.register_forward_hook(lambda m, i, o: patch),
+               attn.hook_z.register_forward_hook(lambda m, i, o: gathered.append(o))]
+    try:
+        with torch.no_grad():
+            model(tokens)
+    finally:
+        for handle in handles:
+            handle.remove()
+    onehot = nn.functional.one_hot(tokens, 3)[..., :2].to(F64)        # the BOS's value is 0
+    expected = onehot[torch.arange(B)[:, None], chosen][:, :, None].expand(B, n, heads, 2)
+    assert gathered[0].shape == (B, n, heads, 2) and torch.equal(gathered[0], expected)

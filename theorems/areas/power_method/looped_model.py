@@ -277,7 +277,7 @@ def limit_sweep_check(build=looped_power_transformer, rhos=SWEEP_RHOS):
                     # and the rounding of rho * |.| itself (a d-term norm and a product)
                     slack = rho * float(terms["p2"][0] / terms["u"][0] + terms["p"][0] ** 2
                                         / (terms["u"][0] - terms["p"][0]) ** 2) + rho * fp \
-                        + gamma(8 + 2) * rho * dist
+                        + gamma(X.shape[1] + 2) * rho * dist
                     assert abs(rho * dist - consts[0]) <= slack, (
                         f"rho * distance is not C + O(1/rho) at rho = {rho:.3g}")
             rows.append([loops, f"{dists[0]:.3g}", f"{dists[6]:.3g}", f"{consts[0]:.4g}",

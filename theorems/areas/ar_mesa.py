@@ -220,11 +220,9 @@ def layer_roundings(T: int, d: int) -> int:
 
 def sequence_roundings(T: int) -> int:
     r""":math:`k_x = 7T`: ``ar_sequences`` computes :math:`x_t = \mathrm{polar}(1,
-    \mathrm{fl}(\theta(t-1)))\,x_1`; the angle's rounding moves the phase by at most
-    :math:`u\,2\pi(T-1)`, cos and sin (< 1 ulp) and the complex product add :math:`6u`:
-    :math:`|\hat x_t - x_t| \le (2\pi(T-1) + 6)u\,|x_1| \le \gamma_{7T}|x_1|` entrywise.
-    So a sampled sequence is autoregressive only up to that, which the Monte Carlo checks
-    count as rounding of the sample."""
+    \mathrm{fl}(\theta(t-1)))\,x_1`: the angle's rounding moves the phase by
+    :math:`\le 2\pi(T-1)u`, cos, sin (< 1 ulp) and the product add :math:`6u`, so a sampled
+    sequence is autoregressive only within :math:`\gamma_{7T}|x_1|` entrywise."""
     return 7 * T
 
 
@@ -311,15 +309,11 @@ def sampled_coefficients(kind: str, d: int, T: int, batch: int, seed: int, build
 
 
 def z_scores(residual: torch.Tensor, rounding: torch.Tensor) -> torch.Tensor:
-    r"""Mean over the batch in standard errors, after the rounding allowance.
-
-    ``rounding`` bounds each sample's rounding error (same shape as ``residual``). The exact
-    residual has mean 0 when the formula holds, so the computed mean is within
-    :math:`\bar R` (the mean of ``rounding``) of an exact sample mean: the z-score is
-    :math:`(|\text{mean}| - \bar R)_+ / \text{SE}`. A residual that is deterministic given
-    :math:`x_1` (one-hot starts) has exact spread 0: then its mean must lie within
-    :math:`\bar R`, and a computed SE of 0 with a positive excess counts as inf.
-    """
+    r"""Mean over the batch in standard errors after the rounding allowance: ``rounding``
+    bounds each sample's rounding error, so the computed mean is within :math:`\bar R` (its
+    mean) of an exact sample mean, whose mean is 0 when the formula holds: z =
+    :math:`(|\text{mean}| - \bar R)_+/\text{SE}` (a deterministic residual, SE 0, must lie
+    within :math:`\bar R`; a positive excess over SE 0 is inf)."""
     mean, spread = residual.mean(0), residual.std(0) / math.sqrt(residual.shape[0])
     excess = (mean.abs() - rounding.mean(0)).clamp_min(0)
     return torch.where(excess > 0, excess / spread, torch.zeros_like(excess))
@@ -388,16 +382,12 @@ def one_hot_check(build=ar_mesa_layer, optimum=optimal_ab):
         target = x[:, 2:]
         error = (predicted - target).abs().pow(2).sum(-1)
         expected = (1 - c * s**2) ** 2 * s**2
-        # The exact prediction on an exact sequence is c s^2 x_{t+1}, a (t-1)-term average of
-        # products of three entries of size s. Computed: the layer errs by gamma_{k1} |c| s^3,
-        # the sampled sequence is off by gamma_{kx} s per entry (sequence_roundings), which
-        # moves the cubic prediction by 3 gamma_{kx} |c| s^3 and the comparison with the
-        # target by gamma_{kx} (|c| s^3 + s); fl(c/a) a = c (1 +- 3u) adds 3u |c| s^3. So each
-        # entry of p - x is within delta of its exact value (1 - c s^2) s (other entries are
-        # exactly 0), which moves |p - x|^2 by delta (2 |1 - c s^2| s + delta); the squared
-        # modulus rounds by gamma_3 of its value, and the expected value (1 - c s^2)^2 s^2,
-        # computed from the float c, by 2 |1 - c s^2| gamma_4 (1 + |offset|) s^2 (c s^2 and
-        # the difference) and gamma_3 of itself.
+        # Exact: the prediction is c s^2 x_{t+1}. Computed: the layer errs by gamma_{k1} |c| s^3,
+        # the sequence by gamma_{kx} s per entry (moving the cubic prediction 3 gamma_{kx} |c|
+        # s^3, the target gamma_{kx} s), fl(c/a) a = c(1 +- 3u): the nonzero entry of p - x is
+        # within delta of (1 - c s^2) s, moving |p - x|^2 by delta (2 gap + delta); the squared
+        # modulus rounds by gamma_3 of itself; expected (1 - c s^2)^2 s^2 from the float c by
+        # 2 gap gamma_4 (1 + |offset|) s (c s^2, the difference) and gamma_3 of itself.
         k1, kx = layer_roundings(T, d), sequence_roundings(T)
         delta = gamma(k1 + 4 * kx + 3) * abs(c) * s**3 + gamma(kx) * s
         gap = abs(1 - c * s**2) * s

@@ -60,6 +60,7 @@ def test_the_task_layout_follows_the_authors_code():
     assert list(task.train_names) == list(range(6)) and list(task.test_names) == [6, 7, 8]
     assert [task.city(n) for n in range(9)] == [0, 1, 2] * 3
     X, answers = task.training_pairs
+    # exact: sums of 0/1 entries (and below, stored 0/1 values and integer answers)
     assert X.shape == (9 + 6, 11) and torch.equal(X.sum(-1), torch.full((15,), 2.0,
                                                                         dtype=torch.float64))
     assert torch.equal(answers[9:], torch.tensor([3, 4, 5, 3, 4, 5]))  # animals of train names
@@ -76,6 +77,7 @@ def test_margins_of_a_hand_built_map():
         W[task.animal(name), task.name_token(name)] = 1.0
     W[: task.cities, 0] = 2.0            # r_1 favours cities, r_2 favours animals
     W[task.cities:, 1] = 2.0
+    # exact: small integer weights times 0/1 inputs, sums and differences of integers < 2^53
     assert torch.equal(margins(W, *task.training_pairs), torch.ones(6, dtype=torch.float64))
     assert torch.equal(margins(W, *task.test_pairs), torch.ones(2, dtype=torch.float64))
     # among the animals only, the cities' logits (1 for the name's own city) drop out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 
 import pytest
 import torch
@@ -17,18 +18,22 @@ import torch
 from constructions.ocr import fact_implication_task, margins, min_norm_solution, nuclear_margin
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
+from theorems.numerics import gamma
 
 HUANG = {"arxiv": "2506.10887", "ref": "Huang, Zhu, Guo, Jiao, Sojoudi, Jordan, Russell, Mei "
                                        "(2025), NeurIPS; code yixiao-huang/OCR-Theory"}
 TASK_SOURCE = Source(where="the task of the authors' code (src/data_utils.py, "
                            "ImplicitReasoningTask; train_mode mixed_finetune)", tag="V", **HUANG)
 
-# Solver tolerances. The Frobenius problem is a strongly convex QP solved by Clarabel to a
-# duality gap of 1e-8, so its solution is within sqrt(1e-8) = 1e-4 (relative) of the optimum:
-# a test margin within TIE_TOLERANCE of 0 is a tie, and only a margin above it counts as an
-# answer. The nuclear problem is solved by SCS at eps = 1e-9, whose residuals and gap are then
-# below ~1e-8 for these sizes; margins are linear in W, and 1e-6 allows a hundredfold.
-TIE_TOLERANCE, NUCLEAR_TOLERANCE = 1e-4, 1e-6
+# Solver tolerances. The Frobenius problem is strongly convex: frobenius_distance_bound
+# certifies, a posteriori, how far the solver's W is from the exact W_F, and that distance
+# bounds every margin's error (frobenius_margin_bound); CERTIFIED is the solver accuracy the
+# checks require before reading margins (a precondition on the solver, not a tolerance on the
+# claim: Clarabel's 1e-8 gap gives distances near 1e-4). The nuclear problem is not strongly
+# convex, so its gap bounds no distance without a sharpness constant we have not derived:
+# NUCLEAR_TOLERANCE is SCS's residual level (eps = 1e-9, below ~1e-8 for these sizes) with a
+# hundredfold allowance, an empirical solver allowance, NOT a derived bound.
+CERTIFIED, NUCLEAR_TOLERANCE = 1e-3, 1e-6
 # The catalogue's thresholds for gradient descent: a combined W leaves every test margin
 # within 0.05 of 0 (at C = 4; we also require it among the animals, and at larger C it answers
 # the city instead, so "not answered" is margin < 0.05), a factorized one answers them all (its
@@ -137,15 +142,73 @@ OCR_IMPLICIT = Claim(
 
 # --- IR.9 (a): the Frobenius solution ties ----------------------------------------------------
 
+def frobenius_distance_bound(task, W: torch.Tensor) -> float:
+    r"""A posteriori bound on :math:`\lVert W - W_{\mathrm F}\rVert_F` for the exact minimiser.
+
+    Write the training constraints as :math:`Aw \ge 1` (one row per pair and wrong answer).
+    If :math:`\mu = \min(1, \min Aw) > 0`, :math:`\tilde w = w/\mu` is feasible; strong
+    convexity with optimality (:math:`\langle w^*, \tilde w - w^*\rangle \ge 0`) gives
+    :math:`\lVert\tilde w - w^*\rVert^2 \le \lVert\tilde w\rVert^2 - \lVert w^*\rVert^2`,
+    and weak duality :math:`\lVert w^*\rVert^2 \ge g(\lambda) = \sum\lambda -
+    \lVert A^\top\lambda\rVert^2/4` for any :math:`\lambda \ge 0`, hence, maximising over
+    its scale, :math:`\lVert w^*\rVert^2 \ge (\sum\lambda)^2/\lVert A^\top\lambda\rVert^2`
+    (we take the NNLS fit of the KKT condition :math:`A^\top\lambda = 2w` on the constraints
+    within 1e-6 of tight; any :math:`\lambda \ge 0` is valid, the choice only sharpens).
+    So :math:`\lVert w - w^*\rVert \le
+    \lVert w - \tilde w\rVert + \sqrt{\text{gap}}`. The gap's own rounding (sums of at most
+    ``K`` = rows + columns terms) is added as :math:`\gamma_K` times its magnitudes.
+    """
+    import numpy as np
+    from scipy.optimize import nnls
+
+    X, answers = (t.numpy() for t in task.training_pairs)
+    rows = []
+    for p, a in enumerate(answers):
+        for j in range(task.answers):
+            if j != a:
+                R = np.zeros((task.answers, task.inputs))
+                R[a], R[j] = X[p], -X[p]
+                rows.append(R.ravel())
+    A = np.stack(rows)
+    w = W.numpy().ravel()
+    mu = min(1.0, float((A @ w).min()) * (1 - gamma(4)))  # 4-term rows, rounded down
+    if mu <= 0:
+        return math.inf
+    feasible = w / mu
+    tight = A @ w <= 1 + 1e-6
+    lam, _ = nnls(A[tight].T, 2 * w)
+    at_lam = A[tight].T @ lam
+    if not float(at_lam @ at_lam) > 0:
+        return math.inf
+    dual = float(lam.sum()) ** 2 / float(at_lam @ at_lam)
+    K = A.shape[0] + A.shape[1]
+    gap = float(feasible @ feasible) - dual + gamma(K) * (float(feasible @ feasible) + 3 * dual)
+    return float(np.linalg.norm(w - feasible)) + math.sqrt(max(gap, 0.0))
+
+
+def frobenius_margin_bound(task, W: torch.Tensor) -> float:
+    r"""How far any computed margin of ``W`` may be from the exact :math:`W_{\mathrm F}`'s:
+    a margin is 1-Lipschitz in the logits' max norm on each side, and a logit moves by
+    :math:`|\Delta W x| \le \lVert\Delta W\rVert_F\lVert x\rVert = \sqrt2\,\delta`, so
+    :math:`2\sqrt2\,\delta`; computing it (two-term logits, one subtraction) adds
+    :math:`\gamma_3\cdot 2\cdot 2\max|W|`."""
+    delta = frobenius_distance_bound(task, W)
+    return 2 * math.sqrt(2) * delta + gamma(3) * 4 * float(W.abs().max())
+
+
 def generalizes_check(norm: str = "fro", solve=min_norm_solution):
-    """The claim as stated: the min-``norm`` solution answers every test implication."""
+    """The claim as stated: the min-``norm`` solution answers every test implication (each
+    test margin certified positive: above the margin bound)."""
     def run():
         for k in (1, 2, 3):
             task = fact_implication_task(4, 1, k)
-            test = margins(solve(task, norm), *task.test_pairs)
-            assert float(test.min()) > TIE_TOLERANCE, (
+            W = solve(task, norm)
+            bound = frobenius_margin_bound(task, W)
+            test = margins(W, *task.test_pairs)
+            assert float(test.min()) > bound, (
                 f"k={k}: a test implication has margin {float(test.min()):.3g} "
-                f"(max |margin| {float(test.abs().max()):.3g}): not answered")
+                f"(max |margin| {float(test.abs().max()):.3g}, bound {bound:.3g}): not "
+                "answered")
     return run
 
 
@@ -156,12 +219,19 @@ def refutation_check(norm: str = "fro", solve=min_norm_solution):
         for k in (1, 2, 3):  # the failure is a tie, not a wrong answer
             task = fact_implication_task(4, 1, k)
             W = solve(task, norm)
+            delta = frobenius_distance_bound(task, W)
+            assert delta <= CERTIFIED, (
+                f"k={k}: the solution is not certified as the Frobenius minimiser (distance "
+                f"bound {delta:.3g})")
+            bound = frobenius_margin_bound(task, W)
             test, train = margins(W, *task.test_pairs), margins(W, *task.training_pairs)
             tie = float(test.abs().max())
             evidence.metric(f"k={k}: max |test margin|", tie)
+            evidence.metric(f"k={k}: certified margin bound", bound)
             rows.append([k, f"{tie:.2g}", f"{float(train.min()):.6f}"])
-            assert tie <= TIE_TOLERANCE, f"k={k}: test margins up to {tie:.3g} are not ties"
-            assert float(train.min()) >= 1 - TIE_TOLERANCE, "infeasible training margins"
+            # the exact W_F's test margins are 0 (the correction): within the bound
+            assert tie <= bound, f"k={k}: test margins up to {tie:.3g} are not ties ({bound:.3g})"
+            assert float(train.min()) >= 1 - bound, "infeasible training margins"
         evidence.counterexample(f"C=4 cities, m=1 train name per city, k=1..3 test names: {report}")
         evidence.table("Frobenius solution", ["k", "max |test margin|", "min train margin"],
                        rows)
@@ -273,6 +343,19 @@ def implicit_explicit_check(builders=None, overrides: dict | None = None):
 
         result = ocr_result(builders, overrides)
         decay = result.config["weight_decay"]
+        config = result.config
+        task = fact_implication_task(config["cities"], config["train_names_per_city"],
+                                     config["test_names_per_city"])
+        rows, cols = task.answers, task.inputs
+        hidden = config.get("hidden") or cols
+        # balance = (|W_O|^2 + |W_V|^2)/2 / |W_O W_V|_* >= 1 exactly (AM-GM on singular
+        # values). Computed: the squared norms gamma_{size+1} relative; W = W_O W_V within
+        # gamma_h |W_O||W_V|, |.|_F <= gamma_h (|W_O|^2 + |W_V|^2)/2; the singular values
+        # within gamma_{4 rows cols} |W|_2 (backward-stable SVD, the O(mn u) constant assumed
+        # elsewhere); each of rank <= rows values moves: a relative 1.01 rows (gamma_h +
+        # gamma_{4 rows cols}) while balance <= 1.01
+        low = 1 - gamma(max(rows, cols) * hidden + 1) - 1.01 * rows * (
+            gamma(hidden) + gamma(4 * rows * cols))
         assert_answers(result, "factorized", 0.0, 0.0)        # implicit bias alone
         assert_answers(result, "factorized", decay, 0.0)      # explicit nuclear
         assert_no_ocr(result, "combined", decay)              # explicit Frobenius
@@ -280,7 +363,7 @@ def implicit_explicit_check(builders=None, overrides: dict | None = None):
             name = metric_key("factorized", ("wd", wd))
             balance = result.metric(metric_name("factorized", wd, "balance"))
             evidence.metric(f"{name}: balance", balance)
-            assert 1 - 1e-9 <= balance <= 1.01, f"{name}: factors unbalanced ({balance:.4f})"
+            assert low <= balance <= 1.01, f"{name}: factors unbalanced ({balance:.4f})"
             evidence.metric(f"{name}: test/train margin", result.metric(
                 metric_name("factorized", wd, "normalized_test_margin")), worse="lower")
         evidence.cases(4)

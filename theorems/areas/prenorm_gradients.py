@@ -90,7 +90,8 @@ LAST_LAYER_GRADIENT = Claim(
 # probability that the fixed seed is an unlucky one, not a flake rate.
 BAND_SE = 4.0
 # Each slope is required to lie in its band with 3 standard errors to spare on each side
-# (delta-method SE of a least-squares slope; two slopes, two-sided 3-sigma: 0.995 jointly).
+# (delta-method SE of a least-squares slope over the 6 depths, each G(L) a mean of 40 trials
+# (empirics.prenorm_gradients.SMOKE); two slopes, two-sided 3-sigma: 0.995 jointly).
 SLOPE_SE = 3.0
 PRE_SLOPE_BAND = (-0.6, -0.4)
 POST_SLOPE_BAND = (-0.1, 0.1)

@@ -246,9 +246,10 @@ def one_step_check(build=one_step_gd):
         evidence.metric("relative error (to the absolute-value evaluation)",
                         float(relative.max()))
         evidence.margin(float(((tolerance - err) / tolerance).min()))
+        # err <= tolerance makes the relative error at most 2 gamma_K (about 1e-14), far inside
+        # the catalogue's 1e-10; the guessed 1e-10 assert that followed is dropped
         assert bool((err <= tolerance).all()), (
             f"LSA and one GD step differ by {float(err.max()):.3g} > {float(tolerance.max()):.3g}")
-        assert float(relative.max()) <= 1e-10
     return run
 
 
@@ -388,13 +389,24 @@ def isotropic_numbers_check(preconditioner=optimal_preconditioner, loss=optimal_
         eye = torch.eye(3, dtype=torch.float64)
         Gamma, L = preconditioner(10, 0.25, eye), loss(10, 0.25, eye)
         eta = 10 / (10 + 3 + 1 + 0.25)
-        # both sides are a handful of float64 operations on numbers of size <= 3
-        assert float((Gamma - eta * eye).abs().max()) <= gamma(64), "A* is not eta* I"
-        assert abs(L - (0.25 + 3 * (3 + 1 + 0.25) / (10 + 3 + 1 + 0.25))) <= gamma(64) * 4
+        # Sigma = Omega = I: every matrix product is exact (one nonzero term per entry), H = cI
+        # with c = fl(1.1) + fl(3.25/10) (three roundings), solve on a diagonal H is one
+        # division: Gamma = eta (1 + theta_5), eta = fl(10/14.25) (14.25 exact): gamma_6
+        assert float((Gamma - eta * eye).abs().max()) <= gamma(6) * eta, "A* is not eta* I"
+        # L = 3.25 - tr(A) (3 terms, each gamma_5 above, a 3-term sum and a subtraction:
+        # gamma_8 of 3 eta + L) against 0.25 + 12.75/14.25 (two roundings of L)
+        assert abs(L - (0.25 + 3 * (3 + 1 + 0.25) / (10 + 3 + 1 + 0.25))) <= gamma(8) * (
+            3 * eta + 2 * L)
         assert abs(L - 1.1447) <= half_unit(1.1447), f"L* = {L:.5f}, printed 1.1447"
         below = population_loss(0.9 * Gamma, 10, 0.25, eye)
         above = population_loss(1.1 * Gamma, 10, 0.25, eye)
-        assert abs(below - above) <= gamma(64) * 4, "the loss is not symmetric about eta*"
+        # L(g I) = 3.25 - 6g + 3 g^2 c is exactly symmetric about eta* = 1/c; computed, each of
+        # its three traces has <= 5 roundings (0.9 or 1.1 times Gamma, products with exact
+        # identities, a 3-term trace) and the sum two more: gamma_8 of 3.25 + 6.6 eta + 3.63 eta
+        # per side; fl(0.9), fl(1.1) move g by <= 1.1 u eta where |L'| = 0.6: u
+        scale = 3.25 + (6 * 1.1 + 3 * 1.21) * eta
+        assert abs(below - above) <= 2 * gamma(8) * scale + gamma(1), (
+            "the loss is not symmetric about eta*")
         assert abs(below - 1.1658) <= half_unit(1.1658), f"L(0.9 eta*) = {below:.5f}"
         # The catalogue's 1.165 and 1.169 are Monte Carlo estimates: compare at their SE.
         for name, value, shown in (("0.9 eta*", below, 1.165), ("1.1 eta*", above, 1.169)):

@@ -96,6 +96,8 @@ def von_oswald_check(build=von_oswald, claim_hypothesis: bool = True):
         out = build(X.shape[-1], eta, W0, mask_query=mask)(Z)
         expected = gd_transformed_labels(Z, eta, W0)
         tolerance = von_oswald_tolerance(Z, eta, W0, unmasked=not mask)
+        # exact: W_PV's x rows are exact zeros, so those rows of the update are sums of
+        # products with 0, and Z + 0 leaves them bit for bit
         assert torch.equal(out[..., :-1, :], Z[..., :-1, :]), "the x rows changed"
         err = (out[..., -1, :] - expected[..., -1, :]).abs()
         evidence.margin(float(((tolerance - err) / tolerance).min()))

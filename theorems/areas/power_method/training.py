@@ -234,6 +234,8 @@ def cancellation_check(build=residual_cancelling_layer):
         err = (out - rho * Sa).norm(dim=-1)
         evidence.margin(float(((tol - err) / tol).min()))
         assert (err <= tol).all(), f"the layer does not output rho S a (error {err.max():.3g})"
+        # exact: the layer's weights on the data rows are exact zeros (products with 0 and
+        # additions of 0 leave each entry bit for bit)
         assert torch.equal(states[:, 1, :n], states[:, 0, :n]), "the data columns moved"
         # its direction is exactly one unshifted power step; its squared error to the
         # normalised target is (rho |Sa| - 1)^2 > 0 unless |Sa| = 1/rho
@@ -244,6 +246,10 @@ def cancellation_check(build=residual_cancelling_layer):
             "the layer's direction is not one power step")
         loss = (out - target).pow(2).sum(-1)
         predicted = (rho * Sa.norm(dim=-1) - 1) ** 2
+        # |out - target| is within tol of |rho Sa - target| = |rho |Sa| - 1|, so the squares
+        # differ by 2 tol (1 + rho|Sa|) + tol^2; their own rounding (gamma_{d+2} of the loss,
+        # gamma_{d+4} of predicted, both <= (1 + rho|Sa|)^2) is below 2 tol (1 + rho|Sa|)
+        # because tol >= 2 gamma_m max(rho|Sa|, 3) with m = n + 2d + 8 > 2d + 6
         assert ((loss - predicted).abs() <= 4 * tol * (1 + rho * Sa.norm(dim=-1))).all(), (
             "the squared error is not (rho |Sa| - 1)^2")
         evidence.metric("squared error to the normalised target", float(loss.min()),

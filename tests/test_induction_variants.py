@@ -11,11 +11,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 from fractions import Fraction
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from constructions import bigram_backcopy as bb
 from constructions import delay_copy as dc
@@ -24,6 +27,9 @@ from theorems.areas.induction_variants import bigram_backcopy as bb_checks
 from theorems.areas.induction_variants import delay_copy as dg_checks
 from theorems.areas.induction_variants import spatial_induction as sih_checks
 from theorems.evidence import expect_failure
+from theorems.numerics import gamma, unit_roundoff
+from theorems.profiles import budget
+from theorems.strategies import seeds
 
 # --- spatial induction heads -------------------------------------------------------------------
 
@@ -340,6 +346,99 @@ def test_nope_in_every_arm_fails_the_small_model_check():
     finally:
         experiment.SCHEMES.clear()
         experiment.SCHEMES.update(original)
+
+
+# --- TransformerLens export ----------------------------------------------------------------------
+
+def _transformer_lens():
+    """TransformerLens, or a skip naming the extra (a failure where every extra must be
+    installed, as in tests/test_export.py)."""
+    try:
+        import transformer_lens
+    except ImportError:
+        if os.environ.get("THEOREMS_REQUIRE_EXTRAS"):
+            pytest.fail("transformer_lens is missing, but THEOREMS_REQUIRE_EXTRAS says every "
+                        "extra is installed")
+        pytest.skip("transformer_lens is not installed; it is in the interop extra")
+    return transformer_lens
+
+
+def bb_export_bound(model: bb.ActiveDormantHead, logits: torch.Tensor) -> torch.Tensor:
+    r"""Per-entry bound on |ours - TransformerLens's| logits of the active-dormant export.
+
+    The scores are bit-identical: each is a sum in which at most two products are non-zero
+    (:math:`\beta \cdot 1` and :math:`2\beta(1 - \mathrm{trig}) \cdot 1`, both exact), summed
+    once in either evaluation, and the export's folding of :math:`\sqrt{d_{head}}` into
+    :math:`W_Q` and TransformerLens's division by it are exact (:math:`d_{head} = 4^m`). So the
+    patterns are the same floats, and so are the values (one non-zero product each) and the
+    MLP's output (one-hot times a table). What differs is the order of the sum over the
+    :math:`n` keys of :math:`\sum_j p_j v_{jc}`: each evaluation is within
+    :math:`\gamma_n \sum_j p_j |v_{jc}| \le \gamma_n (1 + \gamma_n) \max|W_{OV}|` of the exact
+    sum (the :math:`p_j` sum to at most :math:`1 + \gamma_n`), so the head outputs differ by
+    at most twice that. The logit is one more rounded addition, head + MLP, in both:
+    :math:`|\mathrm{fl}(a) - \mathrm{fl}(b)| \le |a - b| + u|a| + u|b|` with
+    :math:`|a| \le |L|/(1 - u)`, :math:`|b| \le |a| + |a - b|`.
+    """
+    n = logits.shape[1]
+    u, g = unit_roundoff(logits.dtype), gamma(n, logits.dtype)
+    head = 2 * g * (1 + g) * float(model.W_OV.abs().max())
+    return head * (1 + u) + 2 * u / (1 - u) * (logits.abs() + head)
+
+
+def bb_export_roundtrip_check(export_model=None):
+    """The active-dormant construction exported to TransformerLens computes the same
+    patterns (bit for bit) and logits (within :func:`bb_export_bound`) on sampled tasks,
+    with a drained BOS value and with an arbitrary one."""
+    from constructions.export import (
+        to_transformer_lens,
+        transformer_lens_inputs,
+        transformer_lens_outputs,
+    )
+    export_model = export_model or to_transformer_lens
+
+    @settings(max_examples=budget(0.2).max_examples, deadline=None)
+    @given(vocab=st.integers(3, 10), triggers=st.integers(1, 3), length=st.integers(2, 12),
+           drained=st.booleans(), seed=seeds())
+    @example(vocab=3, triggers=1, length=2, drained=True, seed=0)
+    def run(vocab, triggers, length, drained, seed):
+        rng = np.random.default_rng(seed)
+        task = bb.BigramBackcopy(bb.dirichlet_bigrams(vocab, 0.5, rng), min(triggers, vocab - 2))
+        bos_value = None if drained else torch.from_numpy(rng.normal(size=vocab))
+        model = bb.active_dormant_model(task, length, bos_value=bos_value)
+        tokens = task.sample(3, length, rng)
+        ours = model.attention(tokens)
+        logits, cache = export_model(model).run_with_cache(
+            **transformer_lens_inputs(model, tokens))
+        theirs = transformer_lens_outputs(model, logits)
+        # same scores, same softmax kernel on rows of the same length (see bb_export_bound)
+        assert torch.equal(cache["pattern", 0][:, 0], ours["pattern"]), "patterns differ"
+        gap = (theirs - ours["logits"]).abs()
+        bound = bb_export_bound(model, ours["logits"])
+        assert (gap <= bound).all(), f"logits differ by {gap.max():.3g} > bound"
+    return run
+
+
+@pytest.mark.interop
+def test_the_active_dormant_export_round_trips():
+    _transformer_lens()
+    bb_export_roundtrip_check()()
+
+
+@pytest.mark.interop
+def test_an_export_without_its_sink_channel_fails_the_round_trip():
+    _transformer_lens()
+    from constructions.export import to_transformer_lens
+
+    def without_sink(model):  # the key's BOS flag dropped: no query can find the sink
+        tl_model = to_transformer_lens(model)
+        with torch.no_grad():
+            tl_model.blocks[0].attn.W_K[:, :, model.max_len] = 0.0
+        return tl_model
+    expect_failure(bb_export_roundtrip_check(without_sink))
+
+
+def test_the_active_dormant_head_width_is_a_power_of_four():
+    assert [bb._power_of_four(n) for n in (1, 2, 4, 5, 16, 17)] == [1, 4, 4, 16, 16, 64]
 
 
 # --- valid example arguments for tests/test_public_api.py ---------------------------------------

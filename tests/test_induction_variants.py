@@ -407,8 +407,9 @@ def bb_export_roundtrip_check(export_model=None):
         model = bb.active_dormant_model(task, length, bos_value=bos_value)
         tokens = task.sample(3, length, rng)
         ours = model.attention(tokens)
-        logits, cache = export_model(model).run_with_cache(
-            **transformer_lens_inputs(model, tokens))
+        with torch.no_grad():
+            logits, cache = export_model(model).run_with_cache(
+                **transformer_lens_inputs(model, tokens))
         theirs = transformer_lens_outputs(model, logits)
         # same scores, same softmax kernel on rows of the same length (see bb_export_bound)
         assert torch.equal(cache["pattern", 0][:, 0], ours["pattern"]), "patterns differ"
@@ -435,6 +436,114 @@ def test_an_export_without_its_sink_channel_fails_the_round_trip():
             tl_model.blocks[0].attn.W_K[:, :, model.max_len] = 0.0
         return tl_model
     expect_failure(bb_export_roundtrip_check(without_sink))
+
+
+def _softmax_rounding(n: int, largest: float, dtype) -> float:
+    r"""Relative error of a computed softmax entry on scores of magnitude :math:`\le` ``largest``
+    over :math:`n` keys: the subtraction of the row maximum (:math:`\le 2u\,\mathrm{largest}`
+    absolute, so a factor :math:`e^{2u\,\mathrm{largest}}`), the exponential (assumed within
+    one ulp, :math:`2u` relative: torch's CPU float64 exp, not an IEEE-guaranteed bound), the
+    sum (:math:`\gamma_n`) and the division (:math:`u`)."""
+    u = unit_roundoff(dtype)
+    return math.exp(2 * u * largest) * (1 + 2 * u) * (1 + gamma(n, dtype)) * (1 + u) - 1
+
+
+def sih_export_bound(model: sih.SpatialInductionCircuit, n: int) -> float:
+    r"""Bound on :math:`\max|p^{ours} - p^{TL}|` for the spatial-induction export on ``n``
+    tokens, composed stage by stage against exact arithmetic on the same float weights (both
+    evaluations are within it, so their gap is within twice it).
+
+    1. Gather scores :math:`f_p^\top W_h f_q`: ours an einsum, TransformerLens
+       :math:`(x W_Q)\cdot(x W_K)` over :math:`D` then :math:`d` terms; either is within
+       :math:`\epsilon_1 = \gamma_{D + d + 2F}\,S` of exact, :math:`S = \max|f|^\top|W_h||f|`
+       (itself computed to within :math:`\gamma_{2F}`).
+    2. Patterns: scores off by :math:`\le\epsilon_1` move each softmax entry by a factor in
+       :math:`e^{\pm 2\epsilon_1}`; with the softmax's own rounding,
+       :math:`\rho_1 = e^{2\epsilon_1}(1 + \sigma_1) - 1` relative.
+    3. Configurations :math:`\sum_q P_{hpq} 1[x_q = a] \in [0, 1]`: within
+       :math:`\eta_1 = \rho_1 + \gamma_n(1 + \rho_1)`.
+    4. Match scores :math:`\beta\langle\mathrm{next}_p, \mathrm{current}_j\rangle` + flags:
+       each configuration block sums to :math:`\le 1` per head, so the perturbation is
+       :math:`\le \beta|\nu|(2\eta_1 + k\eta_1^2)`, plus rounding
+       :math:`\gamma_{d + |\nu|k + 2}(\beta|\nu|(1 + \eta_1)^2 + \beta + |\mathrm{sink}|)`.
+    5. Patterns again (:math:`\rho_2`), and the output :math:`\sum_j P_{pj} v_j`, values in
+       :math:`[0, 1]`: within :math:`\eta_2 = \rho_2 + \gamma_n(1 + \rho_2)`. The export's
+       residual sums and unembedding add exact zeros only (disjoint blocks).
+    """
+    dtype = model.features.dtype
+    f = model.features[:n].abs()
+    F = f.shape[1]
+    g2F = gamma(2 * F + 2, dtype)
+    S = float(torch.einsum("pf,hfg,qg->hpq", f, model.W_gather.abs(), f).max()) / (1 - g2F)
+    layout = model.residual_layout("bound", None)
+    D, d = layout.d_model, layout.blocks[0][0].W_Q.shape[2]
+    eps1 = gamma(D + d + 2 * F, dtype) * S
+    rho1 = math.exp(2 * eps1) * (1 + _softmax_rounding(n, S + eps1, dtype)) - 1
+    eta1 = rho1 + gamma(n, dtype) * (1 + rho1)
+    k, nu, beta = model.task.n_states, len(model.task.offsets), model.match_beta
+    sink = beta * nu + math.log(float(model.alpha.sum())) + beta
+    size2 = beta * nu * (1 + eta1) ** 2 + beta + abs(sink)
+    eps2 = beta * nu * (2 * eta1 + k * eta1 ** 2) + gamma(d + nu * k + 2, dtype) * size2
+    rho2 = math.exp(2 * eps2) * (1 + _softmax_rounding(n, size2 + eps2, dtype)) - 1
+    return rho2 + gamma(n, dtype) * (1 + rho2)
+
+
+def sih_export_roundtrip_check(export_model=None):
+    """The spatial-induction circuit exported to TransformerLens gives the same probabilities
+    (within twice :func:`sih_export_bound`) on sampled automata, D in {1, 2}."""
+    from constructions.export import (
+        to_transformer_lens,
+        transformer_lens_inputs,
+        transformer_lens_outputs,
+    )
+    export_model = export_model or to_transformer_lens
+
+    @settings(max_examples=budget(0.1).max_examples, deadline=None)
+    @given(dim=st.sampled_from([1, 2]), kind=st.sampled_from(["moore", "von-neumann"]),
+           side=st.integers(3, 7), horizon=st.integers(2, 4), n_states=st.integers(2, 3),
+           alpha=st.floats(0.05, 5.0), seed=seeds())
+    @example(dim=1, kind="moore", side=3, horizon=2, n_states=2, alpha=1.0, seed=0)
+    def run(dim, kind, side, horizon, n_states, alpha, seed):
+        side = min(side, 4) if dim == 2 else side  # keep V = L^D small
+        task = sih.CellularAutomaton(dim, side, n_states, sih.neighbourhood(dim, kind))
+        rng = np.random.default_rng(seed)
+        model = sih.spatial_induction_circuit(task, horizon * task.volume, alpha=alpha)
+        tokens = task.flatten(task.sample(task.sample_rules(2, rng, alpha=alpha), horizon, rng))
+        ours = model(tokens)
+        with torch.no_grad():
+            theirs = transformer_lens_outputs(
+                model, export_model(model)(**transformer_lens_inputs(model, tokens)))
+        gap = float((theirs - ours).abs().max())
+        bound = 2 * sih_export_bound(model, tokens.shape[1])
+        assert gap <= bound, f"probabilities differ by {gap:.3g} > {bound:.3g}"
+    return run
+
+
+@pytest.mark.interop
+def test_the_spatial_induction_export_round_trips():
+    _transformer_lens()
+    sih_export_roundtrip_check()()
+
+
+@pytest.mark.interop
+def test_an_export_without_recency_fails_the_spatial_round_trip():
+    _transformer_lens()
+    from constructions.export import to_transformer_lens
+
+    def without_recency(model):  # the gather's recency term dropped: the slab 3 back ties
+        tl_model = to_transformer_lens(model)
+        F = model.features.shape[1]
+        start = model.export_blocks()["features"].start
+        with torch.no_grad():
+            tl_model.blocks[0].attn.W_Q[:, start + F - 1, F - 2] = 0.0
+        return tl_model
+    expect_failure(sih_export_roundtrip_check(without_recency))
+
+
+def test_the_spatial_export_bound_is_small():
+    # a sanity anchor for the composed bound: far below any probability gap that matters
+    task = sih.CellularAutomaton(1, 7, 2, sih.neighbourhood(1))
+    assert 0 < sih_export_bound(sih.spatial_induction_circuit(task, 35), 36) < 1e-6
 
 
 def test_the_active_dormant_head_width_is_a_power_of_four():

@@ -424,6 +424,8 @@ def bb_export_roundtrip_check(export_model=None):
     @given(vocab=st.integers(3, 10), triggers=st.integers(1, 3), length=st.integers(2, 12),
            drained=st.booleans(), seed=seeds())
     @example(vocab=3, triggers=1, length=2, drained=True, seed=0)
+    # non-trigger queries at i >= 2, where only the sink channel points them at the BOS
+    @example(vocab=5, triggers=1, length=8, drained=False, seed=0)
     def run(vocab, triggers, length, drained, seed):
         rng = np.random.default_rng(seed)
         task = bb.BigramBackcopy(bb.dirichlet_bigrams(vocab, 0.5, rng), min(triggers, vocab - 2))
@@ -527,6 +529,9 @@ def sih_export_roundtrip_check(export_model=None):
            side=st.integers(3, 7), horizon=st.integers(2, 4), n_states=st.integers(2, 3),
            alpha=st.floats(0.05, 5.0), seed=seeds())
     @example(dim=1, kind="moore", side=3, horizon=2, n_states=2, alpha=1.0, seed=0)
+    # five slabs: the slab three back of the target shares its column and time phase, so only
+    # the recency term separates them (what the recency mutant must be caught on)
+    @example(dim=1, kind="moore", side=4, horizon=5, n_states=2, alpha=1.0, seed=0)
     def run(dim, kind, side, horizon, n_states, alpha, seed):
         side = min(side, 4) if dim == 2 else side  # keep V = L^D small
         task = sih.CellularAutomaton(dim, side, n_states, sih.neighbourhood(dim, kind))

@@ -38,6 +38,7 @@ The caricature [D, ours, not the paper's]: at a dormant position, BOS logit :mat
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -47,6 +48,29 @@ from torch import nn
 
 from constructions import _validate as check
 from constructions.layers import HookPoint, _with_axes
+from constructions.residual_layout import (
+    AttentionBlock,
+    Interface,
+    MlpBlock,
+    ResidualLayout,
+    fixed_context_length,
+)
+
+# One-line TransformerLens exports for the docs pages (constructions.export.export_line).
+TRANSFORMER_LENS_EXAMPLES = {
+    "active_dormant_model": "to_transformer_lens(active_dormant_model("
+                            "BigramBackcopy(torch.full((4, 4), 0.25).numpy(), 1), max_len=8))",
+}
+
+
+def _power_of_four(n: int) -> int:
+    """The least 4^m >= n: a head width whose sqrt(d_head) is a power of two, so that the
+    export's folding of TransformerLens's 1/sqrt(d_head) into W_Q and its division by
+    sqrt(d_head) are both exact (multiplications by powers of two)."""
+    width = 1
+    while width < n:
+        width *= 4
+    return width
 
 
 def _stochastic(name: str, value, shape: tuple[int, ...] | None = None) -> np.ndarray:
@@ -222,6 +246,43 @@ class ActiveDormantHead(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.attention(tokens)["logits"]
+
+    def residual_layout(self, name: str, n_ctx: int | None) -> ResidualLayout:
+        r"""The TransformerLens layout (:mod:`constructions.residual_layout`): residual
+        stream [token one-hot (V + 1) | position one-hot (max_len) | logits (V)], one head,
+        one ReLU MLP; tokens are fed with their BOS (``bos=None``: nothing is prepended).
+
+        The head's query is :math:`\beta e_{i-1}` on the position block plus
+        :math:`2\beta(1 - \mathrm{trig}(x_i))` on a sink channel, its key :math:`e_j` plus
+        :math:`1[j = 0]` there, so :math:`q_i \cdot k_j` is the construction's score with at most
+        two non-zero products (the same floats, summed once). Its value reads ``W_OV`` off the
+        token block and writes the logit block; the MLP is ``relu(one-hot) W_mlp``."""
+        V, n = self.task.vocab_size, self.max_len
+        fixed_context_length(name, n_ctx, n)
+        tok, pos, out = slice(0, V + 1), slice(V + 1, V + 1 + n), slice(V + 1 + n, 2 * V + 1 + n)
+        D, dtype, device = 2 * V + 1 + n, self.W_OV.dtype, self.W_OV.device
+        zeros = functools.partial(torch.zeros, dtype=dtype, device=device)
+        k, v = _power_of_four(n + 1), _power_of_four(V)
+        W_Q, W_K, W_V, W_O = zeros(1, D, k), zeros(1, D, k), zeros(1, D, v), zeros(1, v, D)
+        W_Q[0, pos, :n] = self.W_pos              # query at i: beta on key position i - 1
+        W_Q[0, tok, n] = self.W_sink               # query token: 2 beta (1 - trig(x))
+        W_K[0, pos, :n] = torch.eye(n, dtype=dtype, device=device)
+        W_K[0, V + 1, n] = 1.0                     # key position 0 (the BOS): sink channel
+        W_V[0, tok, :V] = self.W_OV
+        W_O[0, :V, out] = torch.eye(V, dtype=dtype, device=device)
+        attn = AttentionBlock(W_Q, W_K, W_V, W_O, scale=1.0, causal=True)
+        W_in = zeros(D, V + 1)
+        W_in[tok] = torch.eye(V + 1, dtype=dtype, device=device)
+        W_out = zeros(V + 1, D)
+        W_out[:, out] = self.W_mlp
+        mlp = MlpBlock(W_in, zeros(V + 1), W_out, zeros(D), "relu")
+        W_E, W_pos, W_U = zeros(V + 1, D), zeros(n, D), zeros(D, V)
+        W_E[:, tok] = torch.eye(V + 1, dtype=dtype, device=device)
+        W_pos[:, pos] = torch.eye(n, dtype=dtype, device=device)
+        W_U[out] = torch.eye(V, dtype=dtype, device=device)
+        return ResidualLayout(name, D, W_E, W_pos, W_U, ((attn, mlp),),
+                              Interface("tokens", vocab_size=V + 1, max_len=n, bos=None,
+                                        dtype=dtype))
 
 
 def active_dormant_model(task: BigramBackcopy, max_len: int, *, beta: float = 60.0,

@@ -55,6 +55,7 @@ scores grow like :math:`L^2 \ln P`, the dimension does not.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -65,6 +66,18 @@ from torch import nn
 
 from constructions import _validate as check
 from constructions.layers import HookPoints, _with_axes
+from constructions.residual_layout import (
+    AttentionBlock,
+    Interface,
+    ResidualLayout,
+    fixed_context_length,
+)
+
+# One-line TransformerLens exports for the docs pages (constructions.export.export_line).
+TRANSFORMER_LENS_EXAMPLES = {
+    "spatial_induction_circuit": "to_transformer_lens(spatial_induction_circuit("
+                                 "CellularAutomaton(1, 5, 2, neighbourhood(1)), 20))",
+}
 
 TIME_PERIOD = 3  # the time circle: a slab, its predecessor and its successor are distinguishable
 REQUIRED_LOSS_SLACK = 29  # M_0 = ln P + 29: every wrong key loses at least this much
@@ -448,6 +461,80 @@ class SpatialInductionCircuit(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.attention(tokens)["probs"]
+
+    def export_blocks(self) -> dict[str, slice]:
+        """The residual coordinates of the TransformerLens export, block name -> slice:
+        ``onehot`` (k; the BOS is 0: layer 1's value), ``value`` (k; the BOS is alpha / A:
+        layer 2's value), ``bos`` (1), ``features`` (4D + 6), ``cold`` (1: key j < V),
+        ``next``/``current`` (|nu| k each: the gathered configurations), ``out`` (k)."""
+        k, nu = self.task.n_states, len(self.task.offsets)
+        widths = {"onehot": k, "value": k, "bos": 1, "features": self.features.shape[1],
+                  "cold": 1, "next": nu * k, "current": nu * k, "out": k}
+        out, start = {}, 0
+        for name, width in widths.items():
+            out[name] = slice(start, start + width)
+            start += width
+        return out
+
+    def residual_layout(self, name: str, n_ctx: int | None) -> ResidualLayout:
+        r"""The TransformerLens layout (:mod:`constructions.residual_layout`), blocks of
+        :meth:`export_blocks`; tokens are fed with their BOS (``bos=None``), and the export's
+        "logits" are the circuit's probabilities (there is no softmax on top, as here).
+
+        Layer 1: head h has :math:`W_Q = W_{gather,h}` and :math:`W_K = I` on the features, so
+        :math:`q_p \cdot k_q = f_p^\top W_h f_q`; it copies the one-hot token into slot h of
+        ``next`` (h < |nu|) or ``current``. Layer 2: :math:`q_p = [\beta\,\mathrm{next}_p;
+        -\beta; \mathrm{sink}]` (the last two from the constant feature), :math:`k_j =
+        [\mathrm{current}_j; \mathrm{cold}_j; \mathrm{bos}_j]`, value ``value``, written to
+        ``out``. Both layers' heads are :math:`4^m` wide, so the export's folding of
+        :math:`\sqrt{d_{head}}` into :math:`W_Q` and TransformerLens's division by it are exact."""
+        n = self.max_positions + 1
+        fixed_context_length(name, n_ctx, n)
+        b = self.export_blocks()
+        k, nu = self.task.n_states, len(self.task.offsets)
+        F, D = self.features.shape[1], b["out"].stop
+        dtype, device = self.features.dtype, self.features.device
+        width = 1
+        while width < max(F, nu * k + 2, k):
+            width *= 4
+        zeros = functools.partial(torch.zeros, dtype=dtype, device=device)
+        eye = functools.partial(torch.eye, dtype=dtype, device=device)
+        H = 2 * nu
+        W_Q, W_K, W_V, W_O = (zeros(H, D, width), zeros(H, D, width), zeros(H, D, width),
+                              zeros(H, width, D))
+        for h in range(H):
+            W_Q[h, b["features"], :F] = self.W_gather[h]
+            W_K[h, b["features"], :F] = eye(F)
+            W_V[h, b["onehot"], :k] = eye(k)
+            slot = b["next"] if h < nu else b["current"]
+            W_O[h, :k, slot.start + (h % nu) * k: slot.start + (h % nu + 1) * k] = eye(k)
+        gather = AttentionBlock(W_Q, W_K, W_V, W_O, scale=1.0, causal=True)
+        beta = self.match_beta
+        sink = beta * nu + math.log(float(self.alpha.sum())) + beta
+        Q2, K2, V2, O2 = zeros(1, D, width), zeros(1, D, width), zeros(1, D, width), zeros(
+            1, width, D)
+        Q2[0, b["next"], :nu * k] = beta * eye(nu * k)
+        Q2[0, b["features"].stop - 1, nu * k] = -beta  # the constant feature
+        Q2[0, b["features"].stop - 1, nu * k + 1] = sink
+        K2[0, b["current"], :nu * k] = eye(nu * k)
+        K2[0, b["cold"], nu * k] = 1.0
+        K2[0, b["bos"], nu * k + 1] = 1.0
+        V2[0, b["value"], :k] = eye(k)
+        O2[0, :k, b["out"]] = eye(k)
+        match = AttentionBlock(Q2, K2, V2, O2, scale=1.0, causal=True)
+        W_E = zeros(k + 1, D)
+        W_E[:k, b["onehot"]] = eye(k)
+        W_E[:k, b["value"]] = eye(k)
+        W_E[k, b["value"]] = self.bos_value
+        W_E[k, b["bos"]] = 1.0
+        W_pos = zeros(n, D)
+        W_pos[:, b["features"]] = self.features
+        W_pos[:, b["cold"]] = (1 - self.warm)[:, None]
+        W_U = zeros(D, k)
+        W_U[b["out"]] = eye(k)
+        return ResidualLayout(name, D, W_E, W_pos, W_U, ((gather, None), (match, None)),
+                              Interface("tokens", vocab_size=k + 1, max_len=n, bos=None,
+                                        dtype=dtype))
 
 
 def spatial_induction_circuit(task: CellularAutomaton, max_positions: int, *,

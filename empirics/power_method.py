@@ -53,7 +53,7 @@ from constructions.power_method import (
     sample_data,
     trainable,
 )
-from empirics.experiment import Experiment, Result
+from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 from empirics.training import TrainConfig, train
 
@@ -373,11 +373,11 @@ def run_layerwise(config: dict, device: torch.device, seed: int) -> Result:
         histories[name] = record["history"]
         final = record["history"][-1]
         half = [h for h in record["history"] if h["step"] <= config["steps"] // 2][-1]
-        result.metrics.update({f"{name}_{key}": final[key] for key in
+        result.metrics.update({metric_key(name, key): final[key] for key in
                                ("heldout_loss", "gamma_eff", "rate", "rate_gap",
                                 "rate_vs_r_star", "off_ratio")})
-        result.metrics[f"{name}_half_loss"] = half["heldout_loss"]
-        result.metrics[f"{name}_half_rate_gap"] = half["rate_gap"]
+        result.metrics[metric_key(name, "half_loss")] = half["heldout_loss"]
+        result.metrics[metric_key(name, "half_rate_gap")] = half["rate_gap"]
     plt = _figure()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for name, history in histories.items():

@@ -11,11 +11,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 from fractions import Fraction
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from constructions import bigram_backcopy as bb
 from constructions import delay_copy as dc
@@ -24,6 +27,9 @@ from theorems.areas.induction_variants import bigram_backcopy as bb_checks
 from theorems.areas.induction_variants import delay_copy as dg_checks
 from theorems.areas.induction_variants import spatial_induction as sih_checks
 from theorems.evidence import expect_failure
+from theorems.numerics import gamma, unit_roundoff
+from theorems.profiles import budget
+from theorems.strategies import seeds
 
 # --- spatial induction heads -------------------------------------------------------------------
 
@@ -340,6 +346,237 @@ def test_nope_in_every_arm_fails_the_small_model_check():
     finally:
         experiment.SCHEMES.clear()
         experiment.SCHEMES.update(original)
+
+
+# --- spatial induction: gradient descent ----------------------------------------------------------
+
+def test_the_spatial_experiment_smoke_reports_paired_statistics():
+    """Default run, a few CPU-seconds: the plumbing of the slow check (paired means and
+    standard errors, a figure), not its outcome."""
+    from empirics.spatial_induction import SPATIAL_INDUCTION
+
+    result = SPATIAL_INDUCTION("smoke", device="cpu", seed=0, steps=10, eval_every=10,
+                               eval_batch=8)
+    m = result.metrics
+    for key in ("kl_gain", "match_excess"):
+        assert math.isfinite(m[key]) and m[f"{key}_se"] > 0
+    assert 0 < m["match_chance"] < 1 and "kl" in result.figures
+
+
+@pytest.mark.slow
+@pytest.mark.mutant("induction-variants.sih-gd-two-layers")
+@pytest.mark.parametrize("control", ["shuffle_targets", "freeze_gather"])
+def test_shuffled_cells_or_a_frozen_gather_fail_the_training_check(control):
+    # cells shuffled within each training sequence: no spatial structure to learn; layer-1
+    # queries and keys frozen at zero: uniform attention, no gather can form
+    expect_failure(sih_checks.gd_check(**{control: True}))
+
+
+# --- TransformerLens export ----------------------------------------------------------------------
+
+def _transformer_lens():
+    """TransformerLens, or a skip naming the extra (a failure where every extra must be
+    installed, as in tests/test_export.py)."""
+    try:
+        import transformer_lens
+    except ImportError:
+        if os.environ.get("THEOREMS_REQUIRE_EXTRAS"):
+            pytest.fail("transformer_lens is missing, but THEOREMS_REQUIRE_EXTRAS says every "
+                        "extra is installed")
+        pytest.skip("transformer_lens is not installed; it is in the interop extra")
+    return transformer_lens
+
+
+def bb_export_bound(model: bb.ActiveDormantHead, logits: torch.Tensor) -> torch.Tensor:
+    r"""Per-entry bound on |ours - TransformerLens's| logits of the active-dormant export.
+
+    The scores are bit-identical: each is a sum in which at most two products are non-zero
+    (:math:`\beta \cdot 1` and :math:`2\beta(1 - \mathrm{trig}) \cdot 1`, both exact), summed
+    once in either evaluation, and the export's folding of :math:`\sqrt{d_{head}}` into
+    :math:`W_Q` and TransformerLens's division by it are exact (:math:`d_{head} = 4^m`). So the
+    patterns are the same floats, and so are the values (one non-zero product each) and the
+    MLP's output (one-hot times a table). What differs is the order of the sum over the
+    :math:`n` keys of :math:`\sum_j p_j v_{jc}`: each evaluation is within
+    :math:`\gamma_n \sum_j p_j |v_{jc}| \le \gamma_n (1 + \gamma_n) \max|W_{OV}|` of the exact
+    sum (the :math:`p_j` sum to at most :math:`1 + \gamma_n`), so the head outputs differ by
+    at most twice that. The logit is one more rounded addition, head + MLP, in both:
+    :math:`|\mathrm{fl}(a) - \mathrm{fl}(b)| \le |a - b| + u|a| + u|b|` with
+    :math:`|a| \le |L|/(1 - u)`, :math:`|b| \le |a| + |a - b|`.
+    """
+    n = logits.shape[1]
+    u, g = unit_roundoff(logits.dtype), gamma(n, logits.dtype)
+    head = 2 * g * (1 + g) * float(model.W_OV.abs().max())
+    return head * (1 + u) + 2 * u / (1 - u) * (logits.abs() + head)
+
+
+def bb_export_roundtrip_check(export_model=None):
+    """The active-dormant construction exported to TransformerLens computes the same
+    patterns (bit for bit) and logits (within :func:`bb_export_bound`) on sampled tasks,
+    with a drained BOS value and with an arbitrary one."""
+    from constructions.export import (
+        to_transformer_lens,
+        transformer_lens_inputs,
+        transformer_lens_outputs,
+    )
+    export_model = export_model or to_transformer_lens
+
+    @settings(max_examples=budget(0.2).max_examples, deadline=None)
+    @given(vocab=st.integers(3, 10), triggers=st.integers(1, 3), length=st.integers(2, 12),
+           drained=st.booleans(), seed=seeds())
+    @example(vocab=3, triggers=1, length=2, drained=True, seed=0)
+    # non-trigger queries at i >= 2, where only the sink channel points them at the BOS
+    @example(vocab=5, triggers=1, length=8, drained=False, seed=0)
+    def run(vocab, triggers, length, drained, seed):
+        rng = np.random.default_rng(seed)
+        task = bb.BigramBackcopy(bb.dirichlet_bigrams(vocab, 0.5, rng), min(triggers, vocab - 2))
+        bos_value = None if drained else torch.from_numpy(rng.normal(size=vocab))
+        model = bb.active_dormant_model(task, length, bos_value=bos_value)
+        tokens = task.sample(3, length, rng)
+        ours = model.attention(tokens)
+        with torch.no_grad():
+            logits, cache = export_model(model).run_with_cache(
+                **transformer_lens_inputs(model, tokens))
+        theirs = transformer_lens_outputs(model, logits)
+        # same scores, same softmax kernel on rows of the same length (see bb_export_bound)
+        assert torch.equal(cache["pattern", 0][:, 0], ours["pattern"]), "patterns differ"
+        gap = (theirs - ours["logits"]).abs()
+        bound = bb_export_bound(model, ours["logits"])
+        assert (gap <= bound).all(), f"logits differ by {gap.max():.3g} > bound"
+    return run
+
+
+@pytest.mark.interop
+def test_the_active_dormant_export_round_trips():
+    _transformer_lens()
+    bb_export_roundtrip_check()()
+
+
+@pytest.mark.interop
+def test_an_export_without_its_sink_channel_fails_the_round_trip():
+    _transformer_lens()
+    from constructions.export import to_transformer_lens
+
+    def without_sink(model):  # the key's BOS flag dropped: no query can find the sink
+        tl_model = to_transformer_lens(model)
+        with torch.no_grad():
+            tl_model.blocks[0].attn.W_K[:, :, model.max_len] = 0.0
+        return tl_model
+    expect_failure(bb_export_roundtrip_check(without_sink))
+
+
+def _softmax_rounding(n: int, largest: float, dtype) -> float:
+    r"""Relative error of a computed softmax entry on scores of magnitude :math:`\le` ``largest``
+    over :math:`n` keys: the subtraction of the row maximum (:math:`\le 2u\,\mathrm{largest}`
+    absolute, so a factor :math:`e^{2u\,\mathrm{largest}}`), the exponential (assumed within
+    one ulp, :math:`2u` relative: torch's CPU float64 exp, not an IEEE-guaranteed bound), the
+    sum (:math:`\gamma_n`) and the division (:math:`u`)."""
+    u = unit_roundoff(dtype)
+    return math.exp(2 * u * largest) * (1 + 2 * u) * (1 + gamma(n, dtype)) * (1 + u) - 1
+
+
+def sih_export_bound(model: sih.SpatialInductionCircuit, n: int) -> float:
+    r"""Bound on :math:`\max|p^{ours} - p^{TL}|` for the spatial-induction export on ``n``
+    tokens, composed stage by stage against exact arithmetic on the same float weights (both
+    evaluations are within it, so their gap is within twice it).
+
+    1. Gather scores :math:`f_p^\top W_h f_q`: ours an einsum, TransformerLens
+       :math:`(x W_Q)\cdot(x W_K)` over :math:`D` then :math:`d` terms; either is within
+       :math:`\epsilon_1 = \gamma_{D + d + 2F}\,S` of exact, :math:`S = \max|f|^\top|W_h||f|`
+       (itself computed to within :math:`\gamma_{2F}`).
+    2. Patterns: scores off by :math:`\le\epsilon_1` move each softmax entry by a factor in
+       :math:`e^{\pm 2\epsilon_1}`; with the softmax's own rounding,
+       :math:`\rho_1 = e^{2\epsilon_1}(1 + \sigma_1) - 1` relative.
+    3. Configurations :math:`\sum_q P_{hpq} 1[x_q = a] \in [0, 1]`: within
+       :math:`\eta_1 = \rho_1 + \gamma_n(1 + \rho_1)`.
+    4. Match scores :math:`\beta\langle\mathrm{next}_p, \mathrm{current}_j\rangle` + flags:
+       each configuration block sums to :math:`\le 1` per head, so the perturbation is
+       :math:`\le \beta|\nu|(2\eta_1 + k\eta_1^2)`, plus rounding
+       :math:`\gamma_{d + |\nu|k + 2}(\beta|\nu|(1 + \eta_1)^2 + \beta + |\mathrm{sink}|)`.
+    5. Patterns again (:math:`\rho_2`), and the output :math:`\sum_j P_{pj} v_j`, values in
+       :math:`[0, 1]`: within :math:`\eta_2 = \rho_2 + \gamma_n(1 + \rho_2)`. The export's
+       residual sums and unembedding add exact zeros only (disjoint blocks).
+    """
+    dtype = model.features.dtype
+    f = model.features[:n].abs()
+    F = f.shape[1]
+    g2F = gamma(2 * F + 2, dtype)
+    S = float(torch.einsum("pf,hfg,qg->hpq", f, model.W_gather.abs(), f).max()) / (1 - g2F)
+    layout = model.residual_layout("bound", None)
+    D, d = layout.d_model, layout.blocks[0][0].W_Q.shape[2]
+    eps1 = gamma(D + d + 2 * F, dtype) * S
+    rho1 = math.exp(2 * eps1) * (1 + _softmax_rounding(n, S + eps1, dtype)) - 1
+    eta1 = rho1 + gamma(n, dtype) * (1 + rho1)
+    k, nu, beta = model.task.n_states, len(model.task.offsets), model.match_beta
+    sink = beta * nu + math.log(float(model.alpha.sum())) + beta
+    size2 = beta * nu * (1 + eta1) ** 2 + beta + abs(sink)
+    eps2 = beta * nu * (2 * eta1 + k * eta1 ** 2) + gamma(d + nu * k + 2, dtype) * size2
+    rho2 = math.exp(2 * eps2) * (1 + _softmax_rounding(n, size2 + eps2, dtype)) - 1
+    return rho2 + gamma(n, dtype) * (1 + rho2)
+
+
+def sih_export_roundtrip_check(export_model=None):
+    """The spatial-induction circuit exported to TransformerLens gives the same probabilities
+    (within twice :func:`sih_export_bound`) on sampled automata, D in {1, 2}."""
+    from constructions.export import (
+        to_transformer_lens,
+        transformer_lens_inputs,
+        transformer_lens_outputs,
+    )
+    export_model = export_model or to_transformer_lens
+
+    @settings(max_examples=budget(0.1).max_examples, deadline=None)
+    @given(dim=st.sampled_from([1, 2]), kind=st.sampled_from(["moore", "von-neumann"]),
+           side=st.integers(3, 7), horizon=st.integers(2, 4), n_states=st.integers(2, 3),
+           alpha=st.floats(0.05, 5.0), seed=seeds())
+    @example(dim=1, kind="moore", side=3, horizon=2, n_states=2, alpha=1.0, seed=0)
+    # five slabs: the slab three back of the target shares its column and time phase, so only
+    # the recency term separates them (what the recency mutant must be caught on)
+    @example(dim=1, kind="moore", side=4, horizon=5, n_states=2, alpha=1.0, seed=0)
+    def run(dim, kind, side, horizon, n_states, alpha, seed):
+        side = min(side, 4) if dim == 2 else side  # keep V = L^D small
+        task = sih.CellularAutomaton(dim, side, n_states, sih.neighbourhood(dim, kind))
+        rng = np.random.default_rng(seed)
+        model = sih.spatial_induction_circuit(task, horizon * task.volume, alpha=alpha)
+        tokens = task.flatten(task.sample(task.sample_rules(2, rng, alpha=alpha), horizon, rng))
+        ours = model(tokens)
+        with torch.no_grad():
+            theirs = transformer_lens_outputs(
+                model, export_model(model)(**transformer_lens_inputs(model, tokens)))
+        gap = float((theirs - ours).abs().max())
+        bound = 2 * sih_export_bound(model, tokens.shape[1])
+        assert gap <= bound, f"probabilities differ by {gap:.3g} > {bound:.3g}"
+    return run
+
+
+@pytest.mark.interop
+def test_the_spatial_induction_export_round_trips():
+    _transformer_lens()
+    sih_export_roundtrip_check()()
+
+
+@pytest.mark.interop
+def test_an_export_without_recency_fails_the_spatial_round_trip():
+    _transformer_lens()
+    from constructions.export import to_transformer_lens
+
+    def without_recency(model):  # the gather's recency term dropped: the slab 3 back ties
+        tl_model = to_transformer_lens(model)
+        F = model.features.shape[1]
+        start = model.export_blocks()["features"].start
+        with torch.no_grad():
+            tl_model.blocks[0].attn.W_Q[:, start + F - 1, F - 2] = 0.0
+        return tl_model
+    expect_failure(sih_export_roundtrip_check(without_recency))
+
+
+def test_the_spatial_export_bound_is_small():
+    # a sanity anchor for the composed bound: far below any probability gap that matters
+    task = sih.CellularAutomaton(1, 7, 2, sih.neighbourhood(1))
+    assert 0 < sih_export_bound(sih.spatial_induction_circuit(task, 35), 36) < 1e-6
+
+
+def test_the_active_dormant_head_width_is_a_power_of_four():
+    assert [bb._power_of_four(n) for n in (1, 2, 4, 5, 16, 17)] == [1, 4, 4, 16, 16, 64]
 
 
 # --- valid example arguments for tests/test_public_api.py ---------------------------------------

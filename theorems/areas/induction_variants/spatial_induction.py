@@ -15,6 +15,7 @@ import functools
 import math
 
 import numpy as np
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -459,3 +460,94 @@ def margin_certified_check(temperatures=gather_temperatures, sides=range(3, 65))
 
 test_margins_hold_symbolically = check(SIH_MARGINS, "symbolic")(margin_symbolic_check())
 test_builder_margins_are_certified = check(SIH_MARGINS, "numeric")(margin_certified_check())
+
+
+# --- gradient descent ------------------------------------------------------------------------
+
+# The CPU configuration of the claim (overrides of the experiment's smoke config). Chosen
+# after a search on this CPU (recorded in the claim's notes): with a Dirichlet(1) rule and
+# the smoke model (4 + 1 heads, d = 32) nothing gather- or match-like forms within 3,000 steps.
+GD_CONFIG = {"side": 4, "horizon": 8, "alpha": 0.01, "heads": (8, 4), "d_model": 64,
+             "lr": 3e-3, "batch": 32, "steps": 1000, "eval_every": 250, "eval_batch": 64}
+# One-sided z threshold for the paired per-sequence means: under a zero-mean null a mean of
+# B = 64 i.i.d. differences exceeds 3 standard errors with probability about 0.13 % (normal
+# approximation), so a pass is not a fluctuation of the held-out draw.
+GD_Z = 3.0
+NOTES_GD = (
+    "Measured (seed 0, this CPU): KL to Bayes 0.160 (two layers) vs 0.197 (one layer) vs "
+    "0.625 (prior only); paired gain 0.038, SE 0.010 (3.7 SE). Controls, same config: cells "
+    "shuffled within each training sequence, gain 0.0005 (SE 0.006); layer-1 queries and keys "
+    "frozen at zero, gain 0.001 (SE 0.012): both fail. NOT reproduced, recorded only: (a) the "
+    "gather: layer-1 mass on a single true neighbour (best head per offset) stays at chance "
+    "(0.06-0.08) in every run; (b) the match: the layer-2 mass on earlier same-configuration "
+    "cells is 0.79 against 0.27 for uniform attention, but 0.79 also with layer 1 frozen, so "
+    "it is not evidence of matching (at L = 4 with near-deterministic rules the slabs fall "
+    "into short cycles, and attending a fixed distance back finds the same configuration); "
+    "(c) the abstract's < 0.005 nats (0.16 here). Search that led here (seed 0, 2,500-3,750 "
+    "steps each, KL vs prior-only): the old smoke model (L = 6, T = 5, 4 + 1 heads, d = 32) "
+    "at alpha = 0.1: 0.27 vs 0.43, gather rising slowly 0.04 -> 0.22; lr 1e-2: 0.31; L = 5, "
+    "T = 8: 0.29 vs 0.46; with LayerNorm: 0.29; alpha = 0.01: 0.27 vs 0.62 (one layer 0.375); "
+    "the catalogue's config (L = 8, T = 8, alpha = 1, d = 64) costs 20 CPU-s per 250 steps "
+    "and was at 0.108 vs 0.132 after 250. At alpha = 1 the in-context gain is small (prior-"
+    "only KL 0.08-0.12), which is why 400 steps learned nothing visible. Only the abstract "
+    "was readable, so the paper's model size, steps and rule prior are unknown. The check is "
+    "slow (about 40 CPU-seconds).")
+
+SIH_GD = Claim(
+    id="induction-variants.sih-gd-two-layers",
+    title="A trained two-layer transformer predicts unseen rules in context better than a "
+          "one-layer control",
+    statement=(TASK_TEXT +
+        r"Train, with Adam ($\mathrm{lr} = 3\cdot10^{-3}$, batch 32, 1000 steps, seed 0, "
+        r"cross-entropy on slabs $\ge 1$), an attention-only transformer with learned absolute "
+        r"positions, $d = 64$, and 8 heads in layer 1 and 4 in layer 2, on $D = 1$, $k = 2$, "
+        r"$\nu = \{-1, 0, 1\}$, $L = 4$, $T = 8$, each sequence with a fresh "
+        r"Dirichlet$(0.01)$ rule; train a one-layer control (8 heads) the same way. On "
+        r"$B = 64$ held-out rules, let $\Delta_b = \mathrm{KL}_b(P^*\|f_1) - "
+        r"\mathrm{KL}_b(P^*\|f_2)$, the per-sequence mean over the cells of slabs $\ge 2$ of "
+        r"the KL from the Dirichlet posterior predictive $P^*$ to the control $f_1$ minus that "
+        r"to the two-layer model $f_2$. Then $\bar\Delta > 3\,s_\Delta/\sqrt{B}$ ($s_\Delta$ "
+        r"the sample standard deviation): the two-layer model is closer to Bayes by more "
+        r"than three standard errors."),
+    source=(Source(where="Abstract: trained two-layer transformers generalise to unseen "
+                   "rules in context", tag="V", **SIH),
+            Source(where="the CPU configuration, the one-layer control and the 3-SE paired "
+                   "test (this project)", tag="D", **SIH)),
+    kind="construction",
+    construction=f"{CONSTRUCTION}:CellularAutomaton",
+    depends_on=("induction-variants.sih-bayes",),
+    notes=NOTES_GD,
+)
+
+
+def gd_check(seed: int = 0, z: float = GD_Z, **overrides):
+    """Run the experiment at :data:`GD_CONFIG` (plus ``overrides``) and test the paired gain."""
+    def run():
+        from empirics.spatial_induction import SPATIAL_INDUCTION
+
+        result = SPATIAL_INDUCTION("smoke", device="cpu", seed=seed, **{**GD_CONFIG,
+                                                                        **overrides})
+        m = result.metrics
+        for key in ("two-layer/kl", "one-layer/kl", "baseline_kl"):
+            evidence.metric(key, m[key], worse="higher")
+        # recorded, not asserted: see the notes (the gather does not form; the match mass is
+        # confounded by short cycles)
+        for key in ("two-layer/gather_mass", "two-layer/match_mass", "match_chance"):
+            evidence.metric(key, m[key], worse="lower")
+        evidence.table("held-out rules (slabs >= 2)",
+                       **result.tables["held-out rules (slabs >= 2)"])
+        for name, fig in result.figures.items():
+            evidence.figure(fig, name)
+        evidence.cases(result.config["eval_batch"])
+        evidence.metric("match_excess / SE",
+                        m["match_excess"] / result.metric("match_excess", "se"), worse="lower")
+        mean, se = m["kl_gain"], result.metric("kl_gain", "se")
+        evidence.metric("kl_gain / SE", mean / se, worse="lower")
+        evidence.margin(mean - z * se)
+        assert mean > z * se, (f"one-layer KL minus two-layer KL {mean:.4f} <= {z} x SE "
+                               f"{se:.4f}")
+    return run
+
+
+test_gd_two_layers_beat_one_layer = pytest.mark.slow(
+    check(SIH_GD, "empirical")(gd_check()))

@@ -286,20 +286,25 @@ def layerwise_check(experiment: str = "power-method-layerwise", **overrides):
         # Slack: 256-term float64 means round at ~1e-14 relative, and an off-manifold residue
         # below 1e-8 of the weights moves outputs by < 1e-8 |S| <= 1e-8 n: 1e-6 covers both.
         floor = plateau * (1 - 1e-6)
-        assert m["no_ln_off_ratio"] < 1e-8, "the no-LN layer left the block manifold"
-        assert m["no_ln_heldout_loss"] >= floor, "no-LN loss went below the manifold optimum"
-        for key in ("no_ln_half_loss", "no_ln_heldout_loss"):
-            assert m[key] <= plateau * (1 + PLATEAU_FRACTION), (
-                f"without N the loss {m[key]:.4g} has not reached the plateau {plateau:.4g}")
+        no_ln = {key: result.metric("no_ln", key) for key in (
+            "off_ratio", "heldout_loss", "half_loss", "rate", "rate_gap")}
+        ln = {key: result.metric("ln", key) for key in (
+            "heldout_loss", "half_loss", "rate_gap", "half_rate_gap")}
+        assert no_ln["off_ratio"] < 1e-8, "the no-LN layer left the block manifold"
+        assert no_ln["heldout_loss"] >= floor, "no-LN loss went below the manifold optimum"
+        for key in ("half_loss", "heldout_loss"):
+            assert no_ln[key] <= plateau * (1 + PLATEAU_FRACTION), (
+                f"without N the loss {no_ln[key]:.4g} has not reached the plateau "
+                f"{plateau:.4g}")
         predicted_gap = m["mean_r_star"] - m["mean_eigen_ratio"]
         assert predicted_gap > 0
-        assert abs(m["no_ln_rate"] - m["mean_r_star"]) <= 0.1 * predicted_gap, (
-            f"the learned no-LN rate {m['no_ln_rate']:.4g} is not R* = {m['mean_r_star']:.4g}")
-        assert m["no_ln_rate_gap"] > 0
-        assert m["ln_heldout_loss"] < plateau / 5, "with N the loss does not fall below the plateau"
-        assert m["ln_heldout_loss"] < m["ln_half_loss"], "with N the loss stopped decreasing"
-        assert 0 < m["ln_rate_gap"] < m["ln_half_rate_gap"], "with N the rate gap grew"
-        assert m["ln_rate_gap"] < 0.5 * m["no_ln_rate_gap"], "with N the rate is not nearer"
+        assert abs(no_ln["rate"] - m["mean_r_star"]) <= 0.1 * predicted_gap, (
+            f"the learned no-LN rate {no_ln['rate']:.4g} is not R* = {m['mean_r_star']:.4g}")
+        assert no_ln["rate_gap"] > 0
+        assert ln["heldout_loss"] < plateau / 5, "with N the loss does not fall below the plateau"
+        assert ln["heldout_loss"] < ln["half_loss"], "with N the loss stopped decreasing"
+        assert 0 < ln["rate_gap"] < ln["half_rate_gap"], "with N the rate gap grew"
+        assert ln["rate_gap"] < 0.5 * no_ln["rate_gap"], "with N the rate is not nearer"
         evidence.cases(1)
     return run
 

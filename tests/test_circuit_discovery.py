@@ -130,7 +130,9 @@ def test_auc_and_precision_count_ties_against_the_method():
 def test_cases_are_found_by_either_builder():
     assert case_for_builder("constructions.induction_heads:two_layer_induction") is CASE
     assert case_for_builder("constructions.circuits:induction_circuit") is CASE
-    assert case_for_builder("constructions.induction_heads:compact_induction") is None
+    assert case_for_builder("constructions.induction_heads:compact_induction") is (
+        all_cases()["compact-induction"])
+    assert case_for_builder("constructions.induction_heads:no_such_builder") is None
     assert "two-layer-induction" in all_cases()
 
 
@@ -174,12 +176,15 @@ def test_the_page_section_shows_the_published_scores_and_either_diagram(monkeypa
                                     "rows": [["two-layer-induction", "eap", 0.75],
                                              ["another-case", "eap", 0.5]]}}}
     text = circuit_pages.case_sections([result], claims=set())
-    assert "| 0.75" not in text and "  - 0.75" in text and "0.5" not in text.split("ROC AUC")[1]
+    # only the two-layer section's table: the later sections' diagrams hold coordinates
+    scores = text.split("ROC AUC")[1].split("## Circuit case")[0]
+    assert "| 0.75" not in text and "  - 0.75" in text and "0.5" not in scores
     assert "`circuits.induction-sufficient`" in text      # not on the site: named, not linked
     assert "{ref}`circuit-discovery <experiment-circuit-discovery>`" in text
     assert 'class="tt-circuit"' in text
     monkeypatch.setattr(circuit_pages.shutil, "which", lambda name: None)  # no Graphviz
-    fallback = circuit_pages.case_sections([], claims=None)
+    # the first case's section (the two-layer one): each case draws its own diagram
+    fallback = circuit_pages.case_sections([], claims=None).split("## Circuit case")[1]
     circuit = induction_circuit("two_layer", 4, 8)
     assert fallback.count('stroke-width="2.2"') == len(circuit.edges)
     assert fallback.count("stroke-dasharray") == len(circuit.complement())

@@ -61,7 +61,7 @@ from constructions.circuits import (
     resample_next_token,
 )
 from constructions.induction_heads import compact_conditions, compact_induction, compact_parameters
-from theorems.areas.circuits._shared import CONSTRUCTIONS, GRAPH, PATCHING, SHT, cached
+from theorems.areas.circuits._shared import GRAPH, PATCHING, SHT, cached
 from theorems.areas.circuits.next_token import corruption_cases
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
@@ -92,7 +92,7 @@ CC_SUFFICIENT = Claim(
     source=Source(where="circuit of the compact construction under this corruption "
                   "(this project)", tag="D", **SHT),
     kind="bound",
-    construction=f"{CONSTRUCTIONS}:induction_circuit",
+    construction="constructions.induction_heads:compact_induction",  # its case, in the bundle
     depends_on=("induction-heads.compact-exact", "circuits.induction-mechanism"),
 )
 
@@ -108,7 +108,7 @@ CC_NECESSARY = Claim(
     source=Source(where="from the compact construction's margin conditions (this project)",
                   tag="D", **SHT),
     kind="bound",
-    construction=f"{CONSTRUCTIONS}:induction_circuit",
+    construction="constructions.induction_heads:compact_induction",  # its case, in the bundle
     depends_on=("induction-heads.compact-margins", "induction-heads.compact-exact"),
 )
 
@@ -121,7 +121,7 @@ CC_MINIMAL = Claim(
                r"more than $C \setminus \{e\}$'s sufficiency would allow."),
     source=Source(where="from sufficiency and necessity (this project)", tag="D", **SHT),
     kind="bound",
-    construction=f"{CONSTRUCTIONS}:induction_circuit",
+    construction="constructions.induction_heads:compact_induction",  # its case, in the bundle
     depends_on=("circuits.compact-sufficient", "circuits.compact-necessary"),
 )
 
@@ -129,15 +129,28 @@ CC_MINIMAL = Claim(
 # --- bounds -----------------------------------------------------------------------------------
 
 def wrong_mass(vocab_size: int, max_len: int) -> tuple[float, float]:
-    r"""(:math:`\bar\varepsilon`, :math:`\omega`) for the default ``compact_induction``.
+    r"""(:math:`\bar\varepsilon`, :math:`\omega`) for the default ``compact_induction``,
+    both rounded up.
 
     :math:`\omega = (A') + (B') + (C')` bounds the odds against the induction key (see
-    :func:`~constructions.induction_heads.compact_induction`); evaluated in float64 (a few
-    exp/log and products: relative error :math:`\le\gamma_{16}`, as in
-    :func:`theorems.areas.circuits.next_token.necessity_bound`), rounded up by that factor.
+    :func:`~constructions.induction_heads.compact_induction`), each term :math:`n e^{z}` or
+    :math:`e^{z}`. The float64 evaluation (the temperatures are the model's own floats;
+    :math:`\rho, g^\star, g_{pos}, \delta` are recomputed) takes at most 32 rounded
+    operations along any path into an exponent :math:`z`, on terms whose magnitudes sum to at
+    most :math:`Z = \beta_1 g_{pos} + \beta_2(2 + 6\delta) + \lambda(n+3) + \theta` (an
+    exponential's 1-ulp error, :math:`2u` relative, counts as two operations), so
+    :math:`|\hat z - z| \le \gamma_{32} Z`; then :math:`e^{\hat z}` and the product by
+    :math:`n` are within a factor :math:`e^{\gamma_{32}Z}(1+\gamma_3)` of the exact term,
+    and the sum of three adds :math:`\gamma_2`. :math:`\bar\varepsilon = \omega/(1+\omega)`
+    (increasing in :math:`\omega`) adds :math:`\gamma_2`.
     """
-    conditions = compact_conditions(max_len, compact_parameters(vocab_size, max_len))
-    omega = sum(conditions[k][0] for k in "ABC") * (1 + gamma(16))
+    p = compact_parameters(vocab_size, max_len)
+    conditions = compact_conditions(max_len, p)
+    n = max_len
+    delta = n * math.exp(-p.beta1 * p.position_gap)
+    Z = p.beta1 * p.position_gap + p.beta2 * (2 + 6 * delta) + p.recency * (n + 3) + p.sink
+    factor = (1 + math.expm1(gamma(32) * Z)) * (1 + gamma(3)) * (1 + gamma(2))
+    omega = sum(conditions[k][0] for k in "ABC") * factor
     return omega / (1 + omega) * (1 + gamma(2)), omega
 
 

@@ -302,16 +302,16 @@ def induction_circuit(kind: str, vocab_size: int, max_len: int,
     :math:`2\bar\varepsilon\,|u_\tau - u_{\tau'}|`, while patching a circuit edge moves it by
     at least :math:`|u_\tau - u_{\tau'}|((1-\bar\varepsilon)|u_\tau - u_{\tau'}| -
     2\bar\varepsilon)`, which is larger when :math:`\rho > 2\omega`. The derivation, with its
-    rounding terms, is in :mod:`theorems.areas.circuits.compact`. The compact construction's
-    earlier-occurrence circuit is not derived: ``kind="compact"`` with that corruption is
-    refused.
+    rounding terms, is in :mod:`theorems.areas.circuits.compact`. Under
+    :func:`resample_earlier_occurrence` its circuit is again the one-hot one's 3 edges, and
+    only ``input -> a1.h0<v>`` moves the metric off the circuit: the value after
+    :math:`j^\star` goes from :math:`u_a` to :math:`u_{a'}`, and :math:`\langle u_{a'} - u_a,
+    u_\tau - u_\bot\rangle \ne 0` on the circle, times the clean weight
+    :math:`\le\bar\varepsilon` on that (non-induction) key: at most
+    :math:`2\bar\varepsilon|u_\tau - u_\bot|`, with :math:`\omega` now also covering (D′).
     """
     kind = _validate.choice("kind", kind, INDUCTION_KINDS)
     corruption = _validate.choice("corruption", corruption, CORRUPTIONS)
-    if kind != "two_layer" and corruption != "resample_next_token":
-        raise ValueError("kind must be 'two_layer' for corruption "
-                         "'resample_earlier_occurrence': the compact construction's "
-                         "earlier-occurrence circuit is not derived")
     mechanism = induction_mechanism(kind, vocab_size, max_len)
     kept = _NEXT_TOKEN if corruption == "resample_next_token" else _EARLIER
     label = "next-token" if corruption == "resample_next_token" else "earlier-occurrence"

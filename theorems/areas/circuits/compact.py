@@ -58,10 +58,12 @@ from constructions.circuits import (
     edge_patched_logits,
     induction_circuit,
     logit_difference,
+    resample_earlier_occurrence,
     resample_next_token,
 )
 from constructions.induction_heads import compact_conditions, compact_induction, compact_parameters
 from theorems.areas.circuits._shared import GRAPH, PATCHING, SHT, cached
+from theorems.areas.circuits.earlier_occurrence import occurrence_cases
 from theorems.areas.circuits.next_token import corruption_cases
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
@@ -126,11 +128,74 @@ CC_MINIMAL = Claim(
 )
 
 
+NEXT, EARLIER = "resample_next_token", "resample_earlier_occurrence"
+
+OCCURRENCE = (r"Let $f = \texttt{compact\_induction}(S, n)$ with $S \ge 3$ (circle codes "
+              r"$u_b$, $b \le S$, $N = S + 1$, $\rho = \sin(\pi/N)$; $\bot = S$), $\sigma$ a "
+              r"prompt of length $m \le n$ whose final token $a = \sigma_i$ occurs exactly once "
+              r"before, at $j^\star$ with $j^\star + 1 < i$, $\tau = \sigma_{j^\star+1}$, and "
+              r"$\sigma'$ the prompt with $\sigma_{j^\star}$ replaced by $a' \notin \{a, "
+              r"\tau\}$ (no earlier $a$: target $\bot$); $d = |u_\tau - u_\bot|$. The circuit "
+              r"is $C = \{\text{input} \to a_0\langle v\rangle,\ a_0 \to a_1\langle k\rangle,"
+              r"\ a_1 \to \text{logits}\}$; the metric is $m(P) = \ell^P_{i,\tau} - "
+              r"\ell^P_{i,\bot}$. Let $\omega = \max((A')+(B')+(C'), (D'))$ of "
+              r"$\texttt{compact\_conditions}$ at the default temperatures, $\bar\varepsilon = "
+              r"\omega/(1+\omega)$, and $r(S, n)$ the rounding allowance of "
+              r"$\texttt{rounding\_allowance}$. ")
+
+CE_SUFFICIENT = Claim(
+    id="circuits.compact-earlier-occurrence-sufficient",
+    title="Compact induction, earlier-occurrence resampling: patching every non-circuit edge "
+          "moves the metric by at most 2 eps d",
+    statement=(GRAPH + PATCHING + OCCURRENCE + r"Then patching the 9 edges outside $C$ moves "
+               r"the metric by $|m(\bar C) - m(\emptyset)| \le 2\bar\varepsilon d + r(S, n)$ "
+               r"in float64 (only input $\to a_1\langle v\rangle$ contributes in exact "
+               r"arithmetic: $\langle u_{a'} - u_a, u_\tau - u_\bot\rangle \ne 0$ on the "
+               r"circle, times the clean weight $\le \bar\varepsilon$ on the key after "
+               r"$j^\star$)."),
+    source=Source(where="circuit of the compact construction under this corruption "
+                  "(this project)", tag="D", **SHT),
+    kind="bound",
+    construction="constructions.induction_heads:compact_induction",
+    depends_on=("induction-heads.compact-exact", "circuits.induction-mechanism"),
+)
+
+CE_NECESSARY = Claim(
+    id="circuits.compact-earlier-occurrence-necessary",
+    title="Compact induction, earlier-occurrence resampling: patching any circuit edge moves "
+          "the metric by more than the sufficiency bound",
+    statement=(GRAPH + PATCHING + OCCURRENCE + r"For each $e \in C$, $|m(\emptyset) - "
+               r"m(\{e\})| \ge d((1-\bar\varepsilon)d - 2\bar\varepsilon) - r(S, n)$, more "
+               r"than the sufficiency bound whenever $\rho > 2\omega$ (true at every size "
+               r"checked)."),
+    source=Source(where="from the compact construction's margin conditions (this project)",
+                  tag="D", **SHT),
+    kind="bound",
+    construction="constructions.induction_heads:compact_induction",
+    depends_on=("induction-heads.compact-margins", "induction-heads.compact-exact"),
+)
+
+CE_MINIMAL = Claim(
+    id="circuits.compact-earlier-occurrence-minimal",
+    title="No edge of the compact earlier-occurrence circuit can be dropped",
+    statement=(GRAPH + PATCHING + OCCURRENCE + r"For each $e \in C$, patching $\bar C \cup "
+               r"\{e\}$ moves the metric by at least $d((1-\bar\varepsilon)d - "
+               r"2\bar\varepsilon) - r(S, n)$."),
+    source=Source(where="from sufficiency and necessity (this project)", tag="D", **SHT),
+    kind="bound",
+    construction="constructions.induction_heads:compact_induction",
+    depends_on=("circuits.compact-earlier-occurrence-sufficient",
+                "circuits.compact-earlier-occurrence-necessary"),
+)
+
+
 # --- bounds -----------------------------------------------------------------------------------
 
-def wrong_mass(vocab_size: int, max_len: int) -> tuple[float, float]:
+def wrong_mass(vocab_size: int, max_len: int, corruption: str = NEXT) -> tuple[float, float]:
     r"""(:math:`\bar\varepsilon`, :math:`\omega`) for the default ``compact_induction``,
-    both rounded up.
+    both rounded up. Under the earlier-occurrence corruption :math:`\omega` is
+    :math:`\max(\omega, \omega_D)`, with :math:`\omega_D` = (D′) (the corrupted run has no
+    match, and (D′) bounds the odds of the real keys against the BOS sink).
 
     :math:`\omega = (A') + (B') + (C')` bounds the odds against the induction key (see
     :func:`~constructions.induction_heads.compact_induction`), each term :math:`n e^{z}` or
@@ -142,7 +207,8 @@ def wrong_mass(vocab_size: int, max_len: int) -> tuple[float, float]:
     :math:`|\hat z - z| \le \gamma_{32} Z`; then :math:`e^{\hat z}` and the product by
     :math:`n` are within a factor :math:`e^{\gamma_{32}Z}(1+\gamma_3)` of the exact term,
     and the sum of three adds :math:`\gamma_2`. :math:`\bar\varepsilon = \omega/(1+\omega)`
-    (increasing in :math:`\omega`) adds :math:`\gamma_2`.
+    (increasing in :math:`\omega`) adds :math:`\gamma_2`. (D′)'s exponent terms sum to at
+    most :math:`2\beta_2 + \lambda n + \theta \le Z`.
     """
     p = compact_parameters(vocab_size, max_len)
     conditions = compact_conditions(max_len, p)
@@ -151,6 +217,8 @@ def wrong_mass(vocab_size: int, max_len: int) -> tuple[float, float]:
     Z = p.beta1 * p.position_gap + p.beta2 * (2 + 6 * delta) + p.recency * (n + 3) + p.sink
     factor = (1 + math.expm1(gamma(32) * Z)) * (1 + gamma(3)) * (1 + gamma(2))
     omega = sum(conditions[k][0] for k in "ABC") * factor
+    if corruption == EARLIER:
+        omega = max(omega, conditions["D"][0] * factor)  # (D') is one term: within factor
     return omega / (1 + omega) * (1 + gamma(2)), omega
 
 
@@ -240,87 +308,102 @@ def code_distance(tau: int, tau_prime: int, vocab_size: int) -> tuple[float, flo
     return value - slack, value + slack
 
 
-def sufficiency_bound(vocab_size: int, max_len: int, d_upper: float) -> float:
+def sufficiency_bound(vocab_size: int, max_len: int, d_upper: float,
+                      corruption: str = NEXT) -> float:
     """:math:`2\\bar\\varepsilon d + r`: the most a complement patch may move the metric."""
-    eps, _ = wrong_mass(vocab_size, max_len)
+    eps, _ = wrong_mass(vocab_size, max_len, corruption)
     return 2 * eps * d_upper + rounding_allowance(vocab_size, max_len)
 
 
-def necessity_bound(vocab_size: int, max_len: int, d_lower: float) -> float:
+def necessity_bound(vocab_size: int, max_len: int, d_lower: float,
+                    corruption: str = NEXT) -> float:
     """:math:`d((1-\\bar\\varepsilon)d - 2\\bar\\varepsilon) - r`: the least move of a circuit
     edge (an increasing function of d for d above 2 eps, so the lower end of d is sound)."""
-    eps, _ = wrong_mass(vocab_size, max_len)
+    eps, _ = wrong_mass(vocab_size, max_len, corruption)
     return (d_lower * ((1 - eps) * d_lower - 2 * eps)
             - rounding_allowance(vocab_size, max_len))
 
 
-def least_necessity_move(vocab_size: int, max_len: int) -> float:
-    r"""The necessity bound over all pairs, at :math:`d = 2\rho` (:math:`|\tau - \tau'| = 1`)."""
-    return necessity_bound(vocab_size, max_len, code_distance(0, 1, vocab_size)[0])
+def least_necessity_move(vocab_size: int, max_len: int, corruption: str = NEXT) -> float:
+    r"""The necessity bound over all pairs, at :math:`d = 2\rho` (:math:`|\tau - \tau'| = 1`,
+    or :math:`\tau = S - 1` against :math:`\bot = S`)."""
+    return necessity_bound(vocab_size, max_len, code_distance(0, 1, vocab_size)[0],
+                           corruption)
 
 
 # --- checks -----------------------------------------------------------------------------------
 
-def _case(case) -> tuple[int, int, torch.Tensor, torch.Tensor, float, float]:
+def _case(case, corruption: str) -> tuple[int, int, torch.Tensor, torch.Tensor, float, float]:
     S, n, sequence, replacement = case
     clean = torch.tensor([sequence])
-    corrupted = resample_next_token(clean, replacement, S)
     j = max(t for t in range(len(sequence) - 1) if sequence[t] == sequence[-1])
-    d_lower, d_upper = code_distance(sequence[j + 1], replacement, S)
+    if corruption == NEXT:
+        corrupted = resample_next_token(clean, replacement, S)
+        d_lower, d_upper = code_distance(sequence[j + 1], replacement, S)
+    else:  # the corrupted target is the no-match class S, at u_S on the circle
+        corrupted = resample_earlier_occurrence(clean, replacement, S)
+        d_lower, d_upper = code_distance(sequence[j + 1], S, S)
     return S, n, clean, corrupted, d_lower, d_upper
 
 
 # n - 2 older matches before the key, and the nearest replacement (|tau - tau'| = 1).
-TIGHT_CASE = (3, 12, [0] * 10 + [1, 0], 2)
-SMALL_CASES = ((3, 3, [0, 1, 0], 2), (8, 16, [3, 5, 1, 3, 2, 7, 3], 6))
+EXAMPLES = {NEXT: ((3, 12, [0] * 10 + [1, 0], 2), (3, 3, [0, 1, 0], 2),
+                   (8, 16, [3, 5, 1, 3, 2, 7, 3], 6)),
+            # tau = S - 1 next to bot = S on the circle (d = 2 rho), a long prompt, the shortest
+            EARLIER: ((3, 12, [0, 2] + [1] * 9 + [0], 1), (3, 3, [0, 2, 0], 1),
+                      (8, 16, [1, 4, 7, 2, 5, 4], 3))}
 
 
-def _cases(max_vocab: int = 8, max_len: int = 12):
-    return corruption_cases(max_vocab=max_vocab, max_len=max_len)
+def _cases(corruption: str, max_vocab: int = 8, max_len: int = 12):
+    strategy = corruption_cases if corruption == NEXT else occurrence_cases
+    return strategy(max_vocab=max_vocab, max_len=max_len)
+
+
+def _with_examples(corruption: str, test):
+    for case in EXAMPLES[corruption]:
+        test = example(case=case)(test)
+    return test
 
 
 def sufficiency_check(build=compact_induction, circuit=induction_circuit,
-                      bound=sufficiency_bound):
-    """``bound(S, n, d_upper)``: the allowed move (a mutant tightens it)."""
+                      bound=sufficiency_bound, corruption=NEXT):
+    """``bound(S, n, d_upper, corruption)``: the allowed move (a mutant tightens it)."""
     build = cached(build)
 
-    @given(case=_cases())
-    @example(case=TIGHT_CASE)
-    @example(case=SMALL_CASES[0])
-    @example(case=SMALL_CASES[1])
+    @given(case=_cases(corruption))
     @budget(0.2)  # two tiny forward passes per example; few examples keep the default run cheap
     def test_compact_sufficient(case):
-        S, n, clean, corrupted, _, d_upper = _case(case)
-        model, kept = build(S, n), circuit("compact", S, n)
+        S, n, clean, corrupted, _, d_upper = _case(case, corruption)
+        model, kept = build(S, n), circuit("compact", S, n, corruption)
         base = logit_difference(edge_patched_logits(model, clean, corrupted, ()), clean,
                                 corrupted)
         patched = logit_difference(edge_patched_logits(model, clean, corrupted,
                                                        kept.complement()), clean, corrupted)
-        moved, allowed = float((patched - base).abs().max()), bound(S, n, d_upper)
+        moved = float((patched - base).abs().max())
+        allowed = bound(S, n, d_upper, corruption)
         assert moved <= allowed, (f"S={S} n={n}: patching the complement moved the metric by "
                                   f"{moved} > the derived {allowed}")
         evidence.margin(allowed - moved)
         evidence.cases(1)
-    return test_compact_sufficient
+    return _with_examples(corruption, test_compact_sufficient)
 
 
-def necessity_check(build=compact_induction, circuit=induction_circuit, minimal=False):
+def necessity_check(build=compact_induction, circuit=induction_circuit, minimal=False,
+                    corruption=NEXT):
     """Patch each circuit edge alone (necessity) or with the whole complement (minimality)."""
     build = cached(build)
 
-    @given(case=_cases())
-    @example(case=TIGHT_CASE)
-    @example(case=SMALL_CASES[0])
-    @example(case=SMALL_CASES[1])
-    @budget(0.2)  # three tiny forward passes per example
+    @given(case=_cases(corruption))
+    @budget(0.2)  # three or four tiny forward passes per example
     def test_compact_necessary(case):
-        S, n, clean, corrupted, d_lower, d_upper = _case(case)
-        model, kept = build(S, n), circuit("compact", S, n)
-        _, omega = wrong_mass(S, n)
+        S, n, clean, corrupted, d_lower, d_upper = _case(case, corruption)
+        model, kept = build(S, n), circuit("compact", S, n, corruption)
+        _, omega = wrong_mass(S, n, corruption)
         rho = compact_parameters(S, n).readout
         assert rho > 2 * omega, f"S={S} n={n}: rho={rho} <= 2 omega={2 * omega}"
-        bound = necessity_bound(S, n, d_lower)
-        assert bound > sufficiency_bound(S, n, d_upper), "necessity must exceed sufficiency"
+        bound = necessity_bound(S, n, d_lower, corruption)
+        assert bound > sufficiency_bound(S, n, d_upper, corruption), (
+            "necessity must exceed sufficiency")
         base = logit_difference(edge_patched_logits(model, clean, corrupted, ()), clean,
                                 corrupted)
         for edge in kept.edges:
@@ -333,9 +416,15 @@ def necessity_check(build=compact_induction, circuit=induction_circuit, minimal=
                                     f"metric by {moved} < {bound}")
             evidence.margin(moved - bound)
         evidence.cases(1)
-    return test_compact_necessary
+    return _with_examples(corruption, test_compact_necessary)
 
 
 test_compact_sufficient = check(CC_SUFFICIENT, "property")(sufficiency_check())
 test_compact_necessary = check(CC_NECESSARY, "property")(necessity_check())
 test_compact_minimal = check(CC_MINIMAL, "property")(necessity_check(minimal=True))
+test_compact_occurrence_sufficient = check(CE_SUFFICIENT, "property")(
+    sufficiency_check(corruption=EARLIER))
+test_compact_occurrence_necessary = check(CE_NECESSARY, "property")(
+    necessity_check(corruption=EARLIER))
+test_compact_occurrence_minimal = check(CE_MINIMAL, "property")(
+    necessity_check(minimal=True, corruption=EARLIER))

@@ -250,6 +250,26 @@ TWO_LAYER_EARLIER_OCCURRENCE = CircuitCase(
 ).register()
 
 
+COMPACT_EARLIER_OCCURRENCE = CircuitCase(
+    name="compact-induction-earlier-occurrence",
+    title="Compact induction (width 11, circle codes), earlier-occurrence resampling",
+    builder="constructions.induction_heads:compact_induction",
+    circuit_builder="constructions.circuits:induction_circuit",
+    build=compact_induction,
+    circuit=lambda vocab_size, max_len: induction_circuit("compact", vocab_size, max_len,
+                                                          "resample_earlier_occurrence"),
+    sample=sample_earlier_occurrence_pairs,
+    metric=logit_difference,
+    corruption=(EARLIER_OCCURRENCE + " The circle codes let one edge outside the circuit "
+                "(input -> L1H0 value) move the metric by a small derived amount (at most "
+                "2 eps |u_tau - u_bot|): sufficient within that bound."),
+    sizes=EARLIER_SIZES,
+    claims=("circuits.compact-earlier-occurrence-sufficient",
+            "circuits.compact-earlier-occurrence-necessary",
+            "circuits.compact-earlier-occurrence-minimal"),
+).register()
+
+
 def _spurious_model(vocab_size: int, max_len: int) -> nn.Module:
     from constructions.circuit_variants import spurious_head_variant
 

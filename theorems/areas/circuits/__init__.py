@@ -21,8 +21,9 @@ and output (:mod:`.majority`), sufficient within a running rounding bound. The c
 induction construction (width 11, circle codes) has the same 2-edge next-token circuit, but
 sufficient only within a derived bound: two edges outside it move the metric through
 :math:`\langle u_a, u_{\tau'} - u_\tau\rangle \ne 0`, by at most :math:`2\bar\varepsilon
-|u_\tau - u_{\tau'}|`, which each circuit edge's derived least move exceeds
-(:mod:`.compact`). Patching runs on the
+|u_\tau - u_{\tau'}|`, which each circuit edge's derived least move exceeds;
+likewise its 3-edge earlier-occurrence circuit, where only the induction head's value input
+moves the metric off the circuit (:mod:`.compact`). Patching runs on the
 constructions' own hook points in float64
 (:func:`~constructions.circuits.edge_patched_logits`), without TransformerLens.
 

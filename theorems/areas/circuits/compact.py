@@ -1,4 +1,4 @@
-r"""The compact induction circuit under next-token resampling: sufficient within a derived bound.
+r"""The compact induction circuits under both corruptions: sufficient within a derived bound.
 
 The compact construction (:func:`~constructions.induction_heads.compact_induction`, width 11,
 circle codes) has the same 8 non-zero edges as the one-hot one and, under
@@ -43,6 +43,18 @@ the tok block at row :math:`c` only.
   :math:`|d| = 2\sin(\pi|\tau-\tau'|/N) \ge 2\rho` this holds whenever :math:`\rho >
   2\omega` (checked for every size drawn). Over all pairs the least necessity move is at
   :math:`|d| = 2\rho`.
+
+**Under** :func:`~constructions.circuits.resample_earlier_occurrence` (the one earlier
+:math:`a` at :math:`j^\star` becomes :math:`a' \notin \{a, \tau\}`; target :math:`\bot`,
+:math:`d = |u_\tau - u_\bot|`) the circuit is the one-hot one's 3 edges. Off it, the q/k edges
+of the first paragraph are exact as before, and only ``input -> a1.h0<v>`` moves the metric:
+the value at model position :math:`j^\star + 1` (a non-induction key of the clean pattern,
+weight :math:`\le\bar\varepsilon`) goes from :math:`u_a` to :math:`u_{a'}`, so
+:math:`|\Delta m| \le 2\bar\varepsilon d`. Patching ``input -> a0.h0<v>`` or ``a0.h0 ->
+a1.h0<k>`` gives the induction head the corrupted keys, whose pattern puts weight
+:math:`\ge 1 - \bar\varepsilon_D` on BOS (value :math:`u_\bot`, condition (D′)), and
+``a1.h0 -> logits`` the corrupted output: the same necessity bound as above with
+:math:`\omega = \max((A')+(B')+(C'), (D'))`.
 
 Rounding is composed in :func:`rounding_allowance`. Sources: see the area's introduction.
 """

@@ -26,7 +26,7 @@ from torch import nn
 
 from constructions import _validate
 from constructions.circuits import Circuit, induction_circuit, logit_difference
-from constructions.induction_heads import two_layer_induction
+from constructions.induction_heads import compact_induction, two_layer_induction
 
 Sampler = Callable[[torch.Generator, int], tuple[torch.Tensor, torch.Tensor]]
 
@@ -165,6 +165,30 @@ TWO_LAYER_INDUCTION = CircuitCase(
 ).register()
 
 
+# --- the compact induction case (circle codes), next-token resampling ---------------------------
+
+COMPACT_INDUCTION = CircuitCase(
+    name="compact-induction",
+    title="Compact induction (width 11, circle codes), next-token resampling",
+    builder="constructions.induction_heads:compact_induction",
+    circuit_builder="constructions.circuits:induction_circuit",
+    build=compact_induction,
+    circuit=lambda vocab_size, max_len: induction_circuit("compact", vocab_size, max_len),
+    sample=sample_next_token_pairs,
+    metric=logit_difference,
+    corruption=("resample_next_token, as for the one-hot case: it changes what the induction "
+                "head copies. The circle codes are not one-hot, so two edges outside the "
+                "circuit (input -> L0H0 value, L0H0 -> L1H0 key) move the metric by a small "
+                "derived amount (at most 2 eps |u_tau - u_tau'|): the circuit is sufficient "
+                "within that bound, not exactly, and every circuit edge moves the metric by "
+                "more."),
+    sizes={"smoke": {"vocab_size": 4, "max_len": 8},
+           "full": {"vocab_size": 16, "max_len": 32}},
+    claims=("circuits.compact-sufficient", "circuits.compact-necessary",
+            "circuits.compact-minimal"),
+).register()
+
+
 # --- the two-layer induction case under the earlier-occurrence corruption, and its variants ----
 
 def sample_earlier_occurrence_pairs(generator: torch.Generator, batch: int, *, vocab_size: int,
@@ -223,6 +247,26 @@ TWO_LAYER_EARLIER_OCCURRENCE = CircuitCase(
     sizes=EARLIER_SIZES,
     claims=("circuits.earlier-occurrence-sufficient", "circuits.earlier-occurrence-necessary",
             "circuits.earlier-occurrence-minimal"),
+).register()
+
+
+COMPACT_EARLIER_OCCURRENCE = CircuitCase(
+    name="compact-induction-earlier-occurrence",
+    title="Compact induction (width 11, circle codes), earlier-occurrence resampling",
+    builder="constructions.induction_heads:compact_induction",
+    circuit_builder="constructions.circuits:induction_circuit",
+    build=compact_induction,
+    circuit=lambda vocab_size, max_len: induction_circuit("compact", vocab_size, max_len,
+                                                          "resample_earlier_occurrence"),
+    sample=sample_earlier_occurrence_pairs,
+    metric=logit_difference,
+    corruption=(EARLIER_OCCURRENCE + " The circle codes let one edge outside the circuit "
+                "(input -> L1H0 value) move the metric by a small derived amount (at most "
+                "2 eps |u_tau - u_bot|): sufficient within that bound."),
+    sizes=EARLIER_SIZES,
+    claims=("circuits.compact-earlier-occurrence-sufficient",
+            "circuits.compact-earlier-occurrence-necessary",
+            "circuits.compact-earlier-occurrence-minimal"),
 ).register()
 
 

@@ -289,16 +289,29 @@ def induction_circuit(kind: str, vocab_size: int, max_len: int,
     metric the whole logit vector, ``input -> a1.h0<v>`` would matter too, by the weight
     :math:`\le 1 - w` on a non-matching key.)
 
-    For the compact construction both corruptions also move inner products of the circle
-    codes that the one-hot blocks keep apart (:math:`\langle u_{\sigma_i}, \mathrm{prev}
-    \rangle`, :math:`\langle u_{a'} - u_a, u_\tau - u_\bot\rangle`), so edges outside these
-    circuits matter there by amounts not derived here; ``kind="compact"`` is refused.
+    **The compact construction** (:func:`~constructions.induction_heads.compact_induction`)
+    has the same 8 non-zero edges, and under :func:`resample_next_token` the same 2-edge
+    circuit, but its sufficiency holds only within a derived bound: its query
+    :math:`\beta_2 u_{\sigma_i}` reads the whole circle code of prev, and
+    :math:`\langle u_{\sigma_i}, u_{\tau'} - u_\tau\rangle \ne 0`, so ``input -> a0.h0<v>`` and
+    ``a0.h0 -> a1.h0<k>`` move the scores of the keys whose prev holds :math:`\tau`
+    (key :math:`c+1` by up to :math:`2\beta_2`, the others by :math:`\le 2\beta_2\delta`). Every
+    key so moved is non-matching or the induction key itself, so the induction head's row is
+    the corrupted run's, whose wrong mass is :math:`\le \bar\varepsilon = \omega/(1+\omega)`
+    (:math:`\omega` = (A′)+(B′)+(C′)); the metric moves by at most
+    :math:`2\bar\varepsilon\,|u_\tau - u_{\tau'}|`, while patching a circuit edge moves it by
+    at least :math:`|u_\tau - u_{\tau'}|((1-\bar\varepsilon)|u_\tau - u_{\tau'}| -
+    2\bar\varepsilon)`, which is larger when :math:`\rho > 2\omega`. The derivation, with its
+    rounding terms, is in :mod:`theorems.areas.circuits.compact`. Under
+    :func:`resample_earlier_occurrence` its circuit is again the one-hot one's 3 edges, and
+    only ``input -> a1.h0<v>`` moves the metric off the circuit: the value after
+    :math:`j^\star` goes from :math:`u_a` to :math:`u_{a'}`, and :math:`\langle u_{a'} - u_a,
+    u_\tau - u_\bot\rangle \ne 0` on the circle, times the clean weight
+    :math:`\le\bar\varepsilon` on that (non-induction) key: at most
+    :math:`2\bar\varepsilon|u_\tau - u_\bot|`, with :math:`\omega` now also covering (D′).
     """
     kind = _validate.choice("kind", kind, INDUCTION_KINDS)
     corruption = _validate.choice("corruption", corruption, CORRUPTIONS)
-    if kind != "two_layer":
-        raise ValueError("kind must be 'two_layer': the compact construction's circuits are "
-                         "not derived")
     mechanism = induction_mechanism(kind, vocab_size, max_len)
     kept = _NEXT_TOKEN if corruption == "resample_next_token" else _EARLIER
     label = "next-token" if corruption == "resample_next_token" else "earlier-occurrence"

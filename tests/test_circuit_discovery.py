@@ -133,7 +133,9 @@ def test_auc_and_precision_count_ties_against_the_method():
 def test_cases_are_found_by_either_builder():
     assert case_for_builder("constructions.induction_heads:two_layer_induction") is CASE
     assert case_for_builder("constructions.circuits:induction_circuit") is CASE
-    assert case_for_builder("constructions.induction_heads:compact_induction") is None
+    assert case_for_builder("constructions.induction_heads:compact_induction") is (
+        all_cases()["compact-induction"])
+    assert case_for_builder("constructions.induction_heads:no_such_builder") is None
     assert "two-layer-induction" in all_cases()
 
 

@@ -38,7 +38,11 @@ from constructions.icl_circuit import (
     shift_label,
 )
 from constructions.icl_regression import one_step_gd, prompt
-from constructions.induction_heads import two_layer_induction
+from constructions.induction_heads import (
+    compact_induction,
+    compact_parameters,
+    two_layer_induction,
+)
 from constructions.layernorm_geometry import majority_head
 from constructions.majority_circuit import (
     majority_circuit,
@@ -46,7 +50,7 @@ from constructions.majority_circuit import (
     majority_patched_output,
     resample_token,
 )
-from theorems.areas.circuits import earlier_occurrence, icl, majority, next_token
+from theorems.areas.circuits import compact, earlier_occurrence, icl, majority, next_token
 from theorems.evidence import expect_failure
 
 
@@ -106,6 +110,108 @@ def test_a_spurious_edge_can_be_dropped(edge):
     expect_failure(next_token.necessity_check(circuit=adding(*edge), minimal=True))
 
 
+# --- the compact construction under next-token resampling --------------------------------------
+
+@pytest.mark.mutant("circuits.compact-sufficient")
+@pytest.mark.parametrize("name", ["input->a1.h0<v>", "a1.h0->logits"])
+def test_a_compact_circuit_missing_an_edge_is_not_sufficient(name):
+    expect_failure(compact.sufficiency_check(circuit=dropping(name)))
+
+
+@pytest.mark.mutant("circuits.compact-sufficient")
+def test_a_blurred_previous_token_head_breaks_compact_sufficiency():
+    # beta1 = 1: prev mixes many tokens, so the non-circuit edges move the induction head's
+    # pattern far beyond the default construction's derived wrong mass
+    expect_failure(compact.sufficiency_check(build=functools.partial(compact_induction,
+                                                                     beta1=1.0)))
+
+
+@pytest.mark.mutant("circuits.compact-sufficient")
+def test_the_circle_codes_are_not_exactly_sufficient():
+    # the one-hot construction's claim (only rounding may move the metric) is false here:
+    # input -> a0.h0<v> and a0.h0 -> a1.h0<k> move it through <u_a, u_tau' - u_tau> != 0
+    expect_failure(compact.sufficiency_check(
+        bound=lambda S, n, d, corruption: compact.rounding_allowance(S, n)))
+
+
+@pytest.mark.mutant("circuits.compact-necessary")
+@pytest.mark.parametrize("edge", [("a0.h0", "a1.h0", "k"), ("input", "a0.h0", "v"),
+                                  ("input", "a1.h0", "q")])
+def test_a_spurious_edge_is_not_necessary_in_the_compact_circuit(edge):
+    expect_failure(compact.necessity_check(circuit=adding(*edge)))
+
+
+@pytest.mark.mutant("circuits.compact-necessary")
+def test_without_recency_the_compact_bound_fails():
+    # recency = 0: older matches tie with the induction key, so its weight drops below
+    # 1 - eps and the move below the derived minimum
+    expect_failure(compact.necessity_check(build=functools.partial(compact_induction,
+                                                                   recency=0.0)))
+
+
+@pytest.mark.mutant("circuits.compact-minimal")
+@pytest.mark.parametrize("edge", [("a0.h0", "a1.h0", "k"), ("input", "a0.h0", "v")])
+def test_a_spurious_edge_can_be_dropped_from_the_compact_circuit(edge):
+    expect_failure(compact.necessity_check(circuit=adding(*edge), minimal=True))
+
+
+EARLIER = "resample_earlier_occurrence"
+
+
+def dropping_for(name, corruption):
+    def circuit(kind, S, n, _corruption):
+        return induction_circuit(kind, S, n, corruption).without(name)
+    return circuit
+
+
+def adding_for(edge, corruption):
+    def circuit(kind, S, n, _corruption):
+        return induction_circuit(kind, S, n, corruption).with_edge(Edge(*edge, "spurious"))
+    return circuit
+
+
+@pytest.mark.mutant("circuits.compact-earlier-occurrence-sufficient")
+@pytest.mark.parametrize("name", ["input->a0.h0<v>", "a0.h0->a1.h0<k>", "a1.h0->logits"])
+def test_a_compact_occurrence_circuit_missing_an_edge_is_not_sufficient(name):
+    expect_failure(compact.sufficiency_check(circuit=dropping_for(name, EARLIER),
+                                             corruption=EARLIER))
+
+
+@pytest.mark.mutant("circuits.compact-earlier-occurrence-necessary")
+@pytest.mark.parametrize("edge", [("input", "a1.h0", "v"), ("input", "a1.h0", "q")])
+def test_a_spurious_edge_is_not_necessary_in_the_compact_occurrence_circuit(edge):
+    expect_failure(compact.necessity_check(circuit=adding_for(edge, EARLIER),
+                                           corruption=EARLIER))
+
+
+@pytest.mark.mutant("circuits.compact-earlier-occurrence-necessary")
+def test_without_the_sink_the_compact_occurrence_bound_fails():
+    # sink = 0: with no match the head no longer falls back on BOS (bot)
+    expect_failure(compact.necessity_check(build=functools.partial(compact_induction,
+                                                                   sink=0.0),
+                                           corruption=EARLIER))
+
+
+@pytest.mark.mutant("circuits.compact-earlier-occurrence-minimal")
+@pytest.mark.parametrize("edge", [("input", "a1.h0", "v"), ("a0.h0", "a1.h0", "q")])
+def test_a_spurious_edge_can_be_dropped_from_the_compact_occurrence_circuit(edge):
+    expect_failure(compact.necessity_check(circuit=adding_for(edge, EARLIER), minimal=True,
+                                           corruption=EARLIER))
+
+
+def test_the_compact_bounds_separate():
+    # rho > 2 omega, so at |tau - tau'| = 1 (the hardest pair) the least necessity move
+    # exceeds the sufficiency bound, at every size the checks draw, under both corruptions
+    for corruption in ("resample_next_token", EARLIER):
+        for S in range(3, 9):
+            for n in range(3, 17):
+                _, omega = compact.wrong_mass(S, n, corruption)
+                assert compact_parameters(S, n).readout > 2 * omega
+                top = compact.sufficiency_bound(S, n, compact.code_distance(0, 1, S)[1],
+                                                corruption)
+                assert compact.least_necessity_move(S, n, corruption) > top
+
+
 @pytest.mark.mutant("circuits.induction-mechanism")
 def test_a_wrong_mechanism_fails():
     def dropped(*args):
@@ -150,7 +256,8 @@ CLEAN = torch.tensor([[0, 1, 2, 3, 0]])
     (lambda: resample_next_token(CLEAN, 7, 4), ValueError, "replacement"),
     (lambda: resample_next_token(CLEAN, torch.tensor([2, 3]), 4), ValueError, "replacement"),
     (lambda: resample_next_token(CLEAN.float(), 2, 4), TypeError, "tokens"),
-    (lambda: induction_circuit("compact", 4, 6), ValueError, "kind"),
+    (lambda: induction_circuit("compact", 4, 6, "resample_everything"), ValueError,
+     "corruption"),
     (lambda: induction_circuit("three_layer", 4, 6), ValueError, "kind"),
     (lambda: induction_mechanism("two_layer", 0, 6), ValueError, "vocab_size"),
     (lambda: Circuit("c", 2, 1, 8, (Edge("a1.h0", "a0.h0", "q"),)), ValueError, "edges"),

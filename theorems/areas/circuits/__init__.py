@@ -17,7 +17,13 @@ the same circuit, checked again on them. The one-step-GD linear self-attention
 (:mod:`constructions.icl_circuit`) is a third case: under a shift of one context label its
 circuit is the label value edge and the head's read-out (:mod:`.icl`); the LayerNorm majority
 head (:mod:`constructions.majority_circuit`) a fourth: under a token resampling, its value edge
-and output (:mod:`.majority`), sufficient within a running rounding bound. Patching runs on the
+and output (:mod:`.majority`), sufficient within a running rounding bound. The compact
+induction construction (width 11, circle codes) has the same 2-edge next-token circuit, but
+sufficient only within a derived bound: two edges outside it move the metric through
+:math:`\langle u_a, u_{\tau'} - u_\tau\rangle \ne 0`, by at most :math:`2\bar\varepsilon
+|u_\tau - u_{\tau'}|`, which each circuit edge's derived least move exceeds;
+likewise its 3-edge earlier-occurrence circuit, where only the induction head's value input
+moves the metric off the circuit (:mod:`.compact`). Patching runs on the
 constructions' own hook points in float64
 (:func:`~constructions.circuits.edge_patched_logits`), without TransformerLens.
 

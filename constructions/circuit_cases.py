@@ -102,6 +102,16 @@ def all_cases() -> dict[str, CircuitCase]:
     return CASES
 
 
+def case_for_claim(claim_id: str) -> CircuitCase | None:
+    """The case whose checked claims include ``claim_id``."""
+    if not isinstance(claim_id, str):
+        raise TypeError(f"claim_id must be a claim id string, got {type(claim_id).__name__}")
+    for case in all_cases().values():
+        if claim_id in case.claims:
+            return case
+    return None
+
+
 def case_for_builder(path: str) -> CircuitCase | None:
     """The case whose model builder or circuit builder is ``path`` (``"module:name"``)."""
     if not isinstance(path, str):

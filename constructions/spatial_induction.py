@@ -65,6 +65,7 @@ import torch
 from torch import nn
 
 from constructions import _validate as check
+from constructions._roles import oracle
 from constructions.layers import HookPoints, _with_axes
 from constructions.residual_layout import (
     AttentionBlock,
@@ -125,6 +126,7 @@ def _index(coords: np.ndarray, side: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+@oracle  # the task: rules, sampler and the Bayes predictor's data
 class CellularAutomaton:
     """A CA task: ``dim``, grid ``side`` L, ``n_states`` k, neighbourhood ``offsets``."""
 

@@ -31,6 +31,7 @@ CASE = CASES["two-layer-induction"]
 PUBLIC_API_EXAMPLES = {
     "circuit_cases.all_cases": lambda: {},
     "circuit_cases.case_for_builder": lambda: {"path": CASE.builder},
+    "circuit_cases.case_for_claim": lambda: {"claim_id": CASE.claims[0]},
     "circuit_cases.sample_next_token_pairs": lambda: {
         "generator": torch.Generator().manual_seed(0), "batch": 2, "vocab_size": 3,
         "max_len": 4},
@@ -44,6 +45,7 @@ PUBLIC_API_EXAMPLES = {
 PUBLIC_API_ACCEPTED = {
     # any "module:name" is a valid question: None answers "not a circuit case" (the bundle's use)
     ("circuit_cases.case_for_builder", "path"): ("unknown",),
+    ("circuit_cases.case_for_claim", "claim_id"): ("unknown",),
 }
 
 

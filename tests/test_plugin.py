@@ -273,3 +273,23 @@ def test_a_figure_is_saved_or_copied_beside_the_evidence(tmp_path):
     assert recorder.figures == [drawn, copied]
     assert (tmp_path / copied).read_bytes() == b"\x89PNG fake"
     assert (tmp_path / drawn).stat().st_size > 0
+
+
+def test_the_call_recorder_counts_calls_not_class_bodies(tmp_path):
+    """Importing a module inside a check executes its class bodies: that is not a call of the
+    class (the recorder listed every experiment class when a check imported all experiments)."""
+    import importlib.util
+
+    from theorems.plugin import _CallRecorder
+
+    source = tmp_path / "recorded_module.py"
+    source.write_text("class Model:\n    def __init__(self):\n        pass\n\n\n"
+                      "def build():\n    return Model()\n")
+    spec = importlib.util.spec_from_file_location("recorded_module", source)
+    module = importlib.util.module_from_spec(spec)
+    with _CallRecorder({str(source): ("recorded_module", False)}) as recorder:
+        spec.loader.exec_module(module)              # runs the class body
+    assert recorder.names() == []
+    with _CallRecorder({str(source): ("recorded_module", False)}) as recorder:
+        module.build()
+    assert recorder.names() == ["recorded_module:Model", "recorded_module:build"]

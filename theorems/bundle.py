@@ -22,7 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-from constructions.circuit_cases import case_for_builder
+from constructions.circuit_cases import case_for_builder, case_for_claim
 from theorems import evidence_file as ev
 from theorems.claims import load_all
 
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     record = None
     if options.evidence.exists():
         record = ev.load(options.evidence)["claims"].get(claim.id)
-    case = case_for_builder(claim.construction)
+    case = case_for_claim(claim.id) or case_for_builder(claim.construction)
     # a claim about a case's circuit bundles the case's model (the circuit is not a module)
     builder = case.builder if case is not None else claim.construction
     model = build(builder, *args, **kwargs)

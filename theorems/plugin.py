@@ -105,6 +105,9 @@ def _public(qualname: str) -> str | None:
     return ".".join(parts)
 
 
+_CO_OPTIMIZED = 0x0001  # inspect.CO_OPTIMIZED (not imported: the plugin stays light)
+
+
 class _CallRecorder:
     """A ``sys.setprofile`` hook that records calls into the constructions modules."""
 
@@ -112,7 +115,9 @@ class _CallRecorder:
         self.files, self.calls, self.previous = files, set(), None
 
     def hook(self, frame, event, arg) -> None:
-        if event == "call":
+        # Only function frames (CO_OPTIMIZED): a module or class body executed by an import
+        # inside a check (say, experiments registering themselves) is not a call of that class.
+        if event == "call" and frame.f_code.co_flags & _CO_OPTIMIZED:
             entry = self.files.get(frame.f_code.co_filename)
             if entry is not None:
                 # direct: called from the check's own code (or an experiment's), not from

@@ -82,6 +82,10 @@ from theorems.evidence import check, evidence
 from theorems.numerics import gamma, unit_roundoff
 from theorems.profiles import budget
 
+# The claims are about the circuit, like every circuits claim; the bundle finds the compact case
+# (and so the compact model) by the claim id (constructions.circuit_cases.case_for_claim).
+CIRCUIT = "constructions.circuits:induction_circuit"
+
 CORRUPTION = (r"Let $f = \texttt{compact\_induction}(S, n)$ with $S \ge 3$ (circle codes "
               r"$u_b = (\cos 2\pi b/N, \sin 2\pi b/N)$, $N = S + 1$, $\rho = \sin(\pi/N)$), "
               r"$\sigma$ a prompt of length $m \le n$ whose final token $\sigma_i$ has a latest "
@@ -106,7 +110,7 @@ CC_SUFFICIENT = Claim(
     source=Source(where="circuit of the compact construction under this corruption "
                   "(this project)", tag="D", **SHT),
     kind="bound",
-    construction="constructions.induction_heads:compact_induction",  # its case, in the bundle
+    construction=CIRCUIT,
     depends_on=("induction-heads.compact-exact", "circuits.induction-mechanism"),
 )
 
@@ -122,7 +126,7 @@ CC_NECESSARY = Claim(
     source=Source(where="from the compact construction's margin conditions (this project)",
                   tag="D", **SHT),
     kind="bound",
-    construction="constructions.induction_heads:compact_induction",  # its case, in the bundle
+    construction=CIRCUIT,
     depends_on=("induction-heads.compact-margins", "induction-heads.compact-exact"),
 )
 
@@ -135,7 +139,7 @@ CC_MINIMAL = Claim(
                r"more than $C \setminus \{e\}$'s sufficiency would allow."),
     source=Source(where="from sufficiency and necessity (this project)", tag="D", **SHT),
     kind="bound",
-    construction="constructions.induction_heads:compact_induction",  # its case, in the bundle
+    construction=CIRCUIT,
     depends_on=("circuits.compact-sufficient", "circuits.compact-necessary"),
 )
 
@@ -168,7 +172,7 @@ CE_SUFFICIENT = Claim(
     source=Source(where="circuit of the compact construction under this corruption "
                   "(this project)", tag="D", **SHT),
     kind="bound",
-    construction="constructions.induction_heads:compact_induction",
+    construction=CIRCUIT,
     depends_on=("induction-heads.compact-exact", "circuits.induction-mechanism"),
 )
 
@@ -183,7 +187,7 @@ CE_NECESSARY = Claim(
     source=Source(where="from the compact construction's margin conditions (this project)",
                   tag="D", **SHT),
     kind="bound",
-    construction="constructions.induction_heads:compact_induction",
+    construction=CIRCUIT,
     depends_on=("induction-heads.compact-margins", "induction-heads.compact-exact"),
 )
 
@@ -195,7 +199,7 @@ CE_MINIMAL = Claim(
                r"2\bar\varepsilon) - r(S, n)$."),
     source=Source(where="from sufficiency and necessity (this project)", tag="D", **SHT),
     kind="bound",
-    construction="constructions.induction_heads:compact_induction",
+    construction=CIRCUIT,
     depends_on=("circuits.compact-earlier-occurrence-sufficient",
                 "circuits.compact-earlier-occurrence-necessary"),
 )

@@ -71,12 +71,7 @@ IR_ZFB_RISK = Claim(
             Source(where=f"R(M): {DERIVED}", tag="D", **ZFB)),
     kind="scaling",
     construction="constructions.icl_regression:population_loss",
-    depends_on=("icl-regression.zfb-conserved-quantity",),
-    result_dependencies={
-        "icl-regression.zfb-conserved-quantity":
-            "the trained LSA it evaluates is the balanced-start limit that claim gives; the checks"
-            " evaluate population_loss at the optimum and at a trained LSA, without zfb_init",
-    },
+    depends_on=("icl-regression.zfb-conserved-quantity",),  # its checks train from zfb_init
 )
 
 # --- IR.3: Zhang–Frei–Bartlett ----------------------------------------------------------------

@@ -516,6 +516,10 @@ SIH_GD = Claim(
     kind="construction",
     construction=f"{CONSTRUCTION}:CellularAutomaton",
     depends_on=("induction-variants.sih-bayes",),
+    result_dependencies={
+        "induction-variants.sih-bayes":
+            "the models are measured by their KL to the Dirichlet posterior predictive, the "
+            "Bayes level that claim's circuit attains; the check trains models of its own"},
     notes=NOTES_GD,
 )
 

@@ -2,7 +2,7 @@
 apart from times, whether the checks run serially or over two xdist workers, and with one torch
 thread or two.
 
-The default run compares three runs of the checks of two small areas (one serial with one
+The default run compares three runs of the checks of one small area (one serial with one
 thread, one over two workers, one serial with two threads), collected alone to keep it cheap;
 the ``slow`` tier does the same for every claim through ``python -m theorems verify``. What may
 differ is listed in :func:`without_times`: the run's times, its worker count and its thread
@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBSET = ("theorems/areas/bilinear.py", "theorems/areas/hopfield.py")
+# bilinear: property, symbolic and proved checks, and the area where a rounding-noise margin was
+# seen to differ between layouts; one area keeps the three runs near 50 CPU-s
+SUBSET = ("theorems/areas/bilinear.py",)
 
 
 NOISE = ("margin", "ratio", "metrics")

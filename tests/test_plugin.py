@@ -284,7 +284,8 @@ def test_the_call_recorder_counts_calls_not_class_bodies(tmp_path):
 
     source = tmp_path / "recorded_module.py"
     source.write_text("class Model:\n    def __init__(self):\n        pass\n\n\n"
-                      "def build():\n    return Model()\n")
+                      "def build():\n    return Model()\n\n\n"
+                      "DEFAULT = build()  # import-time work: not the check's call\n")
     spec = importlib.util.spec_from_file_location("recorded_module", source)
     module = importlib.util.module_from_spec(spec)
     with _CallRecorder({str(source): ("recorded_module", False)}) as recorder:

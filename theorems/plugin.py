@@ -105,18 +105,32 @@ def _public(qualname: str) -> str | None:
     return ".".join(parts)
 
 
-_CO_OPTIMIZED = 0x0001  # inspect.CO_OPTIMIZED (not imported: the plugin stays light)
+_CO_OPTIMIZED = 0x0001  # inspect.CO_OPTIMIZED (inspect is not imported: the plugin stays light)
+
+
+def _importing(frame) -> bool:
+    """Whether ``frame`` runs inside an import (``importlib``'s bootstrap is on the stack)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 class _CallRecorder:
-    """A ``sys.setprofile`` hook that records calls into the constructions modules."""
+    """A ``sys.setprofile`` hook that records calls into the constructions modules.
+
+    Only what the check itself runs counts: a function frame (``CO_OPTIMIZED``; a module or
+    class body executed by an import is not a call of that class), and not one made while a
+    module is being imported (import machinery on the stack): code a module runs when a check
+    imports it first runs in whichever check imports it first, which depends on what the
+    process imported before, so recording it would make the evidence depend on the order in
+    which checks ran."""
 
     def __init__(self, files: dict[str, tuple[str, bool]]) -> None:
         self.files, self.calls, self.previous = files, set(), None
 
     def hook(self, frame, event, arg) -> None:
-        # Only function frames (CO_OPTIMIZED): a module or class body executed by an import
-        # inside a check (say, experiments registering themselves) is not a call of that class.
         if event == "call" and frame.f_code.co_flags & _CO_OPTIMIZED:
             entry = self.files.get(frame.f_code.co_filename)
             if entry is not None:
@@ -125,7 +139,9 @@ class _CallRecorder:
                 caller = frame.f_back
                 inside = caller is not None and self.files.get(caller.f_code.co_filename,
                                                                ("", False))[1]
-                self.calls.add((entry[0], frame.f_code.co_qualname, not inside))
+                key = (entry[0], frame.f_code.co_qualname, not inside)
+                if key not in self.calls and not _importing(caller):
+                    self.calls.add(key)
 
     def __enter__(self) -> _CallRecorder:
         self.previous = sys.getprofile()

@@ -71,7 +71,12 @@ IR_ZFB_RISK = Claim(
             Source(where=f"R(M): {DERIVED}", tag="D", **ZFB)),
     kind="scaling",
     construction="constructions.icl_regression:population_loss",
-    depends_on=("icl-regression.zfb-conserved-quantity",),  # its checks train from zfb_init
+    depends_on=("icl-regression.zfb-conserved-quantity",),
+    result_dependencies={
+        "icl-regression.zfb-conserved-quantity":
+            "the trained LSA it evaluates is that claim's balanced-start run, shared through a "
+            "cache (trained_zfb): zfb_init is called by whichever of the two checks runs first",
+    },
 )
 
 # --- IR.3: Zhang–Frei–Bartlett ----------------------------------------------------------------

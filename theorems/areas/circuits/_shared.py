@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 import math
 
+from constructions.circuits import edge_patched_logits, logit_difference
 from constructions.induction_heads import two_layer_parameters
 from constructions.numerics import gamma, unit_roundoff
+from theorems.evidence import evidence
 
 SHT = {"arxiv": "2408.14332", "ref": "Sanford, Hsu, Telgarsky (2024)"}
 CONSTRUCTIONS = "constructions.circuits"
@@ -20,6 +22,22 @@ PATCHING = (r"Patching a set $P$ of edges means running the clean prompt with ea
             r"$u \to v\langle x\rangle \in P$ carrying the corrupted run's output of $u$ in "
             r"$v$'s $x$-input (or in the final residual stream for $v$ = logits), every node "
             r"recomputed from its inputs; $\ell^P_i$ are the final-position logits. ")
+
+
+def assert_each_edge_moves(model, kept, clean, corrupted, bound: float, *, minimal: bool,
+                           label: str = "") -> None:
+    """Necessity (each edge of the circuit ``kept`` patched alone) or, with ``minimal``,
+    minimality (each edge patched with the whole complement): the logit-difference metric
+    moves by at least ``bound`` on every prompt of the batch; the slack is recorded."""
+    base = logit_difference(edge_patched_logits(model, clean, corrupted, ()), clean, corrupted)
+    for edge in kept.edges:
+        patched = [edge, *kept.complement()] if minimal else [edge]
+        moved = float((base - logit_difference(
+            edge_patched_logits(model, clean, corrupted, patched), clean, corrupted)).abs().min())
+        assert moved >= bound, (f"{label}patching {edge.name}"
+                                f"{' and the complement' if minimal else ''} moved the metric "
+                                f"by {moved} < {bound}")
+        evidence.margin(moved - bound)
 
 
 def cached(build):

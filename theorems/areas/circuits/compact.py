@@ -74,7 +74,13 @@ from constructions.circuits import (
     resample_next_token,
 )
 from constructions.induction_heads import compact_conditions, compact_induction, compact_parameters
-from theorems.areas.circuits._shared import GRAPH, PATCHING, SHT, cached
+from theorems.areas.circuits._shared import (
+    GRAPH,
+    PATCHING,
+    SHT,
+    assert_each_edge_moves,
+    cached,
+)
 from theorems.areas.circuits.earlier_occurrence import occurrence_cases
 from theorems.areas.circuits.next_token import corruption_cases
 from theorems.claims import Claim, Source
@@ -420,17 +426,8 @@ def necessity_check(build=compact_induction, circuit=induction_circuit, minimal=
         bound = necessity_bound(S, n, d_lower, corruption)
         assert bound > sufficiency_bound(S, n, d_upper, corruption), (
             "necessity must exceed sufficiency")
-        base = logit_difference(edge_patched_logits(model, clean, corrupted, ()), clean,
-                                corrupted)
-        for edge in kept.edges:
-            patched = [edge, *kept.complement()] if minimal else [edge]
-            moved = float((base - logit_difference(
-                edge_patched_logits(model, clean, corrupted, patched), clean,
-                corrupted)).abs().min())
-            assert moved >= bound, (f"S={S} n={n}: patching {edge.name}"
-                                    f"{' and the complement' if minimal else ''} moved the "
-                                    f"metric by {moved} < {bound}")
-            evidence.margin(moved - bound)
+        assert_each_edge_moves(model, kept, clean, corrupted, bound, minimal=minimal,
+                               label=f"S={S} n={n}: ")
         evidence.cases(1)
     return _with_examples(corruption, test_compact_necessary)
 

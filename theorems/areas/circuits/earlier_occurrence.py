@@ -41,6 +41,7 @@ from theorems.areas.circuits._shared import (
     GRAPH,
     PATCHING,
     SHT,
+    assert_each_edge_moves,
     cached,
     rounding_terms,
 )
@@ -306,17 +307,8 @@ def necessity_check(build=two_layer_induction, circuit=induction_circuit, minima
             model, kept, mixing, clean, corrupted = _setup(models, variant, circuit, case)
             bound = occurrence_bound(case[0], case[1], mixing)
             assert bound > 1.5, f"the derived bound {bound} should exceed 3/2"
-            base = logit_difference(edge_patched_logits(model, clean, corrupted, ()), clean,
-                                    corrupted)
-            for edge in kept.edges:
-                patched = [edge, *kept.complement()] if minimal else [edge]
-                moved = base - logit_difference(
-                    edge_patched_logits(model, clean, corrupted, patched), clean, corrupted)
-                assert float(moved.abs().min()) >= bound, (
-                    f"{variant.__name__}: patching {edge.name}"
-                    f"{' and the complement' if minimal else ''} moved the metric by "
-                    f"{float(moved.abs().min())} < {bound}")
-                evidence.margin(float(moved.abs().min()) - bound)
+            assert_each_edge_moves(model, kept, clean, corrupted, bound, minimal=minimal,
+                                   label=f"{variant.__name__}: ")
         evidence.cases(1)
     return test_necessary
 

@@ -17,7 +17,6 @@ from constructions.circuits import (
     edge_patched_logits,
     induction_circuit,
     induction_mechanism,
-    logit_difference,
     resample_next_token,
 )
 from constructions.induction_heads import (
@@ -32,6 +31,7 @@ from theorems.areas.circuits._shared import (
     GRAPH,
     PATCHING,
     SHT,
+    assert_each_edge_moves,
     cached,
     rounding_terms,
 )
@@ -247,16 +247,7 @@ def necessity_check(build=two_layer_induction, circuit=induction_circuit, minima
         model, kept = build(S, n), circuit("two_layer", S, n)
         bound = necessity_bound(S, n)
         assert bound > 1, f"the derived bound {bound} should exceed 1"
-        base = logit_difference(edge_patched_logits(model, clean, corrupted, ()), clean,
-                                corrupted)
-        for edge in kept.edges:
-            patched = [edge, *kept.complement()] if minimal else [edge]
-            moved = base - logit_difference(
-                edge_patched_logits(model, clean, corrupted, patched), clean, corrupted)
-            assert float(moved.abs().min()) >= bound, (
-                f"patching {edge.name}{' and the complement' if minimal else ''} moved the "
-                f"metric by {float(moved.abs().min())} < {bound}")
-            evidence.margin(float(moved.abs().min()) - bound)
+        assert_each_edge_moves(model, kept, clean, corrupted, bound, minimal=minimal)
         evidence.cases(1)
     return test_necessary
 

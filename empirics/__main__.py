@@ -92,7 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     data = run_seeds(experiment, args.config, seeds=list(range(args.seed, args.seed + args.seeds)),
                      device=args.device, out=args.out, workers=args.workers,
-                     backend=args.backend, **overrides)
+                     backend=args.backend, resume=args.resume, **overrides)
     print(f"{experiment.name} [{args.config}] {args.seeds} seeds on {data['device']} "
           f"({data['record']['backend']}): {data['record']['wall_time']:.1f} s")
     for name, mean in sorted(data["metrics"].items()):
@@ -145,7 +145,8 @@ def cmd_run_all(args: argparse.Namespace) -> int:
         data = run_seeds(experiments[name], args.config,
                          seeds=list(range(args.seed, args.seed + args.seeds)),
                          device=args.device, out=args.out, workers=args.workers,
-                         backend=args.backend, progress=False, **dict(args.set or []))
+                         backend=args.backend, progress=False, resume=args.resume,
+                         **dict(args.set or []))
         seconds = time.perf_counter() - start
         summary.append({"experiment": name, "seconds": round(seconds, 1),
                         "device": data["device"], "path": str(data["path"])})
@@ -175,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None,
                    help="parallel seeds (default: the core count)")
     p.add_argument("--backend", choices=BACKENDS, default="process")
+    p.add_argument("--resume", action="store_true",
+                   help="reuse seeds already saved under --out from the current code and config")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads for a single-seed run (default 1: small models are "
                         "fastest single-threaded)")
@@ -195,6 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=BACKENDS, default="serial")
     p.add_argument("--only", default=None, help="comma-separated experiment names")
     p.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    p.add_argument("--resume", action="store_true",
+                   help="reuse seeds already saved under --out from the current code and config")
     p.add_argument("--set", action="append", type=parse_override, metavar="KEY=VALUE",
                    help="override one config value of every experiment run (with --only)")
     p.set_defaults(run=cmd_run_all)

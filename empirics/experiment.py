@@ -36,6 +36,7 @@ from :meth:`Experiment.fingerprint`, i.e. the code it ran on has changed since;
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import inspect
@@ -211,16 +212,37 @@ class Experiment:
 
     def fingerprint(self) -> str:
         """Hash of the code the result depends on: the module defining ``run``, the trainer,
-        and the modules named in ``code``. The docs compare it to tell a stale result."""
+        and the modules named in ``code``. The docs compare it to tell a stale result.
+
+        What is hashed is each module's code without its docstrings and comments
+        (:func:`code_without_docs`), so documenting an experiment (its measured run times,
+        say) does not make its published results stale; any change to what runs does."""
         digest = hashlib.sha256()
         modules = [inspect.getmodule(self.run), *map(importlib.import_module,
                                                      ("empirics.training", *self.code))]
         for module in modules:
             try:
-                digest.update(inspect.getsource(module).encode())
+                digest.update(code_without_docs(inspect.getsource(module)).encode())
             except (OSError, TypeError):  # defined interactively: no source to hash
                 digest.update(repr(module).encode())
         return digest.hexdigest()[:16]
+
+
+
+def code_without_docs(source: str) -> str:
+    """``source`` re-printed from its syntax tree with every docstring removed.
+
+    Comments and layout vanish with the round trip through :mod:`ast`; a docstring is the
+    first statement of a module, class or function when it is a string constant. Two sources
+    map to the same text exactly when they differ only in comments, docstrings and layout."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.unparse(tree)
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
@@ -272,13 +294,18 @@ def run_seeds(experiment: Experiment | str, config: str = "smoke", *,
               seeds: int | Sequence[int] = 1, device: str | torch.device = "auto",
               out: str | Path | None = None,
               workers: int | None = None, backend: str = "process", progress: bool = True,
-              **overrides) -> dict[str, Any]:
+              resume: bool = False, **overrides) -> dict[str, Any]:
     """Run several seeds of one config as a sweep, then aggregate and (optionally) save.
 
     Returns the aggregate dict (also written to ``<out>/<name>/<config>.json`` when ``out`` is
     given): ``metrics`` maps each metric to its mean over seeds, ``spread`` to its
     ``{"std", "sem", "n"}``, ``per_seed`` lists each seed's metrics and JSON path, and
     ``record`` describes the run. Non-finite per-seed metrics are left out of the means.
+
+    With ``resume`` (and ``out``), a seed whose result is already saved under ``out`` from the
+    current code (same fingerprint), the same config and the same device is read back instead
+    of run again, so an interrupted sweep continues where it stopped; ``record.resumed`` lists
+    those seeds.
     """
     from empirics.sweep import aggregate, sweep
 
@@ -288,16 +315,22 @@ def run_seeds(experiment: Experiment | str, config: str = "smoke", *,
         raise ValueError(f"seeds must be a positive count or non-empty seeds >= 0, got {seeds!r}")
     name, values = experiment.config(config, **overrides)  # validate before starting workers
     device = pick_device(device)
+    if resume and out is None:
+        raise ValueError("resume needs out: the folder the saved seeds are read from")
+    saved = ({s: data for s in seed_list
+              if (data := _saved_seed(experiment, out, config, s, values, device)) is not None}
+             if resume else {})
     points = [{"experiment": experiment.name, "module": experiment.run.__module__,
                "config": config, "seed": s,
                "device": str(device), "overrides": overrides,
-               "out": None if out is None else str(out)} for s in seed_list]
+               "out": None if out is None else str(out)} for s in seed_list if s not in saved]
     # One GPU is shared by every worker process; on CUDA the seeds run one after another.
     if device.type == "cuda" and backend == "process":
         backend = "serial"
     started = time.perf_counter()
-    per_seed = sweep(_run_seed, points, workers=workers, backend=backend, progress=progress,
-                     desc=f"{experiment.name} seeds")
+    fresh = sweep(_run_seed, points, workers=workers, backend=backend, progress=progress,
+                  desc=f"{experiment.name} seeds") if points else []
+    per_seed = sorted([*saved.values(), *fresh], key=lambda d: d["seed"])
     rows = [{**{k: v for k, v in d["metrics"].items() if _is_number(v)}} for d in per_seed]
     summary = aggregate(rows)[0] if rows else {}
     # "metrics" holds the means (numbers, as in a one-seed result); "spread" the rest
@@ -311,7 +344,8 @@ def run_seeds(experiment: Experiment | str, config: str = "smoke", *,
             "figures": {},
             "record": {**run_record(device), "wall_time": round(time.perf_counter() - started,
                                                                 3),
-                       "backend": backend, "code_fingerprint": experiment.fingerprint()}}
+                       "backend": backend, "code_fingerprint": experiment.fingerprint(),
+                       "resumed": sorted(saved)}}
     if out is not None:
         directory = Path(out) / experiment.name
         directory.mkdir(parents=True, exist_ok=True)
@@ -322,6 +356,21 @@ def run_seeds(experiment: Experiment | str, config: str = "smoke", *,
         (directory / f"{name}.json").write_text(json.dumps(json_ready(data), indent=1) + "\n")
         data["path"] = str(directory / f"{name}.json")
     return data
+
+
+
+def _saved_seed(experiment: Experiment, out: str | Path, config: str, seed: int,
+                values: Mapping[str, Any], device: torch.device) -> dict | None:
+    """Seed ``seed``'s saved result under ``out`` when it can stand for a fresh run: the same
+    code fingerprint, config values and device; otherwise None."""
+    path = Path(out) / experiment.name / f"{config}-seed{seed}.json"
+    if not path.is_file():
+        return None
+    data = load_result(path)
+    current = (data["record"].get("code_fingerprint") == experiment.fingerprint()
+               and data.get("config") == json.loads(json.dumps(json_ready(dict(values))))
+               and data.get("device") == str(device) and data.get("seed") == seed)
+    return {**data, "path": str(path)} if current else None
 
 
 def seeds_figure(title: str, summary: Mapping[str, Mapping], per_seed: Sequence[dict]):
@@ -365,18 +414,34 @@ def load_result(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def published_result(name: str, config: str = "full", *,
+def published_result(name: str, config: str = "full", *, seed: int | None = None,
                      directory: str | Path = RESULTS_DIR) -> dict[str, Any]:
-    """The published result of experiment ``name`` under ``config`` (its seed-0 or aggregate
-    file, ``<directory>/<name>/<config>.json``), read with :func:`load_result`.
+    """The published result of experiment ``name`` under ``config``, read with
+    :func:`load_result`: ``<directory>/<name>/<config>.json`` (one seed's result, or the
+    aggregate over seeds), or with ``seed`` given, that seed's own result (with its tables and
+    record), which a multi-seed publication keeps beside the aggregate as
+    ``<config>-seed<k>.json``.
 
     Raises ``FileNotFoundError`` naming the path and the command that publishes it."""
     path = Path(directory) / name / f"{config}.json"
+    command = (f"python -m empirics run {name} --config {config} --seeds 3 "
+               f"--out {RESULTS_DIR}")
     if not path.is_file():
         raise FileNotFoundError(f"no published {config!r} result of {name!r} at {path}: run "
-                                f"python -m empirics run {name} --config {config} "
-                                f"--out {RESULTS_DIR}")
-    return load_result(path)
+                                f"{command}")
+    data = load_result(path)
+    if seed is None:
+        return data
+    if "per_seed" in data:  # an aggregate: the seed's own file sits beside it
+        path = path.with_name(f"{config}-seed{seed}.json")
+        if not path.is_file():
+            raise FileNotFoundError(f"no published seed {seed} of {name!r} {config!r} at {path}: "
+                                    f"run {command}")
+        return load_result(path)
+    if data.get("seed") != seed:
+        raise FileNotFoundError(f"the published {config!r} result of {name!r} at {path} is "
+                                f"seed {data.get('seed')}, not {seed}: run {command}")
+    return data
 
 
 def is_stale(result: str | Path | Mapping[str, Any]) -> bool:

@@ -305,6 +305,33 @@ def test_run_seeds_aggregates_mean_and_spread(toy, tmp_path):
     assert json.loads((directory / "smoke.json").read_text())["seeds"] == [0, 1, 2]
 
 
+
+def test_a_resumed_sweep_reuses_only_current_seeds(toy, tmp_path):
+    """An interrupted sweep continues: saved seeds of the same code, config and device are read
+    back (a marked seed file shows it was not rerun); a changed config or fingerprint reruns."""
+    run_seeds(toy, "smoke", seeds=2, device="cpu", out=tmp_path, backend="serial",
+              progress=False)
+    seed1 = tmp_path / "toy-engine-test" / "smoke-seed1.json"
+    marked = json.loads(seed1.read_text())
+    marked["metrics"]["value"] = 123.0
+    seed1.write_text(json.dumps(marked))
+    data = run_seeds(toy, "smoke", seeds=3, device="cpu", out=tmp_path, backend="serial",
+                     progress=False, resume=True)
+    assert data["record"]["resumed"] == [0, 1] and data["seeds"] == [0, 1, 2]
+    assert [d["seed"] for d in data["per_seed"]] == [0, 1, 2]
+    assert data["per_seed"][1]["metrics"]["value"] == 123.0
+    rerun = run_seeds(toy, "smoke", seeds=3, device="cpu", out=tmp_path, backend="serial",
+                      progress=False, resume=True, scale=2.0)   # another config: all rerun
+    assert rerun["record"]["resumed"] == []
+    marked["record"]["code_fingerprint"] = "0" * 16          # older code: rerun
+    marked["config"] = {"scale": 2.0}
+    seed1.write_text(json.dumps(marked))
+    again = run_seeds(toy, "smoke", seeds=2, device="cpu", out=tmp_path, backend="serial",
+                      progress=False, resume=True, scale=2.0)
+    assert again["record"]["resumed"] == [0]
+    with pytest.raises(ValueError, match="resume needs out"):
+        run_seeds(toy, "smoke", seeds=2, device="cpu", resume=True, progress=False)
+
 def test_every_registered_experiment_has_smoke_and_full_configs():
     experiments = load_all()
     assert {"ln-majority", "prenorm-gradients"} <= set(experiments)
@@ -510,3 +537,38 @@ def test_metric_keys_are_spelled_in_one_place():
     for bad in ((), ("",), (True,), (None,)):
         with pytest.raises((TypeError, ValueError), match="metric_key"):
             metric_key(*bad)
+
+
+def test_a_fingerprint_ignores_docstrings_and_comments_but_not_code():
+    """Documenting an experiment (its measured times) leaves its published results current."""
+    from empirics.experiment import code_without_docs
+
+    base = 'def run(x):\n    """Doc."""\n    return x + 1\n'
+    documented = ('"""Module doc: full config 40 s per seed on a CPU."""\n'
+                  'def run(x):  # why\n    """Other doc."""\n\n    return x + 1\n')
+    assert code_without_docs(base) == code_without_docs(documented)
+    assert code_without_docs(base) != code_without_docs(base.replace("x + 1", "x + 2"))
+    # a string that is not the first statement is code, not a docstring
+    assert code_without_docs(base) != code_without_docs(base.replace("return", "'s'\n    return"))
+
+
+def test_a_published_seed_is_read_from_beside_its_aggregate(tmp_path):
+    from empirics.experiment import published_result
+
+    folder = tmp_path / "exp"
+    folder.mkdir()
+    record = {"code_fingerprint": "x"}
+    aggregate = {"experiment": "exp", "config_name": "full", "record": record,
+                 "per_seed": [{"seed": 0}, {"seed": 1}]}
+    (folder / "full.json").write_text(json.dumps(aggregate))
+    seed1 = {"experiment": "exp", "config_name": "full", "record": record, "seed": 1,
+             "tables": {"t": 1}}
+    (folder / "full-seed1.json").write_text(json.dumps(seed1))
+    assert published_result("exp", directory=tmp_path)["per_seed"]
+    assert published_result("exp", seed=1, directory=tmp_path)["tables"] == {"t": 1}
+    with pytest.raises(FileNotFoundError, match="seed 2"):
+        published_result("exp", seed=2, directory=tmp_path)
+    (folder / "full.json").write_text(json.dumps(seed1))  # a one-seed publication
+    assert published_result("exp", seed=1, directory=tmp_path)["seed"] == 1
+    with pytest.raises(FileNotFoundError, match="is seed 1, not 0"):
+        published_result("exp", seed=0, directory=tmp_path)

@@ -297,7 +297,7 @@ def published_frontier_check(floor: float = 1.0, from_F: int = 512):
     def run() -> None:
         from empirics.experiment import is_stale, published_result
 
-        data = published_result("fact-mlps-frontier", "full")
+        data = published_result("fact-mlps-frontier", "full", seed=0)
         evidence.metric("published frontier is stale", float(is_stale(data)))
         table = data["tables"]["frontier"]
         evidence.table("frontier (published full)", table["header"], table["rows"])

@@ -77,7 +77,7 @@ def published_width_data() -> dict:
     """The published full-config width sweep (empirics/results/fact-mlps-width/full.json)."""
     from empirics.experiment import RESULTS_DIR, is_stale, published_result
 
-    data = published_result("fact-mlps-width", "full")
+    data = published_result("fact-mlps-width", "full", seed=0)
     return {"config": data["config"], "points": data["record"]["points"],
             "stale": is_stale(data), "device": data["record"].get("device_name"),
             "figure": RESULTS_DIR / "fact-mlps-width" / data["figures"]["width"]}

@@ -381,26 +381,35 @@ def test_result_dependencies_are_exempt_from_being_called():
                   kind="identity", depends_on=("a.lemma",), result_dependencies={"a.lemma": ""})
 
 
+def test_incidental_calls_are_not_dependencies_but_need_a_reason():
+    """A construction a check calls only for reported evidence (a table's comparison column) is
+    declared with the reason; any other call of it still counts."""
+    with isolated_registry() as registry:
+        Claim(id="a.base", title="t", statement="s", source=Source(**SOURCE), kind="identity",
+              construction="constructions.hopfield:twicing")
+        Claim(id="a.user", title="t", statement="s", source=Source(**SOURCE), kind="identity",
+              construction="constructions.hopfield:hopfield_update",
+              incidental_calls={"constructions.hopfield:twicing": "a baseline column"})
+        Claim(id="a.plain", title="t", statement="s", source=Source(**SOURCE), kind="identity",
+              construction="constructions.hopfield:hopfield_update")
+        both = ["constructions.hopfield:hopfield_update", "constructions.hopfield:twicing"]
+        assert dependency_mismatches(registry, _with_calls({"a.user": both})) == []
+        problems = dependency_mismatches(registry, _with_calls({"a.plain": both}))
+        assert len(problems) == 1 and "without depending on it" in problems[0], problems
+        assert registry.claims["a.user"].as_dict()["incidental_calls"] == {
+            "constructions.hopfield:twicing": "a baseline column"}
+        for bad, match in (({"constructions.hopfield:twicing": " "}, "needs a reason"),
+                           ({"twicing": "why"}, "module:attribute"),
+                           ({"constructions.hopfield:hopfield_update": "why"},
+                            "its own construction")):
+            with pytest.raises(ValueError, match=match):
+                Claim(id="a.bad", title="t", statement="s", source=Source(**SOURCE),
+                      kind="identity", construction="constructions.hopfield:hopfield_update",
+                      incidental_calls=bad)
+
 # Mismatches still open, each with why it is not resolved yet. The test fails on any mismatch not
 # listed here, and on a listed one that no longer occurs (remove it then).
-OPEN_MISMATCHES = {
-    # The frontier's smoke experiment (empirics.fact_frontier) measures the precision and a
-    # Hebbian baseline for its table; the calls come from inside the experiment, which the
-    # recorder counts as direct. frontier-precision depends on frontier-construction, so the
-    # reverse dependency would be a cycle. Resolution: count calls from inside empirics as
-    # not direct (a plugin change that needs a fresh evidence file to confirm).
-    "claim 'fact-mlps.frontier-construction' uses constructions.fact_codes:min_precision_bits "
-    "(the construction of fact-mlps.frontier-precision) without depending on it",
-    "claim 'fact-mlps.frontier-construction' uses constructions.fact_mlps:linear_associative_memory"
-    " (the construction of fact-mlps.linear-memory-capacity, fact-mlps.zipf-memory-scaling) "
-    "without depending on it",
-    # The closed-form check perturbs Gamma* by +-10% and evaluates population_loss, the
-    # construction of zfb-prompt-length-risk, which depends transitively on isotropic-optimum:
-    # depending on it would be a cycle. The population loss needs a claim of its own (or the
-    # perturbation test a loss of its own) to untangle it.
-    "claim 'icl-regression.isotropic-optimum' uses constructions.icl_regression:population_loss "
-    "(the construction of icl-regression.zfb-prompt-length-risk) without depending on it",
-}
+OPEN_MISMATCHES: set[str] = set()
 
 
 def test_the_real_registry_declares_the_dependencies_its_checks_exercise():

@@ -137,6 +137,11 @@ class Claim:
     the other claim's *result* instead (a lemma the derivation uses, a formula the statement
     is phrased in, while the checks test this claim's own object independently) to the reason,
     one line each; every key must be in ``depends_on``.
+
+    ``incidental_calls`` maps another claim's construction (``module:attribute``) that this
+    claim's checks call, but only for evidence they report and do not assert on (a comparison
+    column of a table an experiment fills in), to the reason saying which evidence; such a
+    call is not a dependency (:func:`dependency_mismatches`), and the claim page shows it.
     """
 
     id: str
@@ -150,6 +155,7 @@ class Claim:
     refutes: Scope | None = None
     notes: str = ""
     result_dependencies: Mapping[str, str] = field(default_factory=dict, hash=False)
+    incidental_calls: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if not _ID.match(self.id):
@@ -173,6 +179,15 @@ class Claim:
                                  "in depends_on")
             if not isinstance(reason, str) or not reason.strip():
                 raise ValueError(f"{self.id}: result_dependencies[{dep!r}] needs a reason")
+        object.__setattr__(self, "incidental_calls", dict(self.incidental_calls))
+        for construction, reason in self.incidental_calls.items():
+            if not isinstance(construction, str) or not _IMPORT_PATH.match(construction):
+                raise ValueError(f"{self.id}: incidental_calls keys must be 'module:attribute', "
+                                 f"got {construction!r}")
+            if construction == self.construction:
+                raise ValueError(f"{self.id}: incidental_calls names its own construction")
+            if not isinstance(reason, str) or not reason.strip():
+                raise ValueError(f"{self.id}: incidental_calls[{construction!r}] needs a reason")
         if self.refutes is not None and self.refutes not in REFUTATION_SCOPES:
             raise ValueError(f"{self.id}: refutes must be one of {tuple(REFUTATION_SCOPES)}, "
                              f"got {self.refutes!r}")
@@ -208,6 +223,7 @@ class Claim:
             "construction": self.construction, "depends_on": list(self.depends_on),
             "correction": self.correction, "refutes": self.refutes, "notes": self.notes,
             "result_dependencies": dict(self.result_dependencies),
+            "incidental_calls": dict(self.incidental_calls),
         }
 
 
@@ -452,7 +468,8 @@ def dependency_mismatches(registry: Registry, evidence: Mapping) -> list[str]:
       does not name itself) without the claim depending, directly or transitively, on a claim
       that names it. Exempt: a construction marked as an oracle or task definition
       (:func:`constructions._roles.oracle`): calling the definition of a task or a reference
-      algorithm relies on nothing its claim proves;
+      algorithm relies on nothing its claim proves; and a construction in the claim's
+      ``incidental_calls`` (called for reported evidence the checks do not assert on);
     * **an unexercised dependency**: it declares a dependency on a claim with a construction
       that none of its checks calls, directly or not (and that is not its own construction
       too). Exempt: a dependency listed in the claim's ``result_dependencies`` with its reason
@@ -484,6 +501,7 @@ def dependency_mismatches(registry: Registry, evidence: Mapping) -> list[str]:
         deps = set(registry.transitive_dependencies(claim.id))
         for construction, owners in sorted(named.items()):
             if (construction == claim.construction or construction in oracles
+                    or construction in claim.incidental_calls
                     or not _uses(direct, construction)):
                 continue
             if claim.id not in owners and not deps & set(owners):

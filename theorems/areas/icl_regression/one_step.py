@@ -110,7 +110,8 @@ IR_ISOTROPIC = Claim(
                          "regression data)", tag="D", **MAHANKALI)),
     kind="construction",
     construction="constructions.icl_regression:optimal_preconditioner",
-    depends_on=("icl-regression.effective-predictor", "icl-regression.one-step-gd"),
+    depends_on=("icl-regression.effective-predictor", "icl-regression.one-step-gd",
+                "icl-regression.population-loss"),
 )
 
 IR_PRECONDITIONED = Claim(

@@ -71,7 +71,7 @@ IR_ZFB_RISK = Claim(
             Source(where=f"R(M): {DERIVED}", tag="D", **ZFB)),
     kind="scaling",
     construction="constructions.icl_regression:population_loss",
-    depends_on=("icl-regression.zfb-conserved-quantity",),
+    depends_on=("icl-regression.zfb-conserved-quantity", "icl-regression.population-loss"),
     result_dependencies={
         "icl-regression.zfb-conserved-quantity":
             "the trained LSA it evaluates is that claim's balanced-start run, shared through a "

@@ -5,10 +5,10 @@
     python -m empirics list [--json]
     python -m empirics run NAME [--config smoke|full] [--device auto|cpu|cuda] [--seeds K]
                                 [--out DIR] [--workers N] [--backend process|serial|ray]
-                                [--set KEY=VALUE ...]
+                                [--resume] [--set KEY=VALUE ...]
     python -m empirics results [--dir DIR] [--json]
     python -m empirics run-all [--config full] [--device cuda] [--seeds 3] [--out DIR]
-                               [--only NAME,...] [--dry-run]
+                               [--only NAME,...] [--resume] [--dry-run]
 
 ``run`` writes ``<out>/<name>/<config>.json`` and its PNG figures (default ``--out
 build/empirics``). With ``--seeds K > 1`` the seeds run as a sweep (a local process pool, or
@@ -16,7 +16,9 @@ Ray with ``--backend ray``); each seed is saved as ``<config>-seed<k>.json`` and
 ``<config>.json`` holds the mean and spread over seeds, with an error-bar figure. To publish
 a full-config result, run it with ``--out empirics/results`` and commit what it writes;
 ``results`` lists the published results and marks those whose code has changed since, and
-counts the stale and missing ones.
+counts the stale and missing ones. ``--resume`` reuses the seeds already saved under
+``--out`` by the same code (fingerprint), config and device, so an interrupted sweep, or
+``run-all`` on a GPU, continues where it stopped.
 
 ``run-all`` is the GPU path in one command: every registered experiment's config (``full`` by
 default) with ``--seeds`` seeds each, one after the other, written where ``--out`` says

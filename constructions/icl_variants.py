@@ -127,7 +127,7 @@ class LSAEdgeView(nn.Module):
 
     def __init__(self, model: LinearSelfAttention | MultiHeadLSA):
         super().__init__()
-        self.lsa_heads = _heads(model)
+        self.lsa_heads = nn.ModuleList(_heads(model))
         if not self.lsa_heads[0].mask_query:
             raise ValueError("model must mask the query (mask_query=True), as the circuit "
                              "graph assumes")
@@ -137,11 +137,13 @@ class LSAEdgeView(nn.Module):
             for _ in self.lsa_heads)
 
     def hook_names(self) -> dict[str, str]:
-        """Edge name -> the hook point (a submodule path) whose activation it carries."""
-        names = {"input->logits": "hook_resid"}
+        """Edge name -> the hook point (a submodule path) whose activation it carries, in the
+        order the forward reaches them."""
+        names = {}
         for h in range(len(self.lsa_heads)):
             names.update({f"input->a0.h{h}<{x}>": f"heads.{h}.hook_{x}_input" for x in "qkv"})
             names[f"a0.h{h}->logits"] = f"heads.{h}.hook_result"
+        names["input->logits"] = "hook_resid"
         return names
 
     def forward(self, Z: torch.Tensor) -> torch.Tensor:

@@ -64,6 +64,7 @@ def fixing_ones(d: int, *, seed: int = 0, strength: float = 0.5,
     :math:`\lVert M - I\rVert_2 = s`, so :math:`M` is invertible with condition number
     :math:`\le (1+s)/(1-s)`)."""
     d = _validate.positive_int("d", d, minimum=2)
+    dtype = _validate.float_dtype("dtype", dtype)
     strength = _validate.positive_float("strength", strength)
     if strength >= 1:
         raise ValueError(f"strength must be < 1 so that M is invertible, got {strength}")
@@ -83,6 +84,7 @@ def ones_rotation(d: int, *, seed: int = 0, dtype: torch.dtype = torch.float64
     :math:`\mathbf 1/\sqrt d`; then :math:`Q_2^\top\mathbf 1 = \sqrt d e_1` and
     :math:`Q_1\sqrt d e_1 = \mathbf 1`."""
     d = _validate.positive_int("d", d, minimum=2)
+    dtype = _validate.float_dtype("dtype", dtype)
     generator = torch.Generator().manual_seed(_validate.seed("seed", seed))
     factors = []
     for _ in range(2):

@@ -175,6 +175,8 @@ def test_a_spurious_edge_fails_on_the_spurious_head_variant(minimal):
                                        **icl.SPURIOUS))
 
 
+MAJORITY_TOKENS = torch.tensor([[0, 2, 2, 1]])
+MAJORITY_CORRUPTED = torch.tensor([[0, 1, 2, 1]])
 ICL_MODEL = one_step_gd(2, 0.5)
 ICL_Z = prompt(torch.tensor([[1.0, 0.5], [-0.3, 2.0]], dtype=torch.float64),
                torch.tensor([0.2, -1.0], dtype=torch.float64),
@@ -206,4 +208,22 @@ PUBLIC_API_EXAMPLES = {
         "corrupted": shift_label(ICL_Z, 0, 1.0), "patched": ("input->a0.h1<v>",)},
     "icl_variants.multi_head_magnitude": lambda: {"model": ICL_MODEL, "Z_V": ICL_Z,
                                                   "Z_K": ICL_Z, "Z_Q": ICL_Z},
+    "native_cases.majority_hooks": lambda: {"model": majority_head(3, 5)},
+    "native_cases.lsa_hooks": lambda: {"model": ICL_MODEL},
+    "native_cases.sample_token_resamplings": lambda: {
+        "generator": torch.Generator().manual_seed(0), "batch": 2, "vocab_size": 3, "d": 5,
+        "length": 4},
+    "native_cases.token_metric": lambda: {"output": majority_head(3, 5)(MAJORITY_TOKENS),
+                                          "clean": MAJORITY_TOKENS,
+                                          "corrupted": MAJORITY_CORRUPTED},
+    "native_cases.sample_label_shifts": lambda: {
+        "generator": torch.Generator().manual_seed(0), "batch": 2, "d": 2, "eta": 0.5, "n": 3},
+    "native_cases.prediction_metric": lambda: {"output": ICL_MODEL.predict(ICL_Z[None]),
+                                               "clean": ICL_Z[None],
+                                               "corrupted": shift_label(ICL_Z, 0, 1.0)[None]},
+}
+PUBLIC_API_ACCEPTED = {
+    # the classes are read off the output (V tokens): one more class is a head over one more
+    # token, and prompts over fewer tokens are valid prompts for it
+    ("native_cases.token_metric", "output"): ("mismatched",),
 }

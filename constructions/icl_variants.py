@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.circuits import Edge, attention_graph
+from constructions.circuits import Edge, _patched_names
 from constructions.icl_regression import LinearSelfAttention
 from constructions.icl_regression.lifted import _key_moment
 from constructions.layers import HookPoint, HookPoints
@@ -177,14 +177,7 @@ def multi_head_patched_prediction(model: LinearSelfAttention | MultiHeadLSA,
 
     heads = _heads(model)
     clean, corrupted = _inputs(heads[0], clean=clean, corrupted=corrupted)
-    names = {e.name for e in attention_graph(1, len(heads))}
-    chosen = set()
-    for edge in patched:
-        name = edge.name if isinstance(edge, Edge) else edge
-        if name not in names:
-            raise ValueError(f"patched must hold edges of the 1-layer, {len(heads)}-head "
-                             f"graph, got {name!r}")
-        chosen.add(name)
+    chosen = _patched_names(patched, 1, len(heads))
 
     def pick(edge: str) -> torch.Tensor:
         return corrupted if edge in chosen else clean

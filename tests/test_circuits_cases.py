@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_circuits import icl_adding, majority_adding  # the circuits area's mutant helpers
 
-from constructions.circuits import Edge
 from constructions.icl_circuit import icl_circuit, lsa_patched_prediction, shift_label
 from constructions.icl_regression import one_step_gd, prompt
 from constructions.icl_variants import (
@@ -22,7 +22,6 @@ from constructions.icl_variants import (
     spurious_head_variant,
 )
 from constructions.layernorm_geometry import majority_head
-from constructions.majority_circuit import majority_circuit
 from constructions.majority_variants import (
     _rebuilt,
     fixing_ones,
@@ -90,12 +89,6 @@ def test_a_broken_majority_gauge_fails_the_same_function_check(broken):
     expect_failure(majority_variants.same_function_check(variants=(broken,)))
 
 
-def majority_adding(source, target, qkv=None):
-    def circuit(d):
-        return majority_circuit(d).with_edge(Edge(source, target, qkv, "spurious"))
-    return circuit
-
-
 @pytest.mark.mutant("circuits.majority-variants-circuit")
 @pytest.mark.parametrize("variant", [qk_gauge_variant, ln_rotation_variant])
 @pytest.mark.parametrize("minimal", [False, True])
@@ -149,12 +142,6 @@ def leaky_spurious(model):
     with torch.no_grad():
         variant.heads[0].W_PV[-1] = 0.3
     return variant
-
-
-def icl_adding(source, target, qkv=None):
-    def circuit(d):
-        return icl_circuit(d).with_edge(Edge(source, target, qkv, "spurious"))
-    return circuit
 
 
 @pytest.mark.mutant("circuits.icl-spurious-head")

@@ -32,9 +32,9 @@ from constructions.icl_regression import LinearSelfAttention
 
 _EDGES = (
     Edge("input", "a0.h0", "v", "context label y_j -> value W_PV z_j = y_j e_y: what the "
-         "head averages into the query's label slot"),
-    Edge("a0.h0", "logits", None, "the head's update of the query's label slot -> the "
-         "read-out -f(Z)_{y,q}: the prediction x_q^T Gamma (1/n) sum_j y_j x_j"),
+         "head averages into the label slot of the query"),
+    Edge("a0.h0", "logits", None, "the update the head makes to the label slot of the query "
+         "-> the read-out -f(Z)_{y,q}: the prediction x_q^T Gamma (1/n) sum_j y_j x_j"),
 )
 
 

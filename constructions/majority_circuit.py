@@ -32,7 +32,7 @@ from constructions.layernorm_geometry import MajorityHead
 _EDGES = (
     Edge("input", "a0.h0", "v", "token t_j -> value LN(e_t) W_V = e_t: what the uniform head "
          "averages into the frequency vector"),
-    Edge("a0.h0", "logits", None, "the head's output, the token frequencies, is the output"),
+    Edge("a0.h0", "logits", None, "the output of the head, the token frequencies, is the output"),
 )
 
 

@@ -40,7 +40,8 @@ class CircuitCase:
     batches ``(B, m)``; ``metric(logits, clean, corrupted)`` is ``(B,)``. ``builder`` and
     ``circuit_builder`` name the two functions as ``"module:name"`` (the claims' and the
     bundle's spelling), ``corruption`` states in words which causal variable the corruption
-    changes, and ``claims`` lists the registered claims that check the circuit.
+    changes, and ``claims`` lists the registered claims that check the circuit; ``native``
+    is set for a model that does not export to TransformerLens.
     """
 
     name: str
@@ -54,6 +55,10 @@ class CircuitCase:
     corruption: str
     sizes: Mapping[str, Mapping[str, Any]]  # "smoke" and "full" builder keyword arguments
     claims: tuple[str, ...] = ()
+    # None: the model exports to TransformerLens. Otherwise model -> (module to run, edge name
+    # -> its hook point path or None for a zero map, in forward order): the discovery harness
+    # patches those native hook points (constructions.native_cases)
+    native: Callable[[nn.Module], tuple[nn.Module, Mapping[str, str | None]]] | None = None
 
     def __post_init__(self) -> None:
         missing = [c for c in ("smoke", "full") if c not in self.sizes]
@@ -326,3 +331,97 @@ VALUE_GAUGE_VARIANT = CircuitCase(
     metric=logit_difference, corruption=EARLIER_OCCURRENCE, sizes=EARLIER_SIZES,
     claims=VARIANT_CLAIMS,
 ).register()
+
+
+# --- cases that do not export to TransformerLens: the majority head and one-step GD -----------
+# (scored through their native hook points, CircuitCase.native; constructions.native_cases)
+
+def _majority_case(name: str, title: str, builder: str, variant, claims: tuple[str, ...]
+                   ) -> CircuitCase:
+    from constructions.layernorm_geometry import majority_head
+    from constructions.majority_circuit import majority_circuit
+    from constructions.native_cases import majority_hooks, sample_token_resamplings, token_metric
+
+    def build(vocab_size: int, d: int, length: int | None = None) -> nn.Module:
+        model = majority_head(vocab_size, d)
+        return model if variant is None else variant(model)
+
+    def circuit(vocab_size: int, d: int, length: int | None = None) -> Circuit:
+        return majority_circuit(d)
+
+    return CircuitCase(
+        name=name, title=title, builder=builder,
+        circuit_builder="constructions.majority_circuit:majority_circuit",
+        build=build, circuit=circuit, sample=sample_token_resamplings, metric=token_metric,
+        corruption=("resample_token: one token is replaced by another. It changes one causal "
+                    "variable, that token; the attention is uniform whatever the tokens (every "
+                    "key is orthogonal to the queries' direction after the LayerNorm), so only "
+                    "the value edge and the head's output carry the change; the metric is the "
+                    "final-position output difference between the old and the new token."),
+        sizes={"smoke": {"vocab_size": 4, "d": 8, "length": 8},
+               "full": {"vocab_size": 16, "d": 32, "length": 64}},
+        claims=claims, native=majority_hooks,
+    ).register()
+
+
+def _lsa_case(name: str, title: str, builder: str, variant, claims: tuple[str, ...],
+              heads: dict[str, str] | None = None) -> CircuitCase:
+    from constructions.icl_circuit import icl_circuit
+    from constructions.icl_regression import one_step_gd
+    from constructions.native_cases import lsa_hooks, prediction_metric, sample_label_shifts
+
+    def build(d: int, eta: float, n: int | None = None) -> nn.Module:
+        model = one_step_gd(d, eta)
+        return model if variant is None else variant(model)
+
+    def circuit(d: int, eta: float, n: int | None = None) -> Circuit:
+        base = icl_circuit(d)
+        return base.relabelled(heads, 2, d + 1) if heads else base
+
+    return CircuitCase(
+        name=name, title=title, builder=builder,
+        circuit_builder="constructions.icl_circuit:icl_circuit",
+        build=build, circuit=circuit, sample=sample_label_shifts, metric=prediction_metric,
+        corruption=("shift_label: one context label y_k (whose x_k the query repeats) is "
+                    "shifted by delta. It changes one causal variable, that example's label; "
+                    "the query column and the keys' x part are unchanged and the key's label "
+                    "meets W_KQ's zero label row, so only the label value edge and the head's "
+                    "read-out carry the change; the metric is the prediction."),
+        sizes={"smoke": {"d": 3, "eta": 0.5, "n": 8}, "full": {"d": 16, "eta": 0.1, "n": 64}},
+        claims=claims, native=lsa_hooks,
+    ).register()
+
+
+def _register_native_cases() -> None:
+    from constructions.icl_circuit import null_space_variant
+    from constructions.icl_variants import SPURIOUS_HEADS, spurious_head_variant
+    from constructions.majority_variants import ln_rotation_variant, qk_gauge_variant
+
+    majority_claims = ("circuits.majority-sufficient", "circuits.majority-necessary",
+                       "circuits.majority-minimal")
+    majority_variants = ("circuits.majority-variants-same-function",
+                         "circuits.majority-variants-circuit")
+    _majority_case("majority-head", "LayerNorm majority head, token resampling",
+                   "constructions.layernorm_geometry:majority_head", None, majority_claims)
+    _majority_case("majority-head-qk-gauge",
+                   "Majority head with a dense query/key gauge (M fixing 1^T)",
+                   "constructions.majority_variants:qk_gauge_variant", qk_gauge_variant,
+                   majority_variants)
+    _majority_case("majority-head-ln-rotation",
+                   "Majority head with its residual stream rotated (R 1 = 1, commutes with LN)",
+                   "constructions.majority_variants:ln_rotation_variant", ln_rotation_variant,
+                   majority_variants)
+    _lsa_case("one-step-gd", "One-step-GD linear self-attention, label shift",
+              "constructions.icl_regression:one_step_gd", None,
+              ("circuits.icl-sufficient", "circuits.icl-necessary", "circuits.icl-minimal"))
+    _lsa_case("one-step-gd-null-space",
+              "One-step GD with dense weights in the read-out's null space",
+              "constructions.icl_circuit:null_space_variant", null_space_variant,
+              ("circuits.icl-variant",))
+    _lsa_case("one-step-gd-spurious-head",
+              "One-step GD with a dense spurious head before the real one",
+              "constructions.icl_variants:spurious_head_variant", spurious_head_variant,
+              ("circuits.icl-spurious-head",), heads=SPURIOUS_HEADS)
+
+
+_register_native_cases()

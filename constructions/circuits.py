@@ -100,6 +100,20 @@ def attention_graph(n_layers: int, n_heads: int) -> tuple[Edge, ...]:
     return tuple(edges)
 
 
+def _patched_names(patched: Iterable[Edge | str], n_layers: int, n_heads: int) -> set[str]:
+    """The names of the edges in ``patched`` (edges or names), each checked to be an edge of
+    the ``n_layers``-layer, ``n_heads``-head graph (the one-layer constructions' patching)."""
+    names = {e.name for e in attention_graph(n_layers, n_heads)}
+    chosen = set()
+    for edge in patched:
+        name = edge.name if isinstance(edge, Edge) else edge
+        if name not in names:
+            raise ValueError(f"patched must hold edges of the {n_layers}-layer, "
+                             f"{n_heads}-head graph, got {name!r}")
+        chosen.add(name)
+    return chosen
+
+
 @dataclasses.dataclass(frozen=True)
 class Circuit:
     """A circuit of an attention-only model: the edges that carry the computation.

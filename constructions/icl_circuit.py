@@ -27,14 +27,14 @@ from __future__ import annotations
 import torch
 
 from constructions import _validate
-from constructions.circuits import Circuit, Edge, attention_graph
+from constructions.circuits import Circuit, Edge, _patched_names
 from constructions.icl_regression import LinearSelfAttention
 
 _EDGES = (
     Edge("input", "a0.h0", "v", "context label y_j -> value W_PV z_j = y_j e_y: what the "
-         "head averages into the query's label slot"),
-    Edge("a0.h0", "logits", None, "the head's update of the query's label slot -> the "
-         "read-out -f(Z)_{y,q}: the prediction x_q^T Gamma (1/n) sum_j y_j x_j"),
+         "head averages into the label slot of the query"),
+    Edge("a0.h0", "logits", None, "the update the head makes to the label slot of the query "
+         "-> the read-out -f(Z)_{y,q}: the prediction x_q^T Gamma (1/n) sum_j y_j x_j"),
 )
 
 
@@ -92,14 +92,7 @@ def lsa_patched_prediction(model: LinearSelfAttention, clean: torch.Tensor,
     predict`'s, so an empty ``patched`` gives its result bit for bit.
     """
     clean, corrupted = _inputs(model, clean=clean, corrupted=corrupted)
-    names = {e.name for e in attention_graph(1, 1)}
-    chosen = set()
-    for edge in patched:
-        name = edge.name if isinstance(edge, Edge) else edge
-        if name not in names:
-            raise ValueError(f"patched must hold edges of the 1-layer, 1-head graph, got "
-                             f"{name!r}")
-        chosen.add(name)
+    chosen = _patched_names(patched, 1, 1)
 
     def pick(edge: str) -> torch.Tensor:
         return corrupted if edge in chosen else clean

@@ -26,13 +26,13 @@ from __future__ import annotations
 import torch
 
 from constructions import _validate
-from constructions.circuits import Circuit, Edge, attention_graph
+from constructions.circuits import Circuit, Edge, _patched_names
 from constructions.layernorm_geometry import MajorityHead
 
 _EDGES = (
     Edge("input", "a0.h0", "v", "token t_j -> value LN(e_t) W_V = e_t: what the uniform head "
          "averages into the frequency vector"),
-    Edge("a0.h0", "logits", None, "the head's output, the token frequencies, is the output"),
+    Edge("a0.h0", "logits", None, "the output of the head, the token frequencies, is the output"),
 )
 
 
@@ -107,14 +107,7 @@ def majority_patched_output(model: MajorityHead, clean: torch.Tensor, corrupted:
     ``a0.h0 -> logits`` replaces the output by the corrupted run's, ``input -> logits`` is a
     zero map. An empty ``patched`` is ``model(clean)`` bit for bit (the same operations)."""
     model, clean, corrupted = _checked(model, clean, corrupted)
-    names = {e.name for e in attention_graph(1, 1)}
-    chosen = set()
-    for edge in patched:
-        name = edge.name if isinstance(edge, Edge) else edge
-        if name not in names:
-            raise ValueError(f"patched must hold edges of the 1-layer, 1-head graph, got "
-                             f"{name!r}")
-        chosen.add(name)
+    chosen = _patched_names(patched, 1, 1)
     dtype = model.attention.W_Q.dtype
     x, x_corrupted = (model.keys(t).to(dtype) for t in (clean, corrupted))
     if "a0.h0->logits" in chosen:

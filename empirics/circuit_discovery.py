@@ -24,9 +24,22 @@ boundary broken against the method), and the faithfulness of that top-:math:`|C|
 \bar m_{corr})`, the share of the clean-versus-corrupted gap recovered when every edge outside
 :math:`\hat C` is patched at once (recomputing every node, in TransformerLens hooks too).
 
+**Cases that do not export to TransformerLens** (the LayerNorm majority head, one-step-GD
+linear attention and their variants; ``CircuitCase.native`` is set) are scored the same way on
+their native hook points (:mod:`constructions.native_cases`) through **nnsight**, which patches
+any torch module's activations (:class:`NativeSetup`): activation patching replaces one hook
+point's activation by the corrupted run's inside an nnsight trace, and EAP saves every hook
+point's activation inside one trace (each replaced by a distinct copy, so that hook points
+fed the same tensor get their own gradients) and differentiates the metric with
+``torch.autograd.grad``. In a 1-layer graph each edge is one hook point, so these are the
+edge-level methods above; a zero map with no hook point (the majority head's
+``input -> logits``, there is no residual) scores 0 under both.
+
 A third-party implementation (auto-circuit's ACDC and EAP) is not run: auto-circuit 1.0.1
-pulls in JAX, dm-haiku and tracr, and ``vscode-tqdm``, which installs a module named ``tqdm``
-over the real one (see the circuits area's report).
+(checked with ``pip download auto-circuit --no-deps`` and its metadata) requires
+``vscode-tqdm>=4.66.2``, whose wheel installs a top-level ``tqdm`` package over the real one
+(tqdm 4.70.1 here would be replaced by 4.66.2's code under the other name), pins
+``kaleido==0.2.1``, and pulls ``tracr-pypi`` (JAX, dm-haiku, chex) and ``plotly``.
 """
 
 from __future__ import annotations
@@ -130,6 +143,93 @@ def _head(node: str) -> tuple[int, int]:
     return int(layer), int(head)
 
 
+# --- the nnsight side (cases that do not export) ------------------------------------------------
+
+def _envoy(root, path: str):
+    """The nnsight envoy of the submodule at a dotted ``path`` (digits index a ModuleList)."""
+    for part in path.split("."):
+        root = root[int(part)] if part.isdigit() else getattr(root, part)
+    return root
+
+
+class NativeSetup:
+    """A non-exportable case's model wrapped by nnsight, one prompt batch and its activations
+    at every edge's hook point (``case.native``)."""
+
+    def __init__(self, case: CircuitCase, model, clean: torch.Tensor, corrupted: torch.Tensor):
+        from nnsight import NNsight
+
+        self.case = case
+        module, hooks = case.native(model)
+        device = next(module.parameters()).device
+        self.clean, self.corrupted = clean.to(device), corrupted.to(device)
+        n_heads = sum(1 for name in hooks if name.endswith("->logits") and name != "input->logits")
+        self.graph = attention_graph(1, n_heads)
+        if set(hooks) != {e.name for e in self.graph}:
+            raise ValueError(f"case {case.name}: native hooks must name every edge of the "
+                             f"1-layer, {n_heads}-head graph")
+        self.hooks = dict(hooks)
+        self.live = [(name, path) for name, path in hooks.items() if path is not None]
+        self.model = NNsight(module)
+        self.clean_acts = self._activations(self.clean)
+        self.corrupted_acts = self._activations(self.corrupted)
+
+    def _activations(self, prompt: torch.Tensor) -> dict[str, torch.Tensor]:
+        store: dict[str, torch.Tensor] = {}
+        with torch.no_grad(), self.model.trace(prompt):
+            for name, path in self.live:
+                store[name] = _envoy(self.model, path).output.save()
+        return {name: value.clone() for name, value in store.items()}
+
+    def metric(self, output: torch.Tensor) -> torch.Tensor:
+        return self.case.metric(output, self.clean, self.corrupted).mean()
+
+    def patched_metric(self, patched: Sequence[Edge]) -> float:
+        r""":math:`\bar m` of the clean run with each patched edge's hook point carrying the
+        corrupted run's activation (a zero map's edge has none: nothing to patch)."""
+        names = {edge.name for edge in patched}
+        saved: dict[str, torch.Tensor] = {}
+        with torch.no_grad(), self.model.trace(self.clean):
+            for name, path in self.live:        # in forward order, as nnsight requires
+                if name in names:
+                    _envoy(self.model, path).output = self.corrupted_acts[name]
+            saved["metric"] = self.metric(self.model.output).save()
+        return float(saved["metric"])
+
+
+def native_activation_patching(setup: NativeSetup) -> dict[str, float]:
+    r"""Edge name -> :math:`|\bar m(\emptyset) - \bar m(\{e\})|`, each patched run an nnsight
+    trace with that edge's hook point set to the corrupted activation."""
+    base = setup.patched_metric(())
+    by_name = {e.name: e for e in setup.graph}
+    return {name: 0.0 if path is None else abs(base - setup.patched_metric([by_name[name]]))
+            for name, path in setup.hooks.items()}
+
+
+def native_edge_attribution(setup: NativeSetup) -> dict[str, float]:
+    r"""Edge name -> :math:`|\langle \Delta a_e, \partial\bar m/\partial a_e\rangle|` at
+    each edge's hook point :math:`a_e`, from one clean nnsight trace (EAP)."""
+    kept: dict[str, torch.Tensor] = {}
+    with torch.enable_grad(), setup.model.trace(setup.clean):
+        for name, path in setup.live:
+            envoy = _envoy(setup.model, path)
+            # a distinct copy per hook point: the LSA view's q/k/v/residual hooks all see the
+            # same prompt tensor, whose .grad would sum their gradients
+            act = envoy.output.clone()
+            act.requires_grad_()
+            envoy.output = act
+            kept[name] = act.save()
+        kept["metric"] = setup.metric(setup.model.output).save()
+    names = [name for name, _ in setup.live]
+    grads = torch.autograd.grad(kept["metric"], [kept[n] for n in names], allow_unused=True)
+    out = dict.fromkeys(setup.hooks, 0.0)
+    for name, grad in zip(names, grads, strict=True):
+        if grad is not None:
+            delta = setup.corrupted_acts[name] - setup.clean_acts[name]
+            out[name] = abs(float((delta * grad).sum()))
+    return out
+
+
 # --- the methods --------------------------------------------------------------------------------
 
 def activation_patching(setup: Setup) -> dict[str, float]:
@@ -206,6 +306,15 @@ def edge_attribution(setup: Setup) -> dict[str, float]:
 
 METHOD_FUNCTIONS: dict[str, Callable[[Setup], dict[str, float]]] = {
     "activation-patching": activation_patching, "eap": edge_attribution}
+NATIVE_METHOD_FUNCTIONS: dict[str, Callable[[NativeSetup], dict[str, float]]] = {
+    "activation-patching": native_activation_patching, "eap": native_edge_attribution}
+
+
+def setup_for(case: CircuitCase, model, clean: torch.Tensor, corrupted: torch.Tensor
+              ) -> Setup | NativeSetup:
+    """The TransformerLens setup, or the nnsight one for a case with native hook points."""
+    kind = Setup if case.native is None else NativeSetup
+    return kind(case, model, clean, corrupted)
 
 
 # --- scoring ------------------------------------------------------------------------------------
@@ -231,9 +340,18 @@ def precision_at(scores: dict[str, float], truth: frozenset[str], k: int) -> flo
     return sum(e in truth for e in top) / k if k else math.nan
 
 
-def faithfulness_curve(setup: Setup, order: Sequence[str]) -> list[float]:
+def faithfulness_curve(setup: Setup | NativeSetup, order: Sequence[str]) -> list[float]:
     """Faithfulness of the top-k edges of ``order`` for k = 0..E: the share of the
-    clean-versus-corrupted gap recovered with every other edge patched."""
+    clean-versus-corrupted gap recovered with every other edge patched. Kept on the setup by
+    ``order``: two methods that rank the edges alike share one curve (same runs, same
+    values)."""
+    cache = setup.__dict__.setdefault("_curves", {})
+    if tuple(order) not in cache:
+        cache[tuple(order)] = _faithfulness_curve(setup, order)
+    return list(cache[tuple(order)])
+
+
+def _faithfulness_curve(setup: Setup | NativeSetup, order: Sequence[str]) -> list[float]:
     clean = setup.patched_metric(())
     corrupted = setup.patched_metric(setup.graph)
     if clean == corrupted:  # the corruption does not move the metric: nothing to recover
@@ -249,7 +367,8 @@ def faithfulness_curve(setup: Setup, order: Sequence[str]) -> list[float]:
 
 def scores(setup: Setup, circuit: Circuit, method: str) -> dict:
     """One method on one case: its edge scores, AUC, precision and faithfulness at |C|."""
-    edge_scores = METHOD_FUNCTIONS[method](setup)
+    functions = NATIVE_METHOD_FUNCTIONS if isinstance(setup, NativeSetup) else METHOD_FUNCTIONS
+    edge_scores = functions[method](setup)
     truth, k = circuit.edge_names, len(circuit.edges)
     order = ranked(edge_scores, truth)
     curve = faithfulness_curve(setup, order)
@@ -298,7 +417,7 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
         model = model.to(device)
         generator = torch.Generator().manual_seed(seed * 1000 + index)
         clean, corrupted = case.prompts(generator, config["batch"], config["size"])
-        setup = Setup(case, model, clean, corrupted)
+        setup = setup_for(case, model, clean, corrupted)
         for method in config["methods"]:
             scored = scores(setup, circuit, method)
             for key in ("auc", "precision", "faithfulness"):
@@ -314,7 +433,8 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
 
 CIRCUIT_DISCOVERY = Experiment(
     name="circuit-discovery",
-    description=("Activation patching (TransformerLens's patching utilities) and edge "
+    description=("Activation patching (TransformerLens's patching utilities, or nnsight on "
+                 "the cases that do not export) and edge "
                  "attribution patching scored against the exact ground-truth circuits of the "
                  "circuit cases: ROC AUC, precision and faithfulness at the true circuit "
                  "size."),
@@ -323,5 +443,5 @@ CIRCUIT_DISCOVERY = Experiment(
         "full": {"cases": "all", "size": "full", "batch": 512, "methods": list(METHODS)},
     },
     run=run,
-    code=("constructions.circuit_cases", "constructions.circuits"),
+    code=("constructions.circuit_cases", "constructions.circuits", "constructions.native_cases"),
 )

@@ -193,3 +193,92 @@ def test_the_page_section_shows_the_published_scores_and_either_diagram(monkeypa
     assert fallback.count('stroke-width="2.2"') == sum(len(c.edges) for c in circuits)
     assert fallback.count("stroke-dasharray") == sum(len(c.complement()) for c in circuits)
     assert "no published result" in fallback
+
+
+# --- the cases that do not export: nnsight on their native hook points ------------------------
+
+NATIVE = [name for name, case in all_cases().items() if case.native is not None]
+
+
+@pytest.fixture(scope="module")
+def nnsight():
+    try:
+        return importlib.import_module("nnsight")
+    except ImportError:
+        if os.environ.get("THEOREMS_REQUIRE_EXTRAS"):
+            pytest.fail("nnsight is missing, but THEOREMS_REQUIRE_EXTRAS says every extra is "
+                        "installed")
+        pytest.skip(f"nnsight is not installed: {INTEROP_HINT}")
+
+
+def test_the_majority_head_and_one_step_gd_cases_and_their_variants_are_registered():
+    assert set(NATIVE) >= {"majority-head", "majority-head-qk-gauge",
+                           "majority-head-ln-rotation", "one-step-gd",
+                           "one-step-gd-null-space", "one-step-gd-spurious-head"}
+
+
+@pytest.mark.interop
+def test_nnsight_scores_the_cases_that_do_not_export(smoke, nnsight):
+    for name in NATIVE:
+        for method in cd.METHODS:
+            # Off-circuit edges move the metric by at most the sufficiency bound (bit for bit 0
+            # for one-step GD, circuits.icl-sufficient; rounding-sized for the majority head,
+            # circuits.majority-sufficient), circuit edges by >= 1.9/n or the derived
+            # delta eta |x_k|^2 / n: both methods rank the circuit first.
+            assert smoke.metric(name, method, "auc") == 1.0, (name, method)
+            assert smoke.metric(name, method, "precision") == 1.0, (name, method)
+            faithfulness = smoke.metric(name, method, "faithfulness")
+            if name.startswith("one-step-gd"):
+                # patching the complement is bit for bit the clean run (circuits.icl-
+                # sufficient and its variants): (m_clean - m_corr) / (m_clean - m_corr)
+                assert faithfulness == 1.0, (name, method)
+            else:
+                # |m(complement) - m_clean| <= 2 x the majority-sufficient bound, which with
+                # eta <= 2^-30 is <= 2 (2 e_w + 2 gamma_n (1 + e_w)) (1 + eps_V) < 2e-8 at
+                # e_w <= 2.2e-9 (n = 8), over a gap of >= 1.9 / n > 0.23: |f - 1| < 1e-7
+                assert abs(faithfulness - 1) < 1e-7, (name, method)
+            assert f"{name}-{method}" in smoke.figures
+
+
+@pytest.mark.interop
+def test_nnsight_patching_is_the_native_patching(nnsight):
+    from constructions.icl_variants import multi_head_patched_prediction
+    from constructions.majority_circuit import majority_patched_output
+
+    for name, patched_run in (("majority-head", majority_patched_output),
+                              ("one-step-gd-spurious-head", multi_head_patched_prediction)):
+        case = all_cases()[name]
+        model, circuit = case.instance("smoke")
+        clean, corrupted = case.prompts(torch.Generator().manual_seed(4), 4)
+        setup = cd.setup_for(case, model, clean, corrupted)
+        for patched in [(), circuit.edges[:1], circuit.complement(), setup.graph]:
+            direct = case.metric(patched_run(model, clean, corrupted, patched), clean,
+                                 corrupted).mean()
+            # the same operations on the same operands: the corrupted run's activation at a
+            # hook point is what the patched input gives there (constructions.native_cases)
+            assert setup.patched_metric(patched) == float(direct), (name, patched)
+
+
+@pytest.mark.interop
+def test_a_mis_scored_method_gets_an_auc_below_one(nnsight, monkeypatch):
+    """The scoring can fail: random scores (seeded) and inverted scores rank the circuit
+    below other edges."""
+    generator = torch.Generator().manual_seed(0)
+
+    def random_scores(setup):
+        return {e.name: float(torch.rand(1, generator=generator)) for e in setup.graph}
+
+    def inverted_scores(setup):
+        return {name: -s for name, s in cd.native_activation_patching(setup).items()}
+
+    monkeypatch.setitem(cd.NATIVE_METHOD_FUNCTIONS, "random", random_scores)
+    monkeypatch.setitem(cd.NATIVE_METHOD_FUNCTIONS, "inverted", inverted_scores)
+    case = all_cases()["one-step-gd-spurious-head"]
+    model, circuit = case.instance("smoke")
+    clean, corrupted = case.prompts(torch.Generator().manual_seed(0), 4)
+    setup = cd.setup_for(case, model, clean, corrupted)
+    assert cd.scores(setup, circuit, "random")["auc"] < 1
+    inverted = cd.scores(setup, circuit, "inverted")
+    assert inverted["auc"] == 0.0 and inverted["precision"] == 0.0
+    # the method found the wrong circuit: patching everything else leaves none of the gap
+    assert inverted["faithfulness"] == 0.0

@@ -17,7 +17,13 @@ the same circuit, checked again on them. The one-step-GD linear self-attention
 (:mod:`constructions.icl_circuit`) is a third case: under a shift of one context label its
 circuit is the label value edge and the head's read-out (:mod:`.icl`); the LayerNorm majority
 head (:mod:`constructions.majority_circuit`) a fourth: under a token resampling, its value edge
-and output (:mod:`.majority`), sufficient within a running rounding bound. The compact
+and output (:mod:`.majority`), sufficient within a running rounding bound. Both have dense
+variants on which their circuit claims re-run: for the majority head a query/key gauge by an
+:math:`M` fixing :math:`\mathbf 1^\top` and a rotation of the residual stream by an :math:`R`
+fixing :math:`\mathbf 1` (which commutes with the LayerNorm), each computing the same output
+within a derived rounding bound (:mod:`.majority_variants`); for one-step GD dense weights in
+the read-out's null space and a dense spurious head before the real one, both bit for bit
+(:mod:`.icl`). The compact
 induction construction (width 11, circle codes) has the same 2-edge next-token circuit, but
 sufficient only within a derived bound: two edges outside it move the metric through
 :math:`\langle u_a, u_{\tau'} - u_\tau\rangle \ne 0`, by at most :math:`2\bar\varepsilon

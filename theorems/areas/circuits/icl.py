@@ -24,6 +24,12 @@ from constructions.icl_circuit import (
     shift_label,
 )
 from constructions.icl_regression import one_step_gd, prompt
+from constructions.icl_variants import (
+    SPURIOUS_HEADS,
+    multi_head_magnitude,
+    multi_head_patched_prediction,
+    spurious_head_variant,
+)
 from constructions.numerics import gamma, unit_roundoff
 from theorems.areas.circuits._shared import PATCHING
 from theorems.claims import Claim, Source
@@ -110,6 +116,27 @@ ICL_VARIANT = Claim(
 )
 
 
+ICL_SPURIOUS = Claim(
+    id="circuits.icl-spurious-head",
+    title="A dense spurious head before the one-step-GD head keeps its prediction bit for "
+          "bit, and the circuit (renamed) is sufficient, necessary and minimal on it",
+    statement=(SETTING + PATCHING + CORRUPTION + r"Let $f_S = \texttt{spurious\_head\_"
+               r"variant}(f)$: two heads summed on one residual stream, $\hat y = -(z_{q,y} + "
+               r"t_0 + t_1)$ with $t_h = e_y^\top W^h_{PV}GW^h_{KQ}z_q$; head 0 spurious, "
+               r"$W^0_{KQ}$ dense Gaussian and $W^0_{PV}$ dense Gaussian in rows $1..d$ with "
+               r"a zero label row; head 1 is $f$'s. Its graph (1 layer, 2 heads) has 9 "
+               r"edges, and $C_S$ is $C$ with $a_0$ renamed $a_1$. On every prompt $f_S$ "
+               r"predicts $f$'s $\hat y$ bit for bit in float64, and on $f_S$ the circuit "
+               r"$C_S$ is sufficient (bit for bit), necessary and minimal with the bounds "
+               r"above ($T$ summed over the heads)."),
+    source=Source(where="spurious heads in the read-out's null space (this project)", tag="D",
+                  **VON_OSWALD),
+    kind="construction",
+    construction="constructions.icl_variants:spurious_head_variant",
+    depends_on=("circuits.icl-sufficient", "circuits.icl-necessary"),
+)
+
+
 # --- cases ------------------------------------------------------------------------------------
 
 finite = st.floats(-2.0, 2.0, allow_nan=False, allow_infinity=False)
@@ -140,14 +167,16 @@ def _prompts(case):
     return d, eta, clean, shift_label(clean, k, delta)
 
 
-def move_bound(model, clean, corrupted, case, patched_run) -> float:
-    """The derived least float64 move (claim): the exact move less both runs' rounding."""
+def move_bound(model, clean, corrupted, case, patched_run, magnitude=lsa_magnitude) -> float:
+    """The derived least float64 move (claim): the exact move less both runs' rounding.
+    ``magnitude`` sums the heads' magnitudes for a multi-head variant, whose extra heads'
+    terms are exact zeros (so no further rounding)."""
     d, eta, X, _, k, delta = case
     n = len(X)
     x_k = torch.tensor(X[k], dtype=torch.float64)
     K = n + 3 * (d + 1) + 1
-    t_clean = float(lsa_magnitude(model, clean, clean, clean))
-    t_patched = float(lsa_magnitude(model, *patched_run))
+    t_clean = float(magnitude(model, clean, clean, clean))
+    t_patched = float(magnitude(model, *patched_run))
     exact = abs(delta) * eta * float(x_k @ x_k) / n * (1 - gamma(d + 3))
     # each run's head term errs by <= gamma_K times its exact magnitude, which is <= the
     # computed one / (1 - gamma_K) (non-negative terms); the residual z_{q,y} = 0 and the
@@ -163,7 +192,16 @@ def identity(model):
     return model
 
 
-def sufficiency_check(build=one_step_gd, circuit=icl_circuit, variant=identity):
+def _circuit(circuit, d, model, heads):
+    """``circuit(d)``, its heads renamed by ``heads`` in a multi-head variant."""
+    kept = circuit(d)
+    return kept.relabelled(heads, model.n_heads, d + 1) if heads else kept
+
+
+def sufficiency_check(build=one_step_gd, circuit=icl_circuit, variant=identity,
+                      patch=lsa_patched_prediction, heads=None):
+    """Patch the circuit's complement on ``variant(build(d, eta))``; a multi-head variant
+    passes its ``patch`` function and the renaming ``heads`` of its circuit."""
     @given(case=label_shifts())
     @example(case=SMALL_CASE)
     @example(case=DENSE_CASE)
@@ -171,8 +209,9 @@ def sufficiency_check(build=one_step_gd, circuit=icl_circuit, variant=identity):
     def test_sufficient(case):
         d, eta, clean, corrupted = _prompts(case)
         model = variant(build(d, eta))
-        reference = lsa_patched_prediction(model, clean, corrupted, ())
-        patched = lsa_patched_prediction(model, clean, corrupted, circuit(d).complement())
+        kept = _circuit(circuit, d, model, heads)
+        reference = patch(model, clean, corrupted, ())
+        patched = patch(model, clean, corrupted, kept.complement())
         # Bit-identity, not a tolerance: the query column (query and residual edges) is equal
         # in both prompts, and a patched key differs in its y entry only, which meets W_KQ's
         # zero y row: fl(y' * 0) = 0, so G @ W_KQ repeats the clean run's operands.
@@ -187,26 +226,31 @@ test_sufficient = check(ICL_SUFFICIENT, "property")(sufficiency_check())
 
 
 def necessity_check(build=one_step_gd, circuit=icl_circuit, minimal=False,
-                    variant=identity):
-    """Patch each circuit edge alone (necessity) or with the whole complement (minimality)."""
+                    variant=identity, patch=lsa_patched_prediction, heads=None,
+                    magnitude=lsa_magnitude):
+    """Patch each circuit edge alone (necessity) or with the whole complement (minimality);
+    ``variant``, ``patch``, ``heads`` as for :func:`sufficiency_check`."""
+    real = (heads or {}).get("a0.h0", "a0.h0")   # the one-step-GD head's name in the model
+
     @given(case=label_shifts())
     @example(case=SMALL_CASE)
     @example(case=DENSE_CASE)
     @budget(0.3, minimum=4)  # a few tiny predictions per example
     def test_necessary(case):
         d, eta, clean, corrupted = _prompts(case)
-        model, kept = variant(build(d, eta)), circuit(d)
-        base = lsa_patched_prediction(model, clean, corrupted, ())
+        model = variant(build(d, eta))
+        kept = _circuit(circuit, d, model, heads)
+        base = patch(model, clean, corrupted, ())
         for edge in kept.edges:
             patched = [edge, *kept.complement()] if minimal else [edge]
             names = {e.name for e in patched}
-            # the inputs the patched run's head term reads (value, key, query)
-            head_reads = [corrupted if "a0.h0->logits" in names
-                          or f"input->a0.h0<{x}>" in names else clean for x in "vkq"]
-            bound = move_bound(model, clean, corrupted, case, head_reads)
+            # the inputs the patched run's head term reads (value, key, query); a spurious
+            # head's term is an exact zero whatever it reads
+            head_reads = [corrupted if f"{real}->logits" in names
+                          or f"input->{real}<{x}>" in names else clean for x in "vkq"]
+            bound = move_bound(model, clean, corrupted, case, head_reads, magnitude)
             assert bound > 0, f"the derived bound {bound} should be positive"
-            moved = float((lsa_patched_prediction(model, clean, corrupted, patched)
-                           - base).abs().min())
+            moved = float((patch(model, clean, corrupted, patched) - base).abs().min())
             assert moved >= bound, (f"patching {edge.name}"
                                     f"{' and the complement' if minimal else ''} moved the "
                                     f"prediction by {moved} < {bound}")
@@ -243,3 +287,33 @@ test_variant_necessary = check(ICL_VARIANT, "property")(
     necessity_check(variant=null_space_variant))
 test_variant_minimal = check(ICL_VARIANT, "property")(
     necessity_check(minimal=True, variant=null_space_variant))
+
+
+def same_multi_head_prediction_check(build=one_step_gd, variant=spurious_head_variant):
+    @given(case=label_shifts())
+    @example(case=DENSE_CASE)
+    @budget(0.3, minimum=4)  # two tiny predictions per example
+    def test_same_prediction(case):
+        d, eta, clean, corrupted = _prompts(case)
+        model = build(d, eta)
+        other = variant(model)
+        # Bit-identity, not a tolerance (constructions.icl_variants): the spurious head's
+        # term is a product with an exact-zero label row, an exact 0 for finite prompts, and
+        # fl(0 + t) = t; the real head's term repeats the original's operations
+        for Z in (clean, corrupted):
+            assert torch.equal(other.predict(Z), model.predict(Z)), (
+                "the spurious-head variant changed the prediction by "
+                f"{float((other.predict(Z) - model.predict(Z)).abs().max())}")
+        evidence.cases(1)
+    return test_same_prediction
+
+
+SPURIOUS = {"variant": spurious_head_variant, "patch": multi_head_patched_prediction,
+            "heads": SPURIOUS_HEADS}
+test_spurious_same_prediction = check(ICL_SPURIOUS, "property")(
+    same_multi_head_prediction_check())
+test_spurious_sufficient = check(ICL_SPURIOUS, "property")(sufficiency_check(**SPURIOUS))
+test_spurious_necessary = check(ICL_SPURIOUS, "property")(
+    necessity_check(magnitude=multi_head_magnitude, **SPURIOUS))
+test_spurious_minimal = check(ICL_SPURIOUS, "property")(
+    necessity_check(minimal=True, magnitude=multi_head_magnitude, **SPURIOUS))

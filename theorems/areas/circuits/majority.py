@@ -129,9 +129,19 @@ def score_bound(queries: torch.Tensor, keys: torch.Tensor, scale: float) -> floa
     return abs(scale) * float(bound.max()) * (1 + gamma(2 * d + 8))
 
 
-def _setup(build, case):
+def identity(model):
+    """The construction itself (the ``variant`` of the original checks)."""
+    return model
+
+
+def _models(build, variant):
+    """A cache of ``variant(build(V, d, seed=seed))`` by (V, d, seed)."""
+    return cached(lambda V, d, seed: variant(build(V, d, seed=seed)))
+
+
+def _setup(models, case):
     V, d, seed, tokens, r, b = case
-    model = build(V, d, seed=seed)
+    model = models(V, d, seed)
     clean = torch.tensor([tokens])
     corrupted = resample_token(clean, r, b, V)
     ops = [majority_operands(model, t) for t in (clean, corrupted)]
@@ -149,15 +159,17 @@ def _metric(output: torch.Tensor, a: int, b: int) -> float:
 
 # --- checks -----------------------------------------------------------------------------------
 
-def sufficiency_check(build=majority_head, circuit=majority_circuit):
-    build = cached(build)
+def sufficiency_check(build=majority_head, circuit=majority_circuit, variant=identity):
+    """Patch the circuit's complement; ``variant`` maps the built model to a variant of it
+    (:mod:`.majority_variants`), whose own computed operands the bound reads."""
+    models = _models(build, variant)
 
     @given(case=token_resamplings())
     @example(case=LONG_CASE)
     @example(case=SHORT_CASE)
     @budget(0.3, minimum=4)  # two tiny forward passes per example
     def test_sufficient(case):
-        model, clean, corrupted, _, e_w, S, eta = _setup(build, case)
+        model, clean, corrupted, _, e_w, S, eta = _setup(models, case)
         n = len(case[3])
         # the claim's first part: the scores are rounding-sized (1^T x_j = 0 exactly), so
         # the bound below is; a head whose keys or queries matter fails here
@@ -181,16 +193,18 @@ def sufficiency_check(build=majority_head, circuit=majority_circuit):
 test_sufficient = check(MAJ_SUFFICIENT, "property")(sufficiency_check())
 
 
-def necessity_check(build=majority_head, circuit=majority_circuit, minimal=False):
-    """Patch each circuit edge alone (necessity) or with the whole complement (minimality)."""
-    build = cached(build)
+def necessity_check(build=majority_head, circuit=majority_circuit, minimal=False,
+                    variant=identity):
+    """Patch each circuit edge alone (necessity) or with the whole complement (minimality),
+    on ``variant`` of the built model."""
+    models = _models(build, variant)
 
     @given(case=token_resamplings())
     @example(case=LONG_CASE)
     @example(case=SHORT_CASE)
     @budget(0.3, minimum=4)  # a few tiny forward passes per example
     def test_necessary(case):
-        model, clean, corrupted, ops, e_w, S, _ = _setup(build, case)
+        model, clean, corrupted, ops, e_w, S, _ = _setup(models, case)
         _, d, _, tokens, r, b = case
         n, a, u = len(tokens), tokens[r], unit_roundoff()
         one_hot = [torch.nn.functional.one_hot(t[0], model.vocab_size).to(S[0])

@@ -13,6 +13,7 @@ from constructions.ar_mesa import (
     ar_mesa_layer,
     ar_sequences,
     harmonic_weight,
+    loss_identity_error_bound,
     moments,
     one_step_gd_predictions,
     optimal_ab,
@@ -175,3 +176,25 @@ def test_moments_match_sampling_and_the_exact_optimum():
 def test_bad_input_is_rejected_with_the_parameter_named(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_the_loss_identity_bound_covers_the_two_evaluations():
+    from empirics.ar_mesa import direct_loss, statistics_loss, token_statistics
+
+    x = ar_sequences(sample_x1("gaussian", 6, 2, generator=torch.Generator().manual_seed(1)), 8,
+                     generator=torch.Generator().manual_seed(2))
+    model = ar_mesa_layer(2, 0.7, 0.3)
+    statistics = token_statistics(x, 4)
+    gap = abs(float(statistics_loss(model, statistics) - direct_loss(model, x, 4)))
+    assert gap / float(statistics[0]) <= loss_identity_error_bound(model, x, 4)
+    with pytest.raises(ValueError, match="x must"):
+        loss_identity_error_bound(model, x[..., :1], 4)
+
+
+# --- valid example arguments for tests/test_public_api.py ---------------------------------------
+
+PUBLIC_API_EXAMPLES = {
+    "ar_mesa.loss_identity_error_bound": lambda: {
+        "model": ar_mesa_layer(2, 1.0, 0.5),
+        "x": ar_sequences(torch.ones(2, 2, dtype=torch.complex128), 4), "chunk": 1},
+}

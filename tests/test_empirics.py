@@ -461,9 +461,14 @@ def test_line_angle_ignores_sign_and_measures_degrees():
     u = torch.stack([ones, -2 * ones, torch.tensor([1.0, -1.0, 0.0, 0.0], dtype=torch.float64),
                      torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64)])
     angles = compare.line_angle(u, ones)
-    # |cos| = 1 - delta with delta ~ 1e-16 gives acos ~ sqrt(2 delta) ~ 1.5e-8 rad ~ 1e-6 deg
-    assert angles[:3].tolist() == pytest.approx([0.0, 0.0, 90.0], abs=1e-6)
-    assert float(angles[3]) == pytest.approx(60.0)  # cos = 1/2
+    # exact: the dot products (4, -8, 0, 1) and norms (2, 4, sqrt 2, 1; |ones| = 2) are
+    # small integers or a square root, and 4/(2*2) = |-8/(4*2)| = 1, 0/(..) = 0, 1/(1*2) = 1/2
+    # are exact; acos(1) = 0 exactly, so the first two angles are exactly 0
+    assert angles[:2].tolist() == [0.0, 0.0]
+    # acos(0) and acos(1/2) within 1 ulp (2u relative, assumed) of pi/2 and pi/3, times the
+    # rounded 180/pi and rounded once more: gamma_4 relative of 90 and 60
+    assert abs(float(angles[2]) - 90.0) <= gamma(4) * 90.0
+    assert abs(float(angles[3]) - 60.0) <= gamma(4) * 60.0  # cos = 1/2
     assert math.isnan(float(compare.line_angle(torch.zeros(4), ones)))
 
 

@@ -160,12 +160,87 @@ def test_symmetry_orbit_averages_every_matrix_to_a_multiple_of_identity(d):
     assert torch.equal(orbit @ orbit.mT, torch.eye(d, dtype=torch.float64).expand_as(orbit))
 
 
+def _effective_shift_ball(f, a, X, rounding: bool = True):
+    r"""``effective_shift``'s formula on arb balls ``f``, ``a`` (lists) and ``X`` (float rows).
+
+    ``rounding=True``: a running error analysis by ball arithmetic, a ball containing every
+    float64 result of ``effective_shift(f', a, X @ X.mT)`` for every ``f'`` in the balls
+    ``f``: each operation (and the ``X @ X.mT`` that feeds it) is evaluated exactly on balls
+    and then widened by its rounding, :math:`u` of the result for a scalar operation,
+    :math:`\gamma_k\sum_i|x_i||y_i|` for a k-term dot product or sum (any summation order).
+    ``rounding=False``: the exact value of the formula."""
+    from flint import arb
+
+    def widen(x, r):
+        return x + arb(0, r) if rounding else x
+
+    def fl(x):                       # one rounded scalar operation
+        return widen(x, float(abs(x).upper()) * gamma(1))
+
+    def dot(x, y):                   # a k-term float dot product or sum of products
+        exact = sum((xi * yi for xi, yi in zip(x, y, strict=True)), arb(0))
+        size = sum(float(abs(xi).upper()) * float(abs(yi).upper())
+                   for xi, yi in zip(x, y, strict=True))
+        return widen(exact, gamma(len(x)) * size)
+
+    d = len(X)
+    Xa = [[arb(float(v)) for v in row] for row in X]
+    S = [[dot(Xa[i], Xa[j]) for j in range(d)] for i in range(d)]
+    Sa = [dot(S[i], a) for i in range(d)]
+    q = dot(a, Sa)
+    u = [fl(Sa[i] - fl(q * a[i])) for i in range(d)]
+    fu, fa, uu = dot(f, u), dot(f, a), dot(u, u)
+    alpha = fl(fa - fl(fl(fu * q) / uu))
+    return fl(fu / fl(uu * alpha))
+
+
+def _shifted(a, X, rho, normalize: bool):
+    """The exact ``a + rho X X^T a`` (normalised if asked) on arb balls."""
+    from flint import arb
+
+    d, n = len(X), len(X[0])
+    Sa = [sum((sum((arb(X[i][k]) * arb(X[j][k]) for k in range(n)), arb(0)) * a[j]
+               for j in range(d)), arb(0)) for i in range(d)]
+    f = [a[i] + arb(rho) * Sa[i] for i in range(d)]
+    if normalize:
+        norm = sum((v * v for v in f), arb(0)).sqrt()
+        f = [v / norm for v in f]
+    return f
+
+
 def test_effective_shift_reads_gamma_off_the_function():
+    from flint import arb, ctx
+
     X, a = sample_data(16, 5, 9, generator=torch.Generator().manual_seed(0))
+    n, d = 9, 5
     for normalize in (True, False):
         f = looped_power_transformer(5, 0.7, normalize=normalize)(X, a, 1)
         gammas = pm_empirics.effective_shift(f, a, X @ X.mT)
-        assert torch.allclose(gammas, torch.full_like(gammas, 0.7), rtol=1e-10)
+        # the model's own error against the exact a + 0.7 S a (per entry, by its norm): one
+        # step's gamma_m || |a| + rho |X|(|X|^T |a|) || (m = n + 2d + 8, the area's bound;
+        # rho = wv from two square roots included), and, normalised, twice
+        # iteration_error_bound (the area's first-order direction bound, factor 2 for
+        # second order)
+        absX = X.abs()
+        c = (a.abs() + 0.7 * (absX @ (absX.mT @ a.abs().unsqueeze(-1))).squeeze(-1)).norm(dim=-1)
+        radius = (2 * iteration_error_bound(X, a, 1, 0.7) if normalize
+                  else gamma(n + 2 * d + 8) * c)
+        with ctx.workprec(128):
+            for b in range(16):
+                rows = X[b].tolist()
+                stored = [arb(float(v)) for v in a[b].tolist()]
+                ideal = [v + arb(0, float(radius[b]))
+                         for v in _shifted(stored, rows, 0.7, normalize)]
+                ball = _effective_shift_ball(ideal, stored, rows)
+                # the float result lies in the rounding enclosure (the stored a is the
+                # model's and effective_shift's input)
+                assert ball.contains(arb(float(gammas[b]))), (b, ball, float(gammas[b]))
+                # and the formula is exact: for an exactly unit a it returns the shift 0.7
+                norm = sum((v * v for v in stored), arb(0)).sqrt()
+                unit = [v / norm for v in stored]
+                exact = _effective_shift_ball(_shifted(unit, rows, 0.7, normalize), unit, rows,
+                                              rounding=False)
+                assert exact.contains(arb(0.7)) and float(exact.rad()) < 1e-30, exact
 
 
 # --- the reference model on user data ------------------------------------------------------------

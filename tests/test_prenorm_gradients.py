@@ -41,24 +41,44 @@ def test_dropping_the_final_layer_norm_breaks_the_pre_ln_slope():
     assert "pre-LN" in report
 
 
+def _weights(model: MeanFieldTransformer) -> list[torch.Tensor]:
+    """``W_V, W_O, W_1, W_2`` of ``model``, cloned, ``W_2`` with its last layer re-attached."""
+    W_2 = torch.cat([model.W_2_hidden, model.W_2_last[None]]).detach()
+    return [w.detach().clone() for w in (model.W_V, model.W_O, model.W_1, W_2)]
+
+
+def _last_layer_gradient(weights: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    model = MeanFieldTransformer("pre", *weights, final_norm=True)
+    model(x).square().mean(dim=(1, 2)).sum().backward()
+    return model.W_2_last.grad
+
+
 def test_the_trial_batch_gives_each_trial_its_own_gradient():
     d, depth, tokens = 8, 3, 5
     batched = mean_field_transformer("pre", depth, d, trials=2, seed=3)
     x = torch.randn(2, tokens, d, generator=torch.Generator().manual_seed(0),
                     dtype=torch.float64)
-    batched(x).square().mean(dim=(1, 2)).sum().backward()
+    reference = _last_layer_gradient(_weights(batched), x)
+    generator = torch.Generator().manual_seed(1)
     for t in range(2):
-        single = MeanFieldTransformer(
-            "pre", batched.W_V[:, t:t + 1].clone(), batched.W_O[:, t:t + 1].clone(),
-            batched.W_1[:, t:t + 1].clone(),
-            torch.cat([batched.W_2_hidden[:, t:t + 1], batched.W_2_last[None, t:t + 1]]
-                      ).detach().clone(), final_norm=True)
-        single(x[t:t + 1]).square().mean(dim=(1, 2)).sum().backward()
-        # the same operations on the same numbers, except that batched matmuls may sum in
-        # another order: gamma of the longest inner product (d terms), per layer, relative
-        expected = single.W_2_last.grad[0]
-        tolerance = 4 * depth * gamma(d) * float(expected.abs().max())
-        assert float((batched.W_2_last.grad[t] - expected).abs().max()) <= tolerance
+        # the other trial gets new weights and a new input; trial t keeps its own
+        weights, y = _weights(batched), x.clone()
+        other = 1 - t
+        for w in weights:
+            w[:, other] = torch.randn(w[:, other].shape, generator=generator,
+                                      dtype=torch.float64) / math.sqrt(d)
+        y[other] = torch.randn(y[other].shape, generator=generator, dtype=torch.float64)
+        gradient = _last_layer_gradient(weights, y)
+        # exact: the two runs perform the same operations, on tensors of the same shapes and
+        # strides (so the same kernels and summation orders), and trial t's entries read only
+        # trial t's numbers (batched matmuls, per-row LayerNorm and ReLU, means over the
+        # tokens of one trial; the loss is a sum over trials, whose backward gives each trial
+        # the exact seed 1), which are bit-identical: its gradient is bit-identical. (A
+        # comparison with a one-trial model would not be: a batch of 1 may take another
+        # kernel, so another summation order.)
+        assert torch.equal(gradient[t], reference[t]), f"trial {t} depends on the other trial"
+        # the replaced trial's gradient did change, so the comparison can fail
+        assert not torch.equal(gradient[other], reference[other])
 
 
 def test_post_ln_state_has_the_exact_layer_norm_part():
@@ -69,15 +89,58 @@ def test_post_ln_state_has_the_exact_layer_norm_part():
     assert ratio.shape == (3,) and bool((ratio > 0).all())
 
 
+def _loglog_balls(x, y, sem):
+    r"""arb balls containing ``loglog_slope(x', y', sem)``'s float64 slope and (delta-method)
+    standard error for all inputs ``x', y'`` in the balls ``x, y``: its formula evaluated in
+    ball arithmetic, each operation widened by its rounding (:math:`u` relative for +, -, *,
+    /, sqrt; :math:`2u` for log and exp, 1 ulp assumed; :math:`\gamma_k` of the magnitudes
+    for a k-term sum, any order)."""
+    from flint import arb
+
+    def widen(v, relative):
+        return v + arb(0, float(abs(v).upper()) * relative)
+
+    def total(terms):
+        size = sum(float(abs(t).upper()) for t in terms)
+        return sum(terms, arb(0)) + arb(0, gamma(len(terms)) * size)
+
+    n = len(x)
+    lx = [widen(v.log(), 2 * gamma(1)) for v in x]
+    ly = [widen(v.log(), 2 * gamma(1)) for v in y]
+    mean = widen(total(lx) / n, gamma(1))
+    centred = [widen(v - mean, gamma(1)) for v in lx]
+    sxx = total([widen(v * v, gamma(1)) for v in centred])
+    c = [widen(v / sxx, gamma(1)) for v in centred]
+    slope = total([widen(ci * li, gamma(1)) for ci, li in zip(c, ly, strict=True)])
+    relative = [widen(arb(s) / widen(v.exp(), 2 * gamma(1)), gamma(1))
+                for s, v in zip(sem, ly, strict=True)]
+    variance = total([widen(widen(ci * ci, gamma(1)) * widen(r * r, gamma(1)), gamma(1))
+                      for ci, r in zip(c, relative, strict=True)])
+    return slope, widen(variance.sqrt(), gamma(1))
+
+
 def test_lemma_band_and_slope_helpers():
+    from flint import arb, ctx
+
     assert lemma_band("post", 7) == (1.5, 1.5)
     assert lemma_band("pre", 4) == (3.0, 7.0)
     depths = [1, 2, 4, 8]
     fit = loglog_slope(depths, [3.0 * L ** -0.5 for L in depths], sem=[0.0] * 4)
-    assert fit["slope"] == pytest.approx(-0.5, abs=1e-12) and fit["se"] == 0.0
-    se = loglog_slope(depths, [1.0] * 4, sem=[0.1] * 4)["se"]
-    # c_k = (x_k - mean x)/Sxx for x = k log 2, k = 0..3: sum c_k^2 = 1/Sxx, Sxx = 5 log(2)^2
-    assert se == pytest.approx(0.1 / (math.sqrt(5) * math.log(2)))
+    # exact: sem 0 gives relative errors 0 / exp(.) = 0 and a square root of 0
+    assert fit["se"] == 0.0
+    with ctx.workprec(128):
+        # the exact power law 3 L^(-1/2) within gamma_3 (a 1-ulp pow and a product): the
+        # float slope lies in the ball, which holds the exact slope -1/2 of the exact data
+        exact = [arb(3) / arb(L).sqrt() for L in depths]
+        y = [v + arb(0, gamma(3) * float(v.upper())) for v in exact]
+        slope, _ = _loglog_balls([arb(L) for L in depths], y, [0.0] * 4)
+        assert slope.contains(arb(fit["slope"])) and slope.contains(arb(-0.5)), slope
+        # y = 1: log 1 = 0 and exp 0 = 1 exactly, so the SE is 0.1 sqrt(sum c_k^2): c_k =
+        # (x_k - mean x)/Sxx for x = k log 2, k = 0..3, sum c_k^2 = 1/Sxx, Sxx = 5 log(2)^2
+        se = loglog_slope(depths, [1.0] * 4, sem=[0.1] * 4)["se"]
+        _, ball = _loglog_balls([arb(L) for L in depths], [arb(1)] * 4, [0.1] * 4)
+        assert ball.contains(arb(se)), (ball, se)
+        assert ball.contains(arb(0.1) / (arb(5).sqrt() * arb(2).log()))
     assert len({point_seed(0, a, L, c) for a in ("pre", "post") for L in (1, 2)
                 for c in (0, 1)}) == 8
 

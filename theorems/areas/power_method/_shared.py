@@ -2,6 +2,8 @@ r"""Helpers shared by the topic modules of this area."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 from hypothesis import strategies as st
 
@@ -31,19 +33,48 @@ _MODEL = (
 # --- tolerances ----------------------------------------------------------------------------------
 
 
+def eigenvalue_error(S: torch.Tensor, n: int | None = None) -> torch.Tensor:
+    r"""A bound on how far ``eigvalsh(S)``'s values are from those of the exact
+    :math:`XX^\top` (per batch entry): ``eigh`` is backward stable, its values exact for
+    :math:`S + E` with :math:`\lVert E\rVert_2 \le \gamma_{4d^2}\lVert S\rVert_2` (the
+    :math:`O(d^2u)` constant assumed, as in :func:`eigvector_tolerance`), and
+    :math:`\lVert S\rVert_2 \le \mathrm{tr}\,S` (PSD); forming :math:`S = XX^\top` from
+    ``n`` columns adds :math:`\gamma_n\lVert|X||X|^\top\rVert_F \le \gamma_n\mathrm{tr}\,S`
+    (Cauchy–Schwarz: :math:`(|X||X|^\top)_{ij} \le \sqrt{S_{ii}S_{jj}}`). By Weyl each
+    eigenvalue moves by at most the sum; the trace's own rounding is covered by
+    :math:`1 + \gamma_{d+1}`."""
+    d = S.shape[-1]
+    trace = torch.diagonal(S, dim1=-2, dim2=-1).sum(-1) * (1 + gamma(d + 1))
+    return (gamma(4 * d * d) + (gamma(n) if n else 0.0)) * trace
+
+
 def _log_growth(X: torch.Tensor, a: torch.Tensor, loops: int, rho: float | None):
-    """Reference iterates, log of |M| and log of the growth factors g_k = |M y_k|."""
+    """Reference iterates, log of an upper bound on |M| and of lower bounds on the growth
+    factors g_k = |M y_k| (the bound grows with |M| and falls with every g)."""
     X, a = X.double(), a.double()
+    n, d = X.shape[-1], X.shape[-2]
     S = X @ X.mT
     ys = power_iteration(S, a, loops, shift=rho)
     eig = torch.linalg.eigvalsh(S)
+    # the eigenvalues of the exact XX^T are within e of the computed ones (eigenvalue_error);
+    # |M| = max |1 + rho lambda| moves by at most |rho| e, and its few operations round by
+    # gamma_3
+    e = eigenvalue_error(S, n)
     if rho is None:
-        norm_M = eig[..., -1]
+        norm_M = eig[..., -1] + e
     else:
-        norm_M = torch.maximum((1 + rho * eig[..., -1]).abs(), (1 + rho * eig[..., 0]).abs())
+        norm_M = torch.maximum((1 + rho * eig[..., -1]).abs(),
+                               (1 + rho * eig[..., 0]).abs()) + abs(rho) * e
+    norm_M = norm_M * (1 + gamma(3))
     Sy = (S.unsqueeze(1) @ ys[:, :-1].unsqueeze(-1)).squeeze(-1)
     My = Sy if rho is None else ys[:, :-1] + rho * Sy
-    return ys, norm_M.log(), My.norm(dim=-1).log()
+    # My as computed is within gamma_{n+d+2} || |y| + |rho||X|(|X|^T|y|) || of the exact
+    # M y (forming S, S y, the residual) and its norm within gamma_{d+2} relative
+    absX, absy = X.abs(), ys[:, :-1].abs()
+    c = (absX.unsqueeze(1) @ (absX.mT.unsqueeze(1) @ absy.unsqueeze(-1))).squeeze(-1)
+    c = (c if rho is None else absy + abs(rho) * c).norm(dim=-1)
+    g = My.norm(dim=-1) * (1 - gamma(d + 2)) - gamma(n + d + 2) * c
+    return ys, norm_M.log(), g.clamp_min(0).log()
 
 
 def iteration_error_bound(X: torch.Tensor, a: torch.Tensor, loops: int,
@@ -67,15 +98,20 @@ def iteration_error_bound(X: torch.Tensor, a: torch.Tensor, loops: int,
     for k in range(loops):
         log_amp = (loops - k - 1) * log_norm_M - log_g[:, k + 1:].sum(-1)
         bound = bound + log_amp.exp() * local[:, k]
-    return bound
+    # the bound's own evaluation (positive terms: a sum of L, products, exp and log of at
+    # most L + 6 roundings each, 1 ulp assumed for exp and log) rounds by gamma_{3L+8}
+    return bound * (1 + gamma(3 * loops + 8))
 
 
-def eigvector_tolerance(S: torch.Tensor, gap: float) -> float:
-    r"""Error of the computed principal projector: ``eigh`` is backward stable with a
-    perturbation of norm :math:`O(d^2u)\lVert S\rVert` (we take :math:`\gamma_{4d^2}`), and by
-    Davis–Kahan the projector moves by at most that over the eigengap."""
-    d = S.shape[-1]
-    return gamma(4 * d * d) * float(torch.linalg.matrix_norm(S, ord=2)) / gap
+def eigvector_tolerance(S: torch.Tensor, gap: float, n: int | None = None) -> float:
+    r"""Error of the computed principal projector against that of the exact :math:`XX^\top`
+    (``S`` computed from ``n`` columns): ``eigh`` is backward stable with a perturbation of
+    norm :math:`O(d^2u)\lVert S\rVert` (we take :math:`\gamma_{4d^2}`), forming ``S`` adds
+    its own (together :math:`e` = :func:`eigenvalue_error`), and by Davis–Kahan the projector
+    moves by at most :math:`e/(\hat g - e)`, the computed eigengap :math:`\hat g` less the
+    perturbation being a lower bound on the separation; ``inf`` when that is not positive."""
+    e = float(eigenvalue_error(S, n))
+    return e / (gap - e) * (1 + gamma(3)) if gap > e else math.inf
 
 
 # --- strategies ----------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from theorems.areas.power_method._shared import (
     LAYOUT,
     WU,
     _max_abs,
+    eigenvalue_error,
     eigvector_tolerance,
     iteration_error_bound,
     power_cases,
@@ -333,16 +334,42 @@ def _aligned_case(t: float = 0.05, loops: int = 3):
 
 
 def bound_terms(X: torch.Tensor, a: torch.Tensor, rho: float | None = None) -> dict:
-    """Eigen-quantities of the bounds: the ratio, |c_{r+1}|, |a_perp|/|a_Z|, the projector."""
+    r"""Eigen-quantities of the bounds: the ratio, :math:`|c_{r+1}|`,
+    :math:`|a_\perp|/|a_Z|`, the projector, each as computed and bounded for the exact
+    :math:`XX^\top` (the bounds use the side that makes them wider).
+
+    The eigenvalues are within :math:`e` (:func:`eigenvalue_error`), so
+    :math:`\mu_i = 1 + \rho\lambda_i` (or :math:`\lambda_i`) within :math:`|\rho|e` and the
+    ratio :math:`\mu_{r+1}/\mu_1` within ``[ratio_lo, ratio_hi]``; the projector within
+    :math:`\epsilon_P` (:func:`eigvector_tolerance`) moves :math:`|a_Z|` and
+    :math:`|a_\perp|` by at most :math:`\epsilon_P|a|`; the single eigenvector
+    :math:`v_{r+1}` by :math:`e/(g' - e)` (Davis–Kahan, :math:`g'` its computed distance to
+    the other eigenvalues; where that is not positive the lower bound is 0). Their own
+    rounding: :math:`\gamma_{2d+4}|a|` for the projections and norms, :math:`\gamma_4`
+    relative for the quotients."""
+    n, d = X.shape[1], X.shape[0]
     S = X @ X.T
     values, vectors, r = principal_subspace(S)
     mu = values if rho is None else 1 + rho * values
     top = vectors[:, :r]
     a_Z = top @ (top.T @ a)
     gap = float(values[0] - values[r])
-    return {"ratio": float(mu[r] / mu[0]), "c": float((vectors[:, r] @ a).abs()),
-            "coef": float((a - a_Z).norm() / a_Z.norm()), "top": top, "r": r, "gap": gap,
-            "lam1": float(values[0]), "S": S, "a_Z": float(a_Z.norm())}
+    e = float(eigenvalue_error(S, n))
+    shift = e if rho is None else abs(rho) * e
+    ratio_hi = (float(mu[r]) + shift) / (float(mu[0]) - shift) * (1 + gamma(4))
+    ratio_lo = max(float(mu[r]) - shift, 0.0) / (float(mu[0]) + shift) * (1 - gamma(4))
+    a_norm = float(a.norm())
+    move = (eigvector_tolerance(S, gap, n) + gamma(2 * d + 4)) * a_norm
+    a_perp, a_in = float((a - a_Z).norm()), float(a_Z.norm())
+    coef_hi = (a_perp + move) / (a_in - move) * (1 + gamma(4)) if a_in > move else math.inf
+    others = torch.cat([values[:r], values[r + 1:]])
+    separation = float((others - values[r]).abs().min())
+    c = float((vectors[:, r] @ a).abs())
+    tilt = e / (separation - e) if separation > e else math.inf
+    c_lo = max(c - (tilt + gamma(d + 2)) * a_norm, 0.0) * (1 - gamma(2))
+    return {"ratio": float(mu[r] / mu[0]), "c": c, "coef": a_perp / a_in, "top": top, "r": r,
+            "gap": gap, "lam1": float(values[0]), "S": S, "a_Z": a_in,
+            "ratio_lo": ratio_lo, "ratio_hi": ratio_hi, "c_lo": c_lo, "coef_hi": coef_hi}
 
 
 def iteration_bounds_check(build=looped_power_transformer, upper_shift: int = 0,
@@ -364,12 +391,20 @@ def iteration_bounds_check(build=looped_power_transformer, upper_shift: int = 0,
         for name, (y, shift) in outputs.items():
             t = bound_terms(X, a, shift)
             fp = 4 * float(iteration_error_bound(X[None], a[None], loops, shift)[0])
-            tol = fp + eigvector_tolerance(terms["S"], terms["gap"])
+            # the computed projector's error, and sin(phi)'s own rounding (a projection and a
+            # norm of a unit vector: gamma_{2d+4})
+            d = X.shape[0]
+            tol = (fp + eigvector_tolerance(terms["S"], terms["gap"], X.shape[1])
+                   + gamma(2 * d + 4))
             top = t["top"]
             y = y.double()
             sin_phi = float((y - top @ (top.T @ y)).norm())
-            lower = t["c"] * t["ratio"] ** (loops + lower_shift)
-            upper = t["coef"] * t["ratio"] ** (loops + upper_shift)
+            # the bounds from the eigen-quantities' certified sides (bound_terms); the power
+            # rounds by gamma_{L+1} (at most L + 1 products, or a 1-ulp pow)
+            steps = loops + lower_shift
+            lower = t["c_lo"] * t["ratio_lo"] ** steps * (1 - gamma(steps + 1))
+            steps = loops + upper_shift
+            upper = t["coef_hi"] * t["ratio_hi"] ** steps * (1 + gamma(steps + 1))
             evidence.margin(min(sin_phi - lower + tol, upper + tol - sin_phi) / max(sin_phi, tol))
             if sin_phi > 1e3 * tol:  # tightness only where rounding cannot distort it
                 evidence.metric(f"sin(phi)/upper ({name.split(' (')[0]})", sin_phi / upper)
@@ -403,10 +438,11 @@ def bounds_figure_check(build=looped_power_transformer):
                 ys = its[0, 1:].double()
             top = t["top"]
             sins = (ys - (ys @ top) @ top.T).norm(dim=-1)
-            lowers = [t["c"] * t["ratio"] ** L for L in Ls]
-            uppers = [t["coef"] * t["ratio"] ** L for L in Ls]
-            tol = eigvector_tolerance(terms["S"], terms["gap"]) + 4 * float(
-                iteration_error_bound(X[None], a[None], Ls[-1], shift)[0])
+            # as in iteration_bounds_check: the certified sides, the power's rounding
+            lowers = [t["c_lo"] * t["ratio_lo"] ** L * (1 - gamma(L + 1)) for L in Ls]
+            uppers = [t["coef_hi"] * t["ratio_hi"] ** L * (1 + gamma(L + 1)) for L in Ls]
+            tol = (eigvector_tolerance(terms["S"], terms["gap"], X.shape[1]) + gamma(2 * 8 + 4)
+                   + 4 * float(iteration_error_bound(X[None], a[None], Ls[-1], shift)[0]))
             for L, s, lo, up in zip(Ls, sins.tolist(), lowers, uppers, strict=True):
                 assert lo - tol <= s <= up + tol, f"bound broken at L={L}, rho={shift}"
             label = "power method" if shift is None else f"looped, rho={shift:g}"

@@ -13,13 +13,13 @@ from constructions.ar_mesa import (
     ar_mesa_layer,
     ar_sequences,
     harmonic_weight,
-    loss_identity_error_bound,
     moments,
     one_step_gd_predictions,
     optimal_ab,
     sample_x1,
     tokens,
 )
+from constructions.ar_mesa_bounds import loss_identity_error_bound
 from theorems.areas.ar_mesa import (
     gaussian_numeric_check,
     gaussian_symbolic_check,
@@ -194,7 +194,7 @@ def test_the_loss_identity_bound_covers_the_two_evaluations():
 # --- valid example arguments for tests/test_public_api.py ---------------------------------------
 
 PUBLIC_API_EXAMPLES = {
-    "ar_mesa.loss_identity_error_bound": lambda: {
+    "ar_mesa_bounds.loss_identity_error_bound": lambda: {
         "model": ar_mesa_layer(2, 1.0, 0.5),
         "x": ar_sequences(torch.ones(2, 2, dtype=torch.complex128), 4), "chunk": 1},
 }

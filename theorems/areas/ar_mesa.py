@@ -32,13 +32,13 @@ from constructions.ar_mesa import (
     harmonic_weight,
     limiting_ab,
     limiting_error,
-    loss_identity_error_bound,
     moments,
     one_step_gd_predictions,
     optimal_ab,
     population_error,
     sample_x1,
 )
+from constructions.ar_mesa_bounds import loss_identity_error_bound
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma

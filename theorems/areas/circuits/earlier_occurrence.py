@@ -18,6 +18,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from constructions.circuit_gauges import PERMUTED_HEADS, permuted_variant
 from constructions.circuit_variants import (
     SPURIOUS_HEADS,
     gauge_width,
@@ -71,9 +72,29 @@ VARIANTS = (r"The variants: $f_s = \texttt{spurious\_head\_variant}(f)$ (a dense
             r"$a_1 \to$ a1.h1, circuit $C_s$ renamed alike, in the 29-edge graph of 2 layers "
             r"of 2 heads), and $f_g = \texttt{value\_gauge\_variant}(f)$ (every head's "
             r"$W_V \to [W_V, 0]B$, $W_O \to B^\top[W_O; 0]$, $B = H_m/\sqrt m$ the normalised "
-            r"Hadamard matrix, $m = 4^k \ge S+1$ least; circuit $C$). $e_w(m)$, $e_\ell(m)$ are "
+            r"Hadamard matrix, $m = 4^k \ge S+1$ least; circuit $C$), and $f_\pi = "
+            r"\texttt{permute\_heads}(f_s, ((0,1),(1,0)))$ (layer 1's heads swapped: real "
+            r"heads a0.h1 and a1.h0, circuit $C_\pi$ renamed alike). $e_w(m)$, $e_\ell(m)$ are "
             r"the rounding terms of $\texttt{rounding\_terms}$ (value mixing width $m$, 0 for "
-            r"$f$ and $f_s$). ")
+            r"$f$, $f_s$ and $f_\pi$). ")
+
+GAUGED = (r"The gauged variants, for $f$ either $\texttt{two\_layer\_induction}(S, n)$ or "
+          r"$\texttt{compact\_induction}(S, n)$: $f_R = \texttt{rotation\_variant}(f)$ "
+          r"($W_E \to W_E\hat R$, $W_{pos} \to W_{pos}\hat R$, $W_{Q,K,V} \to \hat R^\top W$, "
+          r"$W_O \to W_O\hat R$, $W_U \to \hat R^\top W_U$, $\hat R$ the float64 Q factor of a "
+          r"seeded Gaussian matrix, whose a-posteriori bound on $\|\hat R^\top\hat R - I\|_2$ "
+          r"is at most $\delta = 2^{-40}$; reference weights: the same with the polar factor "
+          r"$R^*$ of $\hat R$, exactly orthogonal, within $\delta$ of $\hat R$ entrywise) and "
+          r"$f_G = \texttt{reparametrised\_variant}(f)$ (every head's $W_Q \to [W_Q, 0]G$, "
+          r"$W_K \to [W_K, 0]G^{-\top}$, $W_V \to [W_V, 0]G$, $W_O \to G^{-1}[W_O; 0]$, "
+          r"$G = DH$ with $H$ the normalised Hadamard matrix and $D = \mathrm{diag}"
+          r"(2^{(i \bmod 3) - 1})$, not orthogonal; reference: the exact products). For a "
+          r"prompt and a set $P$ of patched edges, $e_f(P)$ and $e_g(P)$ are the running "
+          r"forward-error bounds of $\texttt{tracked\_logits}$ on $f$ and on a variant $g$ "
+          r"(every operation's $\gamma_K$ rounding, the softmax's $e^{2\eta}(1+\gamma_{T+8})$ "
+          r"factor, the stored weights' distance to the reference), which bound each computed "
+          r"logit's or metric's distance to the exact value of the reference; the reference "
+          r"variant computes $f$'s exact function, edge by edge. ")
 
 EO_SUFFICIENT = Claim(
     id="circuits.earlier-occurrence-sufficient",
@@ -126,16 +147,20 @@ VARIANT_FUNCTION = Claim(
     id="circuits.variants-same-function",
     title="The dense variants compute the construction's function: bit for bit, or within "
           "the gauge's rounding bound",
-    statement=(r"Let $f = \texttt{two\_layer\_induction}(S, n)$. " + VARIANTS +
-               r"For every prompt $\sigma$ of length $\le n$: $f_s(\sigma) = f(\sigma)$ bit "
-               r"for bit in float64, and every logit satisfies $|f_g(\sigma) - f(\sigma)| \le "
+    statement=(r"Let $f = \texttt{two\_layer\_induction}(S, n)$. " + VARIANTS + GAUGED +
+               r"For every prompt $\sigma$ of length $\le n$: $f_s(\sigma) = f(\sigma)$ and "
+               r"$f_\pi(\sigma) = f(\sigma)$ bit "
+               r"for bit in float64, every logit satisfies $|f_g(\sigma) - f(\sigma)| \le "
                r"e_w(0) + e_\ell(0) + e_w(m) + e_\ell(m) + 4u$ (each is within $e_w + e_\ell$ "
-               r"of the exact $f$; in exact arithmetic $f_g = f$, since $BB^\top = I$)."),
+               r"of the exact $f$; in exact arithmetic $f_g = f$, since $BB^\top = I$), and, "
+               r"for both constructions, every logit of $g \in \{f_R, f_G\}$ satisfies "
+               r"$|g(\sigma) - f(\sigma)| \le (e_g(\emptyset) + e_f(\emptyset))(1+\gamma_2)$ "
+               r"(in exact arithmetic $g = f$: $R^*R^{*\top} = I$, $GG^{-1} = I$)."),
     source=Source(where="gauge freedom of attention (this project's variants)", tag="D",
                   **SHT),
     kind="construction",
     construction="constructions.circuit_variants:value_gauge_variant",
-    depends_on=("induction-heads.two-layer-exact",),
+    depends_on=("induction-heads.two-layer-exact", "induction-heads.compact-exact"),
 )
 
 VARIANT_CIRCUIT = Claim(
@@ -148,7 +173,17 @@ VARIANT_CIRCUIT = Claim(
                r"$4e_\ell(m) + 5u$ and $2e_\ell(m) + 4u$ on $f_g$; (necessity) each circuit "
                r"edge alone moves $m$ by $\ge \mu - \varepsilon_m$, $\varepsilon_m = 4e_w(m) + "
                r"4e_\ell(m) + 26u$; (minimality) patching $\bar C \cup \{e\}$ for each circuit "
-               r"edge $e$ moves $m$ by $\ge \mu - \varepsilon_m$."),
+               r"edge $e$ moves $m$ by $\ge \mu - \varepsilon_m$. On $f_\pi$ with $C_\pi$ as "
+               r"on $f_s$. " + GAUGED + r"On $g \in \{f_R, f_G\}$ of either construction, with "
+               r"$C$ its earlier-occurrence circuit (the same 3 edges), $E(P) = e_g(\emptyset) + "
+               r"e_g(P) + e_f(\emptyset) + e_f(P)$ (metric bounds), $s_f$ the original's "
+               r"sufficiency bound (0 for the one-hot $f$; $2\bar\varepsilon d + r$ for the "
+               r"compact one) and $\ell_f$ its least necessity move ($\mu - \varepsilon$; "
+               r"$d((1-\bar\varepsilon)d - 2\bar\varepsilon) - r$): (sufficiency) "
+               r"$|m_g(\bar C) - m_g(\emptyset)| \le (s_f + E(\bar C))(1+\gamma_4)$; "
+               r"(necessity, minimality) for each $e \in C$ and $P \in \{\{e\}, \bar C \cup "
+               r"\{e\}\}$, $|m_g(P) - m_g(\emptyset)| \ge (\ell_f - E(P))(1-\gamma_4)$, which "
+               r"exceeds the sufficiency bound."),
     source=Source(where="the circuit of the construction, carried by the gauge and the "
                   "spurious heads (this project)", tag="D", **SHT),
     kind="bound",
@@ -156,7 +191,9 @@ VARIANT_CIRCUIT = Claim(
     # variants-same-function's subject, on which this claim depends
     construction=f"{CONSTRUCTIONS}:induction_circuit",
     depends_on=("circuits.variants-same-function", "circuits.earlier-occurrence-sufficient",
-                "circuits.earlier-occurrence-necessary"),
+                "circuits.earlier-occurrence-necessary",
+                "circuits.compact-earlier-occurrence-sufficient",
+                "circuits.compact-earlier-occurrence-necessary"),
 )
 
 
@@ -194,6 +231,10 @@ def spurious(model):
 
 def gauge(model):
     return value_gauge_variant(model), {}, gauge_width(model)
+
+
+def permuted(model):
+    return permuted_variant(model), PERMUTED_HEADS, 0
 
 
 def occurrence_bound(vocab_size: int, max_len: int, mixing: int = 0) -> float:
@@ -288,7 +329,7 @@ def sufficiency_check(build=two_layer_induction, circuit=induction_circuit,
 
 test_sufficient = check(EO_SUFFICIENT, "property")(sufficiency_check())
 test_variants_sufficient = check(VARIANT_CIRCUIT, "property")(
-    sufficiency_check(variants=(spurious, gauge)))
+    sufficiency_check(variants=(spurious, gauge, permuted)))
 
 
 # --- necessity and minimality -----------------------------------------------------------------
@@ -316,9 +357,9 @@ def necessity_check(build=two_layer_induction, circuit=induction_circuit, minima
 test_necessary = check(EO_NECESSARY, "property")(necessity_check())
 test_minimal = check(EO_MINIMAL, "property")(necessity_check(minimal=True))
 test_variants_necessary = check(VARIANT_CIRCUIT, "property")(
-    necessity_check(variants=(spurious, gauge)))
+    necessity_check(variants=(spurious, gauge, permuted)))
 test_variants_minimal = check(VARIANT_CIRCUIT, "property")(
-    necessity_check(minimal=True, variants=(spurious, gauge)))
+    necessity_check(minimal=True, variants=(spurious, gauge, permuted)))
 
 
 # --- the variants compute the same function ---------------------------------------------------

@@ -22,11 +22,11 @@ from constructions.circuit_gauges import (
     reparametrised_variant,
     rotation_variant,
 )
-from constructions.circuit_variants import spurious_head_variant
+from constructions.circuit_variants import SPURIOUS_HEADS, spurious_head_variant
 from constructions.circuits import Edge, induction_circuit
 from constructions.files import INTEROP_HINT
 from constructions.induction_heads import compact_induction, two_layer_induction
-from theorems.areas.circuits import gauges
+from theorems.areas.circuits import earlier_occurrence, gauges
 from theorems.evidence import expect_failure
 
 GAUGE_CASES = ("two-layer-induction-rotated", "compact-induction-rotated",
@@ -142,6 +142,18 @@ def test_a_gauged_circuit_missing_an_edge_is_not_sufficient():
 def test_rounding_free_bounds_fail_the_gauged_circuit():
     # sufficiency with E = 0 claims the rotated one-hot variant's move is exactly 0
     expect_failure(gauges.circuit_check(gauges=(rounding_free_rotation,), u=0.0))
+
+
+def renamed_before_the_permutation(model):
+    """The permuted variant with the spurious variant's renaming: its circuit then names
+    layer 1's spurious head (a1.h1), not the real one."""
+    return permuted_variant(model), SPURIOUS_HEADS, 0
+
+
+@pytest.mark.mutant("circuits.variants-circuit")
+def test_a_permuted_circuit_must_follow_the_heads():
+    expect_failure(earlier_occurrence.sufficiency_check(
+        variants=(renamed_before_the_permutation,)))
 
 
 # --- the variants themselves ------------------------------------------------------------------

@@ -286,12 +286,13 @@ def sufficiency_check(build=two_layer_induction, circuit=induction_circuit,
                       variants=(original,)):
     models = _variants(build)
 
-    @given(case=occurrence_cases())
-    @example(case=LONG_CASE)
-    @example(case=SHORT_CASE)
+    # the explicit examples run every variant (pick -1), a drawn example one drawn variant
+    @given(case=occurrence_cases(), pick=st.integers(0, len(variants) - 1))
+    @example(case=LONG_CASE, pick=-1)
+    @example(case=SHORT_CASE, pick=-1)
     @budget(0.3, minimum=4)  # a few tiny forward passes per example and variant
-    def test_sufficient(case):
-        for variant in variants:
+    def test_sufficient(case, pick):
+        for variant in (variants if pick < 0 else variants[pick:pick + 1]):
             model, kept, mixing, clean, corrupted = _setup(models, variant, circuit, case)
             S, replacement = case[0], case[3]
             reference = edge_patched_logits(model, clean, corrupted, ())
@@ -339,12 +340,13 @@ def necessity_check(build=two_layer_induction, circuit=induction_circuit, minima
     """Patch each circuit edge alone (necessity) or with the whole complement (minimality)."""
     models = _variants(build)
 
-    @given(case=occurrence_cases())
-    @example(case=LONG_CASE)
-    @example(case=SHORT_CASE)
+    # the explicit examples run every variant (pick -1), a drawn example one drawn variant
+    @given(case=occurrence_cases(), pick=st.integers(0, len(variants) - 1))
+    @example(case=LONG_CASE, pick=-1)
+    @example(case=SHORT_CASE, pick=-1)
     @budget(0.3, minimum=4)  # a few tiny forward passes per example, edge and variant
-    def test_necessary(case):
-        for variant in variants:
+    def test_necessary(case, pick):
+        for variant in (variants if pick < 0 else variants[pick:pick + 1]):
             model, kept, mixing, clean, corrupted = _setup(models, variant, circuit, case)
             bound = occurrence_bound(case[0], case[1], mixing)
             assert bound > 1.5, f"the derived bound {bound} should exceed 3/2"

@@ -373,6 +373,8 @@ for _name, _kind, _variant, _title in _GAUGE_CASES:
         corruption=EARLIER_OCCURRENCE + (" The gauge is exact in real arithmetic; in float64 "
                                          "the circuit holds within the derived running "
                                          "rounding bound." if _variant != "permuted_variant"
-                                         else " The permutation is bit-exact."),
+                                         else " The permutation is exact in real "
+                                         "arithmetic, and within the running rounding "
+                                         "bound in float64."),
         sizes=EARLIER_SIZES, claims=VARIANT_CLAIMS,
     ).register()

@@ -108,6 +108,14 @@ def test_the_gauges_are_not_exact_in_floating_point(rounding_free):
 
 
 @pytest.mark.mutant("circuits.variants-same-function")
+def test_the_head_variants_are_not_bit_exact():
+    # with u = 0 the running bound claims the permuted (and the spurious) variant equal f bit
+    # for bit: false at S = 4, n = 8 on the all-zero prompt (an ulp, 2.4e-56)
+    expect_failure(gauges.same_function_check(gauges=(), u=0.0))
+    expect_failure(earlier_occurrence.same_function_check(u=0.0))
+
+
+@pytest.mark.mutant("circuits.variants-same-function")
 def test_a_permutation_that_mixes_heads_changes_the_function():
     expect_failure(gauges.same_function_check(gauges=(), permuted=mixed_up_permutation))
 

@@ -46,6 +46,7 @@ from theorems.areas.circuits._shared import (
     cached,
     rounding_terms,
 )
+from theorems.areas.circuits._tracked import tracked_logits
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.profiles import budget
@@ -145,17 +146,20 @@ EO_MINIMAL = Claim(
 
 VARIANT_FUNCTION = Claim(
     id="circuits.variants-same-function",
-    title="The dense variants compute the construction's function: bit for bit, or within "
-          "the gauge's rounding bound",
+    title="The dense variants compute the construction's function, within derived rounding "
+          "bounds",
     statement=(r"Let $f = \texttt{two\_layer\_induction}(S, n)$. " + VARIANTS + GAUGED +
-               r"For every prompt $\sigma$ of length $\le n$: $f_s(\sigma) = f(\sigma)$ and "
-               r"$f_\pi(\sigma) = f(\sigma)$ bit "
-               r"for bit in float64, every logit satisfies $|f_g(\sigma) - f(\sigma)| \le "
+               r"For every prompt $\sigma$ of length $\le n$: every logit satisfies "
+               r"$|f_g(\sigma) - f(\sigma)| \le "
                r"e_w(0) + e_\ell(0) + e_w(m) + e_\ell(m) + 4u$ (each is within $e_w + e_\ell$ "
-               r"of the exact $f$; in exact arithmetic $f_g = f$, since $BB^\top = I$), and, "
-               r"for both constructions, every logit of $g \in \{f_R, f_G\}$ satisfies "
+               r"of the exact $f$; in exact arithmetic $f_g = f$, since $BB^\top = I$), and "
+               r"every logit of $g \in \{f_s, f_\pi\}$, and, for both constructions, of "
+               r"$g \in \{f_R, f_G\}$ satisfies "
                r"$|g(\sigma) - f(\sigma)| \le (e_g(\emptyset) + e_f(\emptyset))(1+\gamma_2)$ "
-               r"(in exact arithmetic $g = f$: $R^*R^{*\top} = I$, $GG^{-1} = I$)."),
+               r"(in exact arithmetic $g = f$: the spurious heads write where nothing reads, "
+               r"$R^*R^{*\top} = I$, $GG^{-1} = I$). $f_s$ and $f_\pi$ are not bit for bit "
+               r"$f$: at $S = 4$, $n = 8$, $\sigma = 0^8$ a logit moves by 2.4e-56 (the "
+               r"batched head sums round in another order)."),
     source=Source(where="gauge freedom of attention (this project's variants)", tag="D",
                   **SHT),
     kind="construction",
@@ -376,25 +380,33 @@ def prompts(draw, max_vocab: int = 8, max_len: int = 12):
 
 
 def same_function_check(build=two_layer_induction, spurious_variant=spurious_head_variant,
-                        gauge_variant=value_gauge_variant):
+                        gauge_variant=value_gauge_variant, u=None):
+    """``u`` 0 makes the spurious variant's running bound rounding-free (a mutant)."""
     build = cached(build)
     spurious_of, gauge_of = cached(spurious_variant), cached(gauge_variant)
 
     @given(case=prompts())
     @example(case=(8, 12, [7, 0, 7, 1, 7, 2, 7, 3, 7, 4, 7, 5]))
+    # the spurious variant's logits differ from f's by an ulp here (not bit for bit)
+    @example(case=(4, 8, [0] * 8))
     @budget(0.3, minimum=4)  # three forward passes per example
     def test_same_function(case):
         S, n, sequence = case
         tokens = torch.tensor([sequence])
         model = build(S, n)
         logits = model(tokens)
-        # Bit-identity, not a tolerance (spurious_head_variant's docstring): the real heads'
-        # products gain only exact-zero terms and the spurious heads add exact zeros to the
-        # original coordinates, whose products each have at most one non-zero term.
-        spurious_logits = spurious_of(model)(tokens)
-        assert torch.equal(spurious_logits, logits), (
-            f"the spurious-head variant moved the logits by "
-            f"{float((spurious_logits - logits).abs().max())}")
+        # Not bit for bit (spurious_head_variant's docstring: the batched value sums may round
+        # in another order): each computed logit is within its running bound (tracked_logits,
+        # the reference being the variant itself, whose exact function is f's) of the exact f;
+        # |.| of the difference adds a relative u, covered by the factor 1 + gamma_2.
+        spurious = spurious_of(model)
+        spurious_tol = (tracked_logits(spurious, tokens, u=u)[0].e
+                        + tracked_logits(model, tokens, u=u)[0].e) * (1 + gamma(2))
+        spurious_gap = (spurious(tokens) - logits).abs()
+        assert bool((spurious_gap <= spurious_tol).all()), (
+            f"the spurious-head variant moved the logits by {float(spurious_gap.max())}, "
+            f"beyond the derived bound {float(spurious_tol.max())}")
+        evidence.margin(float((spurious_tol - spurious_gap).min()))
         m = gauge_width(model)
         # Each computed logit is within e_weight + e_logit of the exact f (rounding_terms),
         # with m = 0 for f and the gauge's width for f_g; |.| of the difference (<= 2) adds

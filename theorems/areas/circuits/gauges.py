@@ -24,8 +24,10 @@ derived bounds of the weights themselves:
   stored product entry with one non-zero term is exact, one with :math:`c \ge 2` non-zero
   terms within :math:`\gamma_c\sum|w_lg_l|`; the reference is the exact products, with
   :math:`GG^{-1} = I` exactly.
-* *Head permutation* (on the spurious-head variant): bit-exact, see
-  :func:`~constructions.circuit_gauges.permute_heads`.
+* *Head permutation* (on the spurious-head variant): the same weights, so the reference is
+  the variant itself; not bit-exact (the heads' batched value sums may round in another
+  order, :func:`~constructions.circuit_gauges.permute_heads`), so it is checked within the
+  running bound like the others.
 
 Then for the original :math:`f` and a variant :math:`f_g` (reference: the same exact function),
 every logit obeys :math:`|\hat f_g - \hat f| \le e_g + e_f`, the two running bounds. Edge
@@ -185,6 +187,7 @@ def same_function_check(gauges=GAUGES, u=None, permuted=permuted_variant):
     @given(case=gauge_prompts())
     @example(case=("two_layer", 8, 12, [7, 0, 7, 1, 7, 2, 7, 3, 7, 4, 7, 5]))
     @example(case=("compact", 8, 12, [7, 0, 7, 1, 7, 2, 7, 3, 7, 4, 7, 5]))
+    @example(case=("two_layer", 4, 8, [0] * 8))   # the permuted heads are off by an ulp here
     @budget(0.2, minimum=3)  # a few forward passes and their running bounds per example
     def test_gauges_same_function(case):
         kind, S, n, sequence = case
@@ -204,11 +207,16 @@ def same_function_check(gauges=GAUGES, u=None, permuted=permuted_variant):
                 f"{float(gap.max())}, beyond the derived bound {float(tol.max())}")
             evidence.margin(float((tol - gap).min()))
         if kind == "two_layer":
-            # Bit-identity, not a tolerance (permute_heads's docstring): every original
-            # coordinate sums one non-zero term and exact zeros, in whatever order.
-            moved = permuted_of(S, n)(tokens)
-            assert torch.equal(moved, logits), (
-                f"the permuted heads moved the logits by {float((moved - logits).abs().max())}")
+            # Not bit for bit (permute_heads's docstring): the same running bound, with the
+            # variant its own reference (its stored weights are the original's, permuted)
+            permuted_model = permuted_of(S, n)
+            tol = (tracked_logits(permuted_model, tokens, u=u)[0].e + original.e) * (
+                1 + gamma_depth(2))
+            gap = (permuted_model(tokens) - logits).abs()
+            assert bool((gap <= tol).all()), (
+                f"the permuted heads moved a logit by {float(gap.max())}, beyond the derived "
+                f"bound {float(tol.max())}")
+            evidence.margin(float((tol - gap).min()))
         evidence.cases(1)
     return test_gauges_same_function
 

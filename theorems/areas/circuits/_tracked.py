@@ -26,6 +26,7 @@ an inner product of :math:`K` terms is within :math:`\gamma_K \sum|a_lb_l|`,
   :math:`1 \pm \gamma_{T+8}`. So :math:`\hat A_{ij} / A^*_{ij} \in [F_i^{-1}, F_i]` with
   :math:`F_i = e^{2\eta_i}(1+\gamma_{T+8})`, and :math:`e_A = (F - 1)F\hat A` (masked keys are
   exact zeros in every run);
+* underflow adds absolute terms (:data:`SUBNORMAL`), so no "no underflow" assumption;
 * a layer's output sums its heads: per head (the ``hook_result`` path) each head's product
   then a sum over :math:`H` heads (:math:`\gamma_{H-1}`), or one contraction over
   :math:`H d_v` terms (the plain forward).
@@ -56,6 +57,14 @@ from constructions.numerics import unit_roundoff
 
 def _gamma(k: float, u: float) -> float:
     return k * u / (1 - k * u)
+
+
+# Underflow: a product that underflows errs by at most half the least subnormal, 2^-1075,
+# absolutely (Higham 2002, §2.1; sums of floats underflow exactly), and exp(t) by at most
+# 2^-1074 below the normal range; a softmax weight, divided by a sum >= 1 - 2u (its largest
+# term is exp(0) = 1), by at most 2^-1072. These absolute terms join the relative ones, so
+# that the bound holds without assuming that nothing underflows.
+SUBNORMAL = 2.0**-1074
 
 
 @dataclasses.dataclass
@@ -97,14 +106,15 @@ def _product(spec: str, a: Tracked, b: Tracked, terms: int, u: float, *,
         return torch.einsum(spec, x, y)
     e = ein(a.e, b.m) + ein(a.m, b.e) + ein(a.e, b.e)
     if rounding:
-        e = e + _gamma(terms, u) * ein(a.n, b.n)
+        e = e + _gamma(terms, u) * ein(a.n, b.n) + (terms * SUBNORMAL if u else 0.0)
     return Tracked.computed(ein(a.v, b.v), e, a.ops + b.ops + terms + 6)
 
 
 def _scaled(a: Tracked, scale: float, u: float) -> Tracked:
     if scale == 1.0:
         return a
-    return Tracked.computed(scale * a.v, abs(scale) * a.e + u * abs(scale) * a.n, a.ops + 3)
+    return Tracked.computed(scale * a.v, abs(scale) * a.e + u * abs(scale) * a.n
+                            + (SUBNORMAL if u else 0.0), a.ops + 3)
 
 
 def _softmax(s: Tracked, u: float) -> Tracked:
@@ -116,7 +126,8 @@ def _softmax(s: Tracked, u: float) -> Tracked:
            + 2 * u * torch.where(mask, s.n, zero).amax(-1, keepdim=True))
     F = 1 + torch.expm1(2 * eta) * (1 + _gamma(T + 8, u)) + _gamma(T + 8, u)
     A = s.v.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-    return Tracked.computed(A, (F - 1) * F * A, s.ops + T + 16)
+    underflow = torch.where(mask, 4 * SUBNORMAL if u else 0.0, 0.0)   # 2^-1072, see above
+    return Tracked.computed(A, (F - 1) * F * A + underflow, s.ops + T + 16)
 
 
 def tracked_logits(model: InductionTransformer, tokens: torch.Tensor, errors: dict | None = None,

@@ -425,3 +425,54 @@ def _register_native_cases() -> None:
 
 
 _register_native_cases()
+
+# --- gauge variants of both induction constructions (constructions.circuit_gauges) -----------
+
+def _gauged(kind: str, variant: str) -> tuple[Callable[..., nn.Module], Callable[..., Circuit]]:
+    """(model builder, circuit builder) of a gauge variant of the ``kind`` construction under
+    the earlier-occurrence corruption: the circuit is the construction's, on the variant's
+    graph (its heads renamed for the permutation)."""
+    from constructions import circuit_gauges
+
+    base = {"two_layer": two_layer_induction, "compact": compact_induction}[kind]
+
+    def build(vocab_size: int, max_len: int) -> nn.Module:
+        return getattr(circuit_gauges, variant)(base(vocab_size, max_len))
+
+    def circuit(vocab_size: int, max_len: int) -> Circuit:
+        model = build(vocab_size, max_len)
+        original = induction_circuit(kind, vocab_size, max_len, "resample_earlier_occurrence")
+        heads = circuit_gauges.PERMUTED_HEADS if variant == "permuted_variant" else {}
+        return original.relabelled(heads, model.layers[0].n_heads, model.d_model)
+    return build, circuit
+
+
+_GAUGE_CASES = (
+    ("two-layer-induction-rotated", "two_layer", "rotation_variant",
+     "Two-layer induction, residual stream rotated by a dense random orthogonal R"),
+    ("compact-induction-rotated", "compact", "rotation_variant",
+     "Compact induction, residual stream rotated by a dense random orthogonal R"),
+    ("two-layer-induction-reparametrised", "two_layer", "reparametrised_variant",
+     "Two-layer induction, W_Q/W_K and W_V/W_O reparametrised by a dense dyadic gauge"),
+    ("compact-induction-reparametrised", "compact", "reparametrised_variant",
+     "Compact induction, W_Q/W_K and W_V/W_O reparametrised by a dense dyadic gauge"),
+    ("two-layer-induction-permuted-heads", "two_layer", "permuted_variant",
+     "Two-layer induction with spurious heads, heads permuted within layer 1"),
+)
+GAUGE_VARIANTS = {}
+for _name, _kind, _variant, _title in _GAUGE_CASES:
+    _build, _circuit = _gauged(_kind, _variant)
+    GAUGE_VARIANTS[_name] = CircuitCase(
+        name=_name, title=_title + " (earlier occurrence)",
+        builder=f"constructions.circuit_gauges:{_variant}",
+        circuit_builder="constructions.circuits:induction_circuit",
+        build=_build, circuit=_circuit, sample=sample_earlier_occurrence_pairs,
+        metric=logit_difference,
+        corruption=EARLIER_OCCURRENCE + (" The gauge is exact in real arithmetic; in float64 "
+                                         "the circuit holds within the derived running "
+                                         "rounding bound." if _variant != "permuted_variant"
+                                         else " The permutation is exact in real "
+                                         "arithmetic, and within the running rounding "
+                                         "bound in float64."),
+        sizes=EARLIER_SIZES, claims=VARIANT_CLAIMS,
+    ).register()

@@ -22,7 +22,7 @@ weights are non-zero in the induction constructions (what the mechanism uses on 
 :func:`induction_circuit` is the subset that matters under a corruption:
 :func:`resample_next_token` (what the induction head copies) or
 :func:`resample_earlier_occurrence` (where it attends). Realistic variants with the same
-circuits are in :mod:`constructions.circuit_variants`.
+circuits are in :mod:`constructions.circuit_variants` and :mod:`constructions.circuit_gauges`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,13 @@ changes *what* the induction head copies (circuit: 2 edges, :mod:`.next_token`);
 into the induction head's key, and the induction head's output; :mod:`.earlier_occurrence`).
 Realistic variants (:mod:`constructions.circuit_variants`: dense spurious heads before the real
 ones, and an exact Hadamard gauge of the value/output maps) compute the same function and carry
-the same circuit, checked again on them. The one-step-GD linear self-attention
+the same circuit, checked again on them; so do gauge variants of *both* induction
+constructions (:mod:`constructions.circuit_gauges`, :mod:`.gauges`): a dense random rotation of
+the residual stream, a dense non-orthogonal dyadic reparametrisation of every head's
+:math:`W_Q/W_K` and :math:`W_V/W_O`, and a head permutation of the spurious-head variant.
+None of them is bit-exact in float64 (nor, it turned out, is the spurious-head variant): the
+checks compare against a running forward-error bound carried through the forward pass and
+every edge-patched run (:mod:`._tracked`). The one-step-GD linear self-attention
 (:mod:`constructions.icl_circuit`) is a third case: under a shift of one context label its
 circuit is the label value edge and the head's read-out (:mod:`.icl`); the LayerNorm majority
 head (:mod:`constructions.majority_circuit`) a fourth: under a token resampling, its value edge

@@ -29,11 +29,11 @@ from constructions.fact_mlps import (
 )
 from theorems.areas.fact_mlps._shared import (
     DUGAN,
-    LSQ_CONSTANT,
     fact_sets,
     seeded_fact_set,
     unit_rows,
 )
+from theorems.certificates import frobenius_upper
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
 from theorems.numerics import gamma
@@ -73,19 +73,42 @@ FM_EXACT = Claim(
 )
 
 
-def rank_certificate(M: torch.Tensor) -> tuple[float, float]:
+def system_error(keys: torch.Tensor, gate: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
+    r"""Entrywise bound on :math:`|\hat M - M|`: the computed :func:`encoder_system` against the
+    exact matrix of the same (float64) keys, gate and down weights.
+
+    :math:`s = Gk_i` errs by :math:`\gamma_d(|G||k_i|)_h`; the logistic is
+    :math:`\tfrac14`-Lipschitz and evaluated to relative :math:`\gamma_4` (a faithful exp, a
+    sum, a quotient), so :math:`|\hat\sigma - \sigma| \le \tfrac14\gamma_d|G||k| +
+    \gamma_4\hat\sigma(1 + \gamma_4)`; the product :math:`D_{oh}\sigma_h k_{ij}` adds two
+    roundings: :math:`|\Delta M| \le \gamma_2|\hat M| + (1 + \gamma_2)|D||k|
+    (\tfrac14\gamma_d|G||k| + \gamma_5\hat\sigma)`, the absolute-value products evaluated
+    in float64 with three roundings (:math:`1 + \gamma_6` covers them)."""
+    F, d = keys.shape
+    m, h = down.shape
+    sigma = torch.sigmoid(keys @ gate.T)
+    spread = gamma(d) * (keys.abs() @ gate.abs().T) / 4 + gamma(5) * sigma           # (F, h)
+    factors = torch.einsum("oh,ih,ij->iohj", down.abs(), spread, keys.abs()).reshape(F * m, h * d)
+    M = encoder_system(keys, gate, down)
+    return (gamma(2) * M.abs() + (1 + gamma(2)) * factors) * (1 + gamma(6))
+
+
+def rank_certificate(M: torch.Tensor, error: torch.Tensor | None = None) -> tuple[float, float]:
     r"""``(sigma_min, tolerance)``: the exact matrix has full row rank if
     ``sigma_min > tolerance``.
 
-    The computed :math:`M` differs from the exact one by at most :math:`\gamma_3` relative per
-    entry (three rounded factors), and LAPACK's SVD returns the singular values of a matrix
-    within :math:`\gamma_{r+c}\lVert M\rVert_F` of it; by Weyl's inequality the exact
-    :math:`r`-th singular value is within the sum of both of the computed one."""
+    The computed :math:`M` differs from the exact one by ``error`` entrywise
+    (:func:`system_error`; by default :math:`\gamma_3|M|`, three rounded exact factors), and
+    LAPACK's SVD returns the singular values of a matrix within :math:`\gamma_{r+c}\lVert
+    M\rVert_F` of it (assumed: an SVD backward error of that order, not proved here); by
+    Weyl's inequality the exact :math:`r`-th singular value is within the sum of both of the
+    computed one."""
     rows, cols = M.shape
     if rows > cols:
         return 0.0, 0.0
     sigma = torch.linalg.svdvals(M)
-    tolerance = (gamma(3) + gamma(rows + cols)) * float(M.norm())
+    data = gamma(3) * float(M.norm()) if error is None else frobenius_upper(error)
+    tolerance = gamma(rows + cols) * frobenius_upper(M) + data
     return float(sigma[rows - 1]), tolerance
 
 
@@ -124,20 +147,36 @@ def exact_storage_check(build=encoder_decoder_mlp):
         F, d, m, h = len(keys_unique), sizes["d"], sizes["code_dim"], sizes["hidden"]
         # 1. the exact system has full row rank (certified in float64)
         M = encoder_system(keys_unique, model.gate, model.down)
-        sigma_min, tolerance = rank_certificate(M)
+        E = system_error(keys_unique, model.gate, model.down)
+        sigma_min, tolerance = rank_certificate(M, E)
         evidence.metric("log10 cond(M)", math.log10(float(torch.linalg.svdvals(M)[0])
                                                      / max(sigma_min, 1e-300)))
         assert sigma_min > tolerance, (
             f"M ({M.shape[0]}x{M.shape[1]}) is not certified full row rank: sigma_min "
             f"{sigma_min:.3g} <= {tolerance:.3g} (h={h}, d={d}, F={F}, m={m})")
-        # 2. the encoder hits every code up to the solver's backward error
+        # 2. the encoder hits every code as exactly as its data allow (a-posteriori, no
+        # solver constant): by Rigal and Gaches, the returned a solves (M + dM) a = c + dc
+        # exactly with |dM|_F <= |E|_F and |dc| <= |e_c| iff |M a - c| <= |E|_F|a| + |e_c|,
+        # where E bounds the rounding of M itself (system_error) and e_c = 2 gamma_{d_v}
+        # |V_f||P|^T that of the codes (formed here and, independently, by the construction):
+        # then A is an exact solution of a system that float64 cannot tell from this one. The
+        # residual's own rounding (an (hd+1)-term sum per row) is
+        # gamma_{hd+1}(|M||a| + |c|). The distance to an exact solution of the computed
+        # system follows: |a - a*| <= |r| / sigma_min (r = M a - c, M full row rank).
         codes = values[facts_unique] @ model.decoder.T
         a = model.up.reshape(-1, 1)
-        solve_tol = gamma(LSQ_CONSTANT * M.shape[0] * M.shape[1]) * float(
-            M.norm() * a.norm() + codes.norm())
-        code_error = float((M @ a - codes.reshape(-1, 1)).norm())
-        evidence.margin(1 - code_error / solve_tol)
-        assert code_error <= solve_tol, f"encoder misses its codes by {code_error:.3g}"
+        c = codes.reshape(-1, 1)
+        code_abs = (values[facts_unique].abs() @ model.decoder.abs().T).reshape(-1, 1)
+        residual = M @ a - c
+        rounding = gamma(M.shape[1] + 1) * frobenius_upper(M.abs() @ a.abs() + c.abs())
+        solve_tol = frobenius_upper(E) * frobenius_upper(a) \
+            + 2 * gamma(values.shape[1]) * frobenius_upper(code_abs) * (1 + gamma(values.shape[1]))
+        code_error = float(residual.norm())
+        evidence.metric("certified |a - a*| (distance to an exact solution)",
+                        (frobenius_upper(residual) + rounding) / max(sigma_min - tolerance,
+                                                                     1e-300))
+        evidence.margin(1 - (code_error - rounding) / solve_tol)
+        assert code_error <= solve_tol + rounding, f"encoder misses its codes by {code_error:.3g}"
         # 3. every fact is stored, with a margin above the rounding of the scores
         accuracy, margin = recall(model, keys, values, facts)
         tol = score_tolerance(model, keys, values)

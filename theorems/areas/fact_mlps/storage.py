@@ -678,8 +678,11 @@ def swap_check(build=fact_transformer):
         swapped = model(prompts)
         assert torch.equal(swapped.argmax(-1), facts_b), "model does not answer fact set B"
         # what the MLP reads is the subject's key, moved by the hardmax head: with an exact
-        # 0/1 pattern (one subject, causal) it is sum_j p_ij (x_j W_V) W_O, whose rounding is
-        # gamma_{width+n+1} |x_s||W_V||W_O| (the pattern's zeros add exactly)
+        # 0/1 pattern (one subject, causal) it is sum_j p_ij (x_j W_V) W_O + x, whose terms
+        # pass x W_V (width terms), the sum over the n positions (at most n; its zeros add
+        # exactly), z W_O (d_head terms) and the residual's addition: rounding
+        # gamma_{width+n+d_head+1} |x_s||W_V||W_O|, the absolute chain computed in float64
+        # within 1 + gamma_2N of its exact value
         u = model.mlp_input(prompts)
         x = model.embeddings[prompts].abs()
         head = model.attention
@@ -687,7 +690,8 @@ def swap_check(build=fact_transformer):
         d = model.d
         moved = moved.amax(1)[:, d + 2:2 * d + 2]
         width = x.shape[-1]
-        key_tol = gamma(width + length + 1) * moved
+        N = width + length + head.W_O.shape[1] + 1
+        key_tol = gamma(N) * moved * (1 + gamma(2 * N))
         key_err = (u - keys[subjects].to(u.dtype)).abs()
         assert bool((key_err <= key_tol).all()), (
             f"the MLP does not read the subject's key ({key_err.max():.3g})")
@@ -706,8 +710,13 @@ def swap_check(build=fact_transformer):
         bound = (2 * (gated_output_error(mlp_a, u) + gated_output_error(mlp_b, u)) @ V
                  + gamma(dv + 1) * (ga.abs() + gb.abs() + (gb - ga).abs()) @ V
                  + gamma(2) * (swapped.abs() + logits.abs() + expected.abs()))
-        # bound + its own first-order slack: the magnitudes above are computed ones
-        tol = (1 + gamma(dv + 8)) * bound
+        # the bound is itself computed: its terms are sums of products of non-negative
+        # numbers, at most d_v + 3 roundings deep (the d_v-term products with |V|, the three
+        # additions), so the exact value of the same expression is within 1/(1 - gamma_{dv+3})
+        # <= 1 + gamma_{2dv+6} of it; and |g| <= |g_computed| + E, whose second-order part
+        # gamma_{dv+1} (E_A + E_B + |E_B - E_A|)|V| <= 2 gamma_{dv+1} (E_A + E_B)|V| is added
+        E_sum = (gated_output_error(mlp_a, u) + gated_output_error(mlp_b, u)) @ V
+        tol = (1 + gamma(2 * dv + 6)) * (bound + 2 * gamma(dv + 1) * E_sum)
         err = (swapped - logits - expected).abs()
         evidence.margin(float((1 - err / tol).min()))
         assert bool((err <= tol).all()), (

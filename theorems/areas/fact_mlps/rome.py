@@ -538,6 +538,11 @@ ROME_GD = Claim(
 )
 
 
+# Empirical acceptance criterion (GD convergence, not rounding): plain fine-tuning must meet
+# W'k* = v* to this relative accuracy for the disturbance comparison to compare two edits.
+PLAIN_CONVERGENCE = 1e-6
+
+
 @functools.lru_cache(maxsize=4)
 def rome_gd_result(config: str = "smoke", **overrides):
     from empirics.fact_mlps import ROME_GD as EXPERIMENT
@@ -554,8 +559,39 @@ def rome_gd_check(result=rome_gd_result):
         evidence.margin(1 - m["penalized_vs_rome"] / 1e-3)
         assert m["penalized_vs_rome"] < 1e-3, (
             f"penalised GD ends {m['penalized_vs_rome']:.3g} from ROME")
-        # both edits meet the constraint (to the penalty's final bias lambda/(k*^T C^-1 k*))
-        assert m["constraint_penalized"] < 1e-6 and m["constraint_plain"] < 1e-6
+        # The penalised edit P meets the constraint as its distance to ROME's R implies:
+        # |(W + P)k* - v*| <= |P - R|_F |k*| + |(W + R)k* - v*| (exact arithmetic on the float
+        # matrices), |P - R|_F <= penalized_vs_rome |R|_F (1 + gamma_{|R|+4}: two norms and a
+        # quotient), and each residual, formed as fl(fl(W + X) k* - v*) and normed, is within
+        # gamma_{d_k+3}(|W + X||k*| + |v*|) (W + X entrywise <= |W| + |X|) of its exact value.
+        # The exact minimiser of the final penalised loss misses v* by its bias
+        # lambda_end |r|/(lambda_end + k*^T C^-1 k*): reported next to it.
+        from empirics.fact_mlps import rome_problem
+
+        problem = rome_problem(outcome.config, outcome.seed)
+        W, C, k_star, v_star = (problem[key] for key in ("W", "C", "k_star", "v_star"))
+        R = rome_edit(W, C, k_star, v_star) - W
+        d_k = k_star.numel()
+        v_norm = float(v_star.norm()) * (1 - gamma(v_star.numel() + 2))
+        distance = m["penalized_vs_rome"] * float(R.norm()) * (1 + gamma(R.numel() + 4))
+        scale = frobenius_upper((W.abs() + R.abs()) @ k_star.abs() + v_star.abs())
+        rome_residual = frobenius_upper((W + R) @ k_star - v_star) + gamma(d_k + 3) * scale
+        reach = distance * frobenius_upper(k_star)
+        implied = (reach + rome_residual + gamma(d_k + 3) * (
+            scale + reach)) * (1 + gamma(2)) / v_norm
+        u, _ = _update_parts(W, C, k_star, v_star)
+        lam_end = outcome.config["lam_end"]
+        bias = lam_end * float((v_star - W @ k_star).norm()) / (lam_end + float(u @ k_star))
+        evidence.metric("penalised constraint / the final penalty's bias",
+                        m["constraint_penalized"] * float(v_star.norm()) / bias)
+        assert m["constraint_penalized"] <= implied, (
+            f"the penalised edit misses v* by {m['constraint_penalized']:.3g} relative, more "
+            f"than its distance to ROME allows ({implied:.3g})")
+        # Plain fine-tuning's limit, the minimum-Frobenius edit, meets the constraint exactly;
+        # how close GD gets is an empirical convergence criterion (a precondition for comparing
+        # the two edits' disturbances), not a rounding tolerance: PLAIN_CONVERGENCE.
+        assert m["constraint_plain"] < PLAIN_CONVERGENCE, (
+            f"plain fine-tuning has not converged: constraint {m['constraint_plain']:.3g}")
         # held-out disturbance: paired over the same keys, 3 standard errors
         evidence.metric("held-out disturbance gap (plain - ROME)", m["disturbance_gap"])
         assert m["disturbance_gap"] > 3 * m["disturbance_gap_se"], (

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from theorems.numerics import gamma, unit_roundoff
+from theorems.numerics import gamma
 
 
 def frobenius_upper(x: torch.Tensor) -> float:
@@ -43,12 +43,13 @@ def lambda_min_lower_bound(M: torch.Tensor, error: torch.Tensor | float = 0.0,
 
     With :math:`\tau` = ``shift`` (by default :math:`0.9\,\hat\lambda_{\min}` from ``eigvalsh``,
     only a guess: the bound is rigorous for every :math:`\tau`), :math:`H = \mathrm{fl}(M - \tau
-    I)` errs by :math:`u|H_{ii}|` on the diagonal; if its Cholesky factor :math:`\hat R` exists,
+    I)` errs by :math:`\gamma_1|H_{ii}|` on the diagonal; if its Cholesky factor
+    :math:`\hat R` exists,
     :math:`H + \Delta H \succeq 0` with :math:`\lVert\Delta H\rVert_2 \le \gamma_{p+1}\lVert
     \hat R\rVert_F^2`, so by Weyl
 
     .. math:: \lambda_{\min}(S) \ge \tau - \gamma_{p+1}\lVert\hat R\rVert_F^2
-              - u\max_i|H_{ii}| - \lVert E\rVert_F,
+              - \gamma_1\max_i|H_{ii}| - \lVert E\rVert_F,
 
     with :math:`E` the ``error`` matrix (symmetrized: both factorizations read the lower
     triangle of ``M``). Returns ``-inf`` when the factorization fails (no
@@ -64,10 +65,9 @@ def lambda_min_lower_bound(M: torch.Tensor, error: torch.Tensor | float = 0.0,
     R, info = torch.linalg.cholesky_ex(H)
     if int(info) != 0:
         return float("-inf")
-    u = unit_roundoff(M.dtype)
     E = frobenius_upper(error) if isinstance(error, torch.Tensor) else float(error) * p
     chol = gamma(p + 1, M.dtype) * frobenius_upper(R) ** 2
-    return shift - chol - u * float(H.diagonal().abs().max()) - E
+    return shift - chol - gamma(1, M.dtype) * float(H.diagonal().abs().max()) - E
 
 
 def sigma_min_lower_bound(A: torch.Tensor) -> float:

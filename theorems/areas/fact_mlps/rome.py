@@ -299,7 +299,8 @@ def cvxpy_min_cost_check(edit=rome_edit):
                 + 2 * frobenius_upper(u) * s + s**2 / lam_low)
         q_hat = float(u @ k_star)
         r2_low = float(r @ r) * (1 - gamma(r.numel()))
-        dual = r2_low * (2 * q_hat - q_up) / q_hat**2 * (1 - gamma(6))
+        factor = (2 * q_hat - q_up) / q_hat**2 * (1 - gamma(6))
+        dual = r2_low * factor if factor > 0 else 0.0      # cost* >= 0 in any case
         # cost(D_f) - cost* = cost(D_f - Delta*) >= lambda_min |D_f - Delta*|_F^2 (Pythagoras:
         # 2 Delta* C = mu* k*^T, so the cross term vanishes on D k* = 0)
         radius = math.sqrt(max(feasible_cost - dual, 0.0) / lam_low) + rho / math.sqrt(kk)

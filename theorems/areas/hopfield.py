@@ -6,8 +6,10 @@ softmax Jacobian :math:`J = \mathrm{diag}(p) - pp^\top` satisfies
 :math:`\lVert Jv\rVert_1 \le 2\lVert v\rVert_\infty`, so a score perturbation
 :math:`\delta` moves :math:`T` by at most :math:`2\lVert\delta\rVert_\infty \max_i\lVert x_i\rVert`.
 Scores are :math:`d`-term dot products scaled by :math:`\beta`, accurate to
-:math:`\gamma_{d+1}\,\beta\,|X|^\top|\xi|`; the projection :math:`XX^+\xi` is accurate to about
-:math:`\kappa(X)\,\gamma_{dN}\lVert\xi\rVert` (backward-stable least squares).
+:math:`\gamma_{d+1}\,\beta\,|X|^\top|\xi|`; the computed projection :math:`XX^+\xi` is
+certified a-posteriori from the returned least-squares solution (:func:`projection_error`).
+Hull membership is certified from a separating hyperplane (:func:`hull_distance_lower_bound`),
+not from the conic solver's tolerances.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from constructions.hopfield import hopfield_update, twicing
+from theorems.certificates import frobenius_upper, sigma_min_lower_bound
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
 from theorems.numerics import gamma
@@ -133,9 +136,37 @@ def hopfield_cases(draw):
     return X, xi, beta
 
 
-def parallel_part(X: torch.Tensor, xi: torch.Tensor) -> torch.Tensor:
+def _coefficients(X: torch.Tensor, xi: torch.Tensor) -> torch.Tensor:
     # gelsd: the default gelsy driver of the CPU build gives run-to-run different last bits
-    return X @ torch.linalg.lstsq(X, xi.unsqueeze(-1), driver="gelsd").solution.squeeze(-1)
+    return torch.linalg.lstsq(X, xi.unsqueeze(-1), driver="gelsd").solution.squeeze(-1)
+
+
+def parallel_part(X: torch.Tensor, xi: torch.Tensor) -> torch.Tensor:
+    return X @ _coefficients(X, xi)
+
+
+def projection_error(X: torch.Tensor, xi: torch.Tensor) -> float:
+    r"""A certified bound on :math:`\lVert\hat\xi_\parallel - XX^+\xi\rVert` for the computed
+    :func:`parallel_part` (``X`` of full column rank, certified here; ``inf`` otherwise).
+
+    With :math:`\hat a` the returned coefficients and :math:`r = X\hat a - \xi`,
+    :math:`X\hat a - XX^+\xi = X(X^\top X)^{-1}X^\top r`, and :math:`X(X^\top X)^{-1}` has norm
+    :math:`1/\sigma_{\min}`: so it is at most :math:`\lVert X^\top r\rVert/\sigma_{\min}`,
+    where :math:`\mathrm{fl}(X^\top\hat r)` errs by :math:`\gamma_d|X|^\top|\hat r|` and
+    :math:`\hat r` by :math:`\delta = \gamma_{N+1}(|X||\hat a| + |\xi|)`, whose part moves
+    the projection by at most :math:`\lVert\delta\rVert` (an orthogonal projector). Forming
+    :math:`X\hat a` adds :math:`\gamma_N|X||\hat a|`. :math:`\sigma_{\min}` is certified by
+    :func:`theorems.certificates.sigma_min_lower_bound`: no solver constant enters."""
+    d, N = X.shape
+    sigma = sigma_min_lower_bound(X)
+    if sigma <= 0:
+        return float("inf")
+    a = _coefficients(X, xi)
+    r = X @ a - xi
+    normal = frobenius_upper(X.T @ r) + gamma(d) * frobenius_upper(X.abs().T @ r.abs())
+    delta = gamma(N + 1) * frobenius_upper(X.abs() @ a.abs() + xi.abs())
+    forming = gamma(N) * frobenius_upper(X.abs() @ a.abs())
+    return normal / sigma + delta + forming
 
 
 def update_tolerance(X: torch.Tensor, xi: torch.Tensor, beta: float) -> float:
@@ -145,7 +176,8 @@ def update_tolerance(X: torch.Tensor, xi: torch.Tensor, beta: float) -> float:
     with :math:`|x_i \cdot v| \le \lVert x_i\rVert\lVert v\rVert` (Cauchy-Schwarz) each
     evaluation errs by :math:`\gamma_{d+1}\beta c\lVert\xi\rVert`, :math:`c = \max_i\lVert
     x_i\rVert` (:math:`\lVert\xi_\parallel\rVert \le \lVert\xi\rVert`); the computed
-    :math:`\xi_\parallel` adds :math:`\beta c` times its own error. The Jacobian bound turns
+    :math:`\xi_\parallel` adds :math:`\beta c` times its own certified error
+    (:func:`projection_error`). The Jacobian bound turns
     the two score errors into :math:`2c(\delta_\xi + \delta_{\xi_\parallel})`. The softmax's
     own rounding, per evaluation: the max shift's subtraction moves each exponent by
     :math:`\le u\cdot 2\max|\hat s|` (another score perturbation, :math:`2c` times it), and
@@ -155,8 +187,8 @@ def update_tolerance(X: torch.Tensor, xi: torch.Tensor, beta: float) -> float:
     """
     d, N = X.shape
     column_norm = float(X.norm(dim=0).max())
-    projection_error = float(torch.linalg.cond(X)) * gamma(d * N) * float(xi.norm())
-    score_error = beta * column_norm * (2 * gamma(d + 1) * float(xi.norm()) + projection_error)
+    score_error = beta * column_norm * (2 * gamma(d + 1) * float(xi.norm())
+                                        + projection_error(X, xi))
     max_score = beta * column_norm * float(xi.norm()) * (1 + gamma(d + 1))
     shift_error = 2 * gamma(1) * max_score
     softmax_rounding = 2 * (2 * shift_error * column_norm + gamma(N + 3) * column_norm)
@@ -206,19 +238,50 @@ def erasure_check(build=hopfield_update):
 test_one_step_erases_the_orthogonal_part = check(HP_ERASURE, "property")(erasure_check())
 
 
-def distance_to_hull(X: torch.Tensor, point: torch.Tensor) -> float:
-    """min |X p - point| over the simplex, by cvxpy with Clarabel (accurate to ~1e-8)."""
+def distance_to_hull(X: torch.Tensor, point: torch.Tensor) -> tuple[float, float]:
+    r"""Certified ``(lower, upper)`` bounds on :math:`\mathrm{dist}(\xi, \mathrm{conv}(X))`,
+    from the solution that cvxpy (Clarabel) returns for :math:`\min_p\lVert Xp - \xi\rVert`
+    over the simplex, whatever its accuracy:
+
+    - upper: :math:`q = \max(p, 0)/\sum\max(p, 0)` is exactly in the simplex, so
+      :math:`\mathrm{dist} \le \lVert Xq - \xi\rVert`, computed within
+      :math:`\gamma_{N+1}(|X|q + |\xi|)` (and the normalisation's :math:`\gamma_{N+1}` on q);
+    - lower (a separating hyperplane): for any unit :math:`y`, :math:`\mathrm{dist} \ge
+      y^\top\xi - \max_i y^\top x_i`; here :math:`y \propto \xi - Xp`, each inner product a
+      :math:`d`-term sum within :math:`\gamma_d|y|^\top|\cdot|` (one more :math:`u` for the
+      difference), and :math:`\lVert y\rVert \le
+      1 + \gamma_{d+2}` after normalising (so the bound is divided by that)."""
     import cvxpy as cp
 
     p = cp.Variable(X.shape[1])
     problem = cp.Problem(cp.Minimize(cp.norm(X.numpy() @ p - point.numpy())),
                          [p >= 0, cp.sum(p) == 1])
     problem.solve(solver=cp.CLARABEL)
-    return float(problem.value)
+    d, N = X.shape
+    weights = torch.from_numpy(p.value).to(X.dtype).clamp_min(0)
+    q = weights / weights.sum()
+    q_abs = q * (1 + gamma(N + 1))
+    upper = frobenius_upper(X @ q - point) + gamma(N + 1) * frobenius_upper(
+        X.abs() @ q_abs + point.abs())
+    gap = point - X @ q
+    if float(gap.norm()) == 0:
+        return 0.0, upper
+    y = gap / gap.norm()
+    rounding = gamma(d + 1) * float((y.abs() @ point.abs()) + (y.abs() @ X.abs()).max())
+    lower = (float(y @ point) - float((y @ X).max()) - rounding) / (1 + gamma(d + 2))
+    return max(lower, 0.0), upper
 
 
-# Clarabel's default absolute/relative gap tolerances are 1e-8; distances are O(1) here.
-HULL_SOLVER_TOLERANCE = 1e-6
+def hull_rounding(X: torch.Tensor) -> float:
+    r"""How far the computed :math:`T(\xi) = \mathrm{fl}(X\hat p)` can lie from
+    :math:`\mathrm{conv}(X)`: the computed weights are :math:`\ge 0` with
+    :math:`|\sum\hat p - 1| \le \gamma_{N+1}` (convex_hull_check), so
+    :math:`X\hat p/\sum\hat p` is a hull point within :math:`c\gamma_{N+1}` of
+    :math:`X\hat p` (:math:`c = \max_i\lVert x_i\rVert`), and forming the product adds
+    :math:`\gamma_N c(1 + \gamma_{N+1})`."""
+    N = X.shape[1]
+    c = float(X.norm(dim=0).max()) * (1 + gamma(X.shape[0] + 2))
+    return c * (gamma(N + 1) + gamma(N) * (1 + gamma(N + 1)))
 
 
 def fixed_point_check(build=hopfield_update):
@@ -227,6 +290,9 @@ def fixed_point_check(build=hopfield_update):
     def run(case):
         X, xi, beta = case
         T = build(X, beta)
+        # which point is tested, not a tolerance: iterate until the step is at the rounding
+        # level of T's output (1e-13 relative); the assertion below is sound for every
+        # computed T(xi) of a correct construction, fixed point or not
         for _ in range(500):  # the update is a contraction near its attracting fixed points
             xi_next = T(xi)
             if float((xi_next - xi).norm()) <= 1e-13 * (1 + float(xi.norm())):
@@ -235,9 +301,13 @@ def fixed_point_check(build=hopfield_update):
         else:
             return  # no fixed point reached from this start: nothing to check
         evidence.cases(1)
-        distance = distance_to_hull(X, xi_next)
-        evidence.margin(HULL_SOLVER_TOLERANCE - distance)
-        assert distance <= HULL_SOLVER_TOLERANCE, f"fixed point at distance {distance:.3g}"
+        lower, upper = distance_to_hull(X, xi_next)
+        allowed = hull_rounding(X)
+        evidence.metric("certified distance to the hull (upper bound)", upper)
+        evidence.margin(1 - lower / allowed)
+        # fails only on a certificate: a separating hyperplane puts the point outside the hull
+        # by more than T's own rounding
+        assert lower <= allowed, f"fixed point at distance >= {lower:.3g} from the hull"
     return run
 
 
@@ -279,10 +349,15 @@ def twicing_check(boost=twicing):
         A, V = case
         n = A.shape[0]
         left, right = boost(A, V), A @ V + A @ (V - A @ V)
-        # both sides are at most two chained n-term products: gamma_{2n+2} on |A|(|V| + |A||V|)
-        tol = 4 * gamma(2 * n + 2) * (A.abs() @ (V.abs() + A.abs() @ V.abs())) + 1e-300
+        # left = fl(fl(2A - fl(AA)) V): the n-term AA, the subtraction (2A exact) and the
+        # n-term product: gamma_{2n+1} (2|A| + |A||A|)|V|; right = fl(AV + fl(A fl(V - AV))):
+        # gamma_{2n+2} (|A||V| + |A|(|V| + |A||V|)) = gamma_{2n+2}(2|A||V| + |A||A||V|). The
+        # absolute chain, evaluated in float64 (at most 2n + 2 roundings of positive terms),
+        # is within 1 + gamma_{4n+4} of its exact value.
+        scale = 2 * A.abs() @ V.abs() + A.abs() @ (A.abs() @ V.abs())
+        tol = 2 * gamma(2 * n + 2) * scale * (1 + gamma(4 * n + 4))
         err = (left - right).abs()
-        evidence.margin(float(((tol - err) / tol).min()))
+        evidence.margin(float(((tol - err) / tol.clamp_min(1e-300)).min()))
         assert (err <= tol).all(), f"twicing identity off by {float(err.max()):.3g}"
     return run
 

@@ -12,9 +12,6 @@ NICHANI = {"arxiv": "2412.06538", "ref": "Nichani, Lee, Bietti (2024), ICLR 2025
 CABANNES = {"arxiv": "2310.02984", "ref": "Cabannes, Dohmatob, Bietti (2024), ICLR 2024"}
 ROME = {"arxiv": "2202.05262", "ref": "Meng et al. (2022), NeurIPS; code kmeng01/rome"}
 
-# Higham's small constant c in gamma~_n = c n u for Householder/SVD least squares (Thm 20.3).
-LSQ_CONSTANT = 10
-
 
 def t_quantile(dof: int) -> float:
     """Two-sided 95% Student-t quantile (SciPy, imported lazily)."""

@@ -42,22 +42,28 @@ def task(F: int, seed: int):
 def score_tolerance(model, keys: torch.Tensor, values: torch.Tensor) -> float:
     r"""Rounding bound on a difference of two computed scores :math:`\langle g(k), v_j\rangle`.
 
-    A score is a chain of sums of products: the gate :math:`w^\top k - \tau` (:math:`d+1`
-    terms), the gadget map (:math:`d`), the sum over :math:`B` gadgets, then for the ladder
-    :math:`T + 1` ramps, the projection (:math:`n` or :math:`m`) and the score
-    (:math:`d_v`), each with one rounded product per term: at most
-    :math:`N = 2d + B + T + n + d_v + 8` rounded operations along any path. So the computed
-    score is within :math:`\gamma_N` times the same chain on absolute values (Higham, Ch. 3),
-    which :func:`abs_model` evaluates exactly on :math:`|k|`; twice it bounds a difference.
+    A score is a chain of sums of products; counting the rounded operations that any one term
+    of its expansion passes through (Higham, Ch. 3): the gate :math:`w^\top k - \tau` (a
+    :math:`d`-term dot product, then the subtraction: :math:`d + 1`; the ReLU is exact and
+    1-Lipschitz), the gadget map :math:`L_\beta k` (:math:`d`), their product (1) and the sum
+    over :math:`B` gadgets (:math:`B`): :math:`2d + B + 2`. The linear decoder adds the
+    projection (:math:`m` terms); the ladder adds :math:`z - \kappa_t` (1), the :math:`T` ramps'
+    sum, the offset (1) and the projection (:math:`n`). The score adds :math:`d_v`. So
+    :math:`N = 2d + B + m + d_v + 2` (linear) or :math:`2d + B + T + n + d_v + 4` (ladder),
+    and the computed score is within :math:`\gamma_N` times the same chain on absolute values,
+    which :func:`abs_model` evaluates on :math:`|k|` (thresholds and knots as :math:`-|\cdot|`, so
+    each gate and ramp dominates its true input's magnitude); computed in float64 that chain
+    (positive terms, :math:`N` roundings) is within :math:`1/(1 - \gamma_N) \le 1 + \gamma_{2N}`
+    of its exact value. Twice it bounds a difference.
     """
     B, d = model.encoder.route.shape
     decoder = model.decoder
-    N = 2 * d + B + decoder.projection.shape[0] + values.shape[1] + 8
+    N = 2 * d + B + decoder.projection.shape[0] + values.shape[1] + 2
     if hasattr(decoder, "knots"):
-        N += decoder.knots.shape[0]
+        N += decoder.knots.shape[0] + 2
     with torch.no_grad():
         scale = (abs_model(model)(keys.abs()) @ values.abs().T).max()
-    return 2 * gamma(N) * float(scale)
+    return 2 * gamma(N) * float(scale) * (1 + gamma(2 * N))
 
 
 def abs_model(model):

@@ -29,11 +29,17 @@ from constructions.fact_mlps import (
 )
 from theorems.areas.fact_mlps._shared import (
     DUGAN,
-    LSQ_CONSTANT,
     fact_sets,
     seeded_fact_set,
     unit_rows,
 )
+from theorems.areas.fact_mlps._storage_bounds import (
+    gated_output_error,
+    rank_certificate,
+    score_tolerance,
+    system_error,
+)
+from theorems.certificates import frobenius_upper
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
 from theorems.numerics import gamma
@@ -73,43 +79,6 @@ FM_EXACT = Claim(
 )
 
 
-def rank_certificate(M: torch.Tensor) -> tuple[float, float]:
-    r"""``(sigma_min, tolerance)``: the exact matrix has full row rank if
-    ``sigma_min > tolerance``.
-
-    The computed :math:`M` differs from the exact one by at most :math:`\gamma_3` relative per
-    entry (three rounded factors), and LAPACK's SVD returns the singular values of a matrix
-    within :math:`\gamma_{r+c}\lVert M\rVert_F` of it; by Weyl's inequality the exact
-    :math:`r`-th singular value is within the sum of both of the computed one."""
-    rows, cols = M.shape
-    if rows > cols:
-        return 0.0, 0.0
-    sigma = torch.linalg.svdvals(M)
-    tolerance = (gamma(3) + gamma(rows + cols)) * float(M.norm())
-    return float(sigma[rows - 1]), tolerance
-
-
-def score_tolerance(model, keys: torch.Tensor, values: torch.Tensor) -> float:
-    r"""Rounding bound on a difference of two computed scores :math:`\langle g(k), v_j\rangle`.
-
-    :func:`gated_output_error` bounds the computed :math:`g(k)` entrywise by :math:`E`
-    (composed per layer, including the gate's rounding: the logistic's input errs by
-    :math:`\gamma_d|G||k|`, which the old bound, taking the computed gates as exact
-    multipliers, left out). The score is a :math:`d_v`-term dot product with :math:`v_j`:
-    :math:`|\hat c_j - c_j| \le E^\top|v_j| + \gamma_{d_v}(|g| + E)^\top|v_j|`, with
-    :math:`|g| \le |P|^\top|D||A||k|` (:math:`0 < \sigma \le 1`). Twice that bounds a
-    difference; the magnitudes, computed in float64 with at most
-    :math:`d + h + m + d_v` roundings per term, carry :math:`1 + \gamma_{d+h+m+d_v}`."""
-    sizes = model.sizes
-    k = keys.to(model.gate.dtype).abs()
-    E = gated_output_error(model, keys)                                       # (F, d_v)
-    g_abs = ((k @ model.up.abs().T) @ model.down.abs().T) @ model.decoder.abs()
-    d_v = values.shape[1]
-    per_score = (E + gamma(d_v) * (g_abs + E)) @ values.abs().T               # (F, |V|)
-    n = sizes["d"] + sizes["hidden"] + sizes["code_dim"] + d_v
-    return 2 * float(per_score.max()) * (1 + gamma(n))
-
-
 def exact_storage_check(build=encoder_decoder_mlp):
     @given(case=fact_sets())
     @example(case=(*seeded_fact_set(1, 2, 2, 2, seed=0), 0))        # one key
@@ -124,20 +93,36 @@ def exact_storage_check(build=encoder_decoder_mlp):
         F, d, m, h = len(keys_unique), sizes["d"], sizes["code_dim"], sizes["hidden"]
         # 1. the exact system has full row rank (certified in float64)
         M = encoder_system(keys_unique, model.gate, model.down)
-        sigma_min, tolerance = rank_certificate(M)
+        E = system_error(keys_unique, model.gate, model.down)
+        sigma_min, tolerance = rank_certificate(M, E)
         evidence.metric("log10 cond(M)", math.log10(float(torch.linalg.svdvals(M)[0])
                                                      / max(sigma_min, 1e-300)))
         assert sigma_min > tolerance, (
             f"M ({M.shape[0]}x{M.shape[1]}) is not certified full row rank: sigma_min "
             f"{sigma_min:.3g} <= {tolerance:.3g} (h={h}, d={d}, F={F}, m={m})")
-        # 2. the encoder hits every code up to the solver's backward error
+        # 2. the encoder hits every code as exactly as its data allow (a-posteriori, no
+        # solver constant): by Rigal and Gaches, the returned a solves (M + dM) a = c + dc
+        # exactly with |dM|_F <= |E|_F and |dc| <= |e_c| iff |M a - c| <= |E|_F|a| + |e_c|,
+        # where E bounds the rounding of M itself (system_error) and e_c = 2 gamma_{d_v}
+        # |V_f||P|^T that of the codes (formed here and, independently, by the construction):
+        # then A is an exact solution of a system that float64 cannot tell from this one. The
+        # residual's own rounding (an (hd+1)-term sum per row) is
+        # gamma_{hd+1}(|M||a| + |c|). The distance to an exact solution of the computed
+        # system follows: |a - a*| <= |r| / sigma_min (r = M a - c, M full row rank).
         codes = values[facts_unique] @ model.decoder.T
         a = model.up.reshape(-1, 1)
-        solve_tol = gamma(LSQ_CONSTANT * M.shape[0] * M.shape[1]) * float(
-            M.norm() * a.norm() + codes.norm())
-        code_error = float((M @ a - codes.reshape(-1, 1)).norm())
-        evidence.margin(1 - code_error / solve_tol)
-        assert code_error <= solve_tol, f"encoder misses its codes by {code_error:.3g}"
+        c = codes.reshape(-1, 1)
+        code_abs = (values[facts_unique].abs() @ model.decoder.abs().T).reshape(-1, 1)
+        residual = M @ a - c
+        rounding = gamma(M.shape[1] + 1) * frobenius_upper(M.abs() @ a.abs() + c.abs())
+        solve_tol = frobenius_upper(E) * frobenius_upper(a) \
+            + 2 * gamma(values.shape[1]) * frobenius_upper(code_abs) * (1 + gamma(values.shape[1]))
+        code_error = float(residual.norm())
+        evidence.metric("certified |a - a*| (distance to an exact solution)",
+                        (frobenius_upper(residual) + rounding) / max(sigma_min - tolerance,
+                                                                     1e-300))
+        evidence.margin(1 - (code_error - rounding) / solve_tol)
+        assert code_error <= solve_tol + rounding, f"encoder misses its codes by {code_error:.3g}"
         # 3. every fact is stored, with a margin above the rounding of the scores
         accuracy, margin = recall(model, keys, values, facts)
         tol = score_tolerance(model, keys, values)
@@ -592,29 +577,6 @@ def swap_cases(draw):
             torch.tensor(positions), length, draw(st.integers(0, 3)))
 
 
-def gated_output_error(mlp, k: torch.Tensor) -> torch.Tensor:
-    r"""Rounding bound ``(B, d_v)`` of one evaluation of
-    :math:`g(k) = P^\top D(\sigma(Gk)\odot Ak)` at the given (exact) input ``k``.
-
-    Composed per layer (standard model, first order folded into the gammas):
-    :math:`s = Gk` and :math:`a = Ak` err by :math:`\gamma_d |G||k|`, :math:`\gamma_d|A||k|`;
-    the logistic is :math:`\tfrac14`-Lipschitz and evaluated as :math:`1/(1+e^{-s})` with a
-    faithfully rounded exp (relative :math:`2u`), i.e. to relative :math:`\gamma_4`;
-    :math:`0<\sigma\le 1`, so the product :math:`h=\sigma\odot a` errs by
-    :math:`E_h = \gamma_d|A||k| + |a|(\tfrac14\gamma_d|G||k| + \gamma_5)` (one more u for
-    the product); :math:`z = Dh` errs by :math:`\gamma_h|D|(|a|+E_h) + |D|E_h`, and
-    :math:`g = P^\top z` by :math:`\gamma_m|P|^\top(|z|+E_z) + |P|^\top E_z`, where
-    :math:`|a| \le |A||k|` and :math:`|z| \le |D||A||k|` (as :math:`\sigma \le 1`)."""
-    k = k.to(mlp.gate.dtype).abs()
-    d, h, m = k.shape[-1], mlp.gate.shape[0], mlp.down.shape[0]
-    a = k @ mlp.up.abs().T
-    s = k @ mlp.gate.abs().T
-    e_h = gamma(d) * a + a * (gamma(d) * s / 4 + gamma(5))
-    z = a @ mlp.down.abs().T
-    e_z = gamma(h) * (a + e_h) @ mlp.down.abs().T + e_h @ mlp.down.abs().T
-    return gamma(m) * (z + e_z) @ mlp.decoder.abs() + e_z @ mlp.decoder.abs()
-
-
 def swap_check(build=fact_transformer):
     @given(case=swap_cases())
     @example(case=(torch.eye(3, dtype=torch.float64), torch.eye(3, dtype=torch.float64),
@@ -639,8 +601,11 @@ def swap_check(build=fact_transformer):
         swapped = model(prompts)
         assert torch.equal(swapped.argmax(-1), facts_b), "model does not answer fact set B"
         # what the MLP reads is the subject's key, moved by the hardmax head: with an exact
-        # 0/1 pattern (one subject, causal) it is sum_j p_ij (x_j W_V) W_O, whose rounding is
-        # gamma_{width+n+1} |x_s||W_V||W_O| (the pattern's zeros add exactly)
+        # 0/1 pattern (one subject, causal) it is sum_j p_ij (x_j W_V) W_O + x, whose terms
+        # pass x W_V (width terms), the sum over the n positions (at most n; its zeros add
+        # exactly), z W_O (d_head terms) and the residual's addition: rounding
+        # gamma_{width+n+d_head+1} |x_s||W_V||W_O|, the absolute chain computed in float64
+        # within 1 + gamma_2N of its exact value
         u = model.mlp_input(prompts)
         x = model.embeddings[prompts].abs()
         head = model.attention
@@ -648,7 +613,8 @@ def swap_check(build=fact_transformer):
         d = model.d
         moved = moved.amax(1)[:, d + 2:2 * d + 2]
         width = x.shape[-1]
-        key_tol = gamma(width + length + 1) * moved
+        N = width + length + head.W_O.shape[1] + 1
+        key_tol = gamma(N) * moved * (1 + gamma(2 * N))
         key_err = (u - keys[subjects].to(u.dtype)).abs()
         assert bool((key_err <= key_tol).all()), (
             f"the MLP does not read the subject's key ({key_err.max():.3g})")
@@ -667,8 +633,13 @@ def swap_check(build=fact_transformer):
         bound = (2 * (gated_output_error(mlp_a, u) + gated_output_error(mlp_b, u)) @ V
                  + gamma(dv + 1) * (ga.abs() + gb.abs() + (gb - ga).abs()) @ V
                  + gamma(2) * (swapped.abs() + logits.abs() + expected.abs()))
-        # bound + its own first-order slack: the magnitudes above are computed ones
-        tol = (1 + gamma(dv + 8)) * bound
+        # the bound is itself computed: its terms are sums of products of non-negative
+        # numbers, at most d_v + 3 roundings deep (the d_v-term products with |V|, the three
+        # additions), so the exact value of the same expression is within 1/(1 - gamma_{dv+3})
+        # <= 1 + gamma_{2dv+6} of it; and |g| <= |g_computed| + E, whose second-order part
+        # gamma_{dv+1} (E_A + E_B + |E_B - E_A|)|V| <= 2 gamma_{dv+1} (E_A + E_B)|V| is added
+        E_sum = (gated_output_error(mlp_a, u) + gated_output_error(mlp_b, u)) @ V
+        tol = (1 + gamma(2 * dv + 6)) * (bound + 2 * gamma(dv + 1) * E_sum)
         err = (swapped - logits - expected).abs()
         evidence.margin(float((1 - err / tol).min()))
         assert bool((err <= tol).all()), (

@@ -147,12 +147,34 @@ def zfb_conservation_check(preconditioner=optimal_preconditioner, trajectory=tra
         assert off <= gamma(P_coefficients) * math.sqrt(result.metrics["S_final"]), (
             f"odd blocks grew to {off:.3g}")
         Gamma = gamma_from_lifted(theta, D_FEATURES)
-        u_y2, Q_end = result.metrics["u_y_final"] ** 2, result.metrics["Q_final"]
+        u_y, Q_end = result.metrics["u_y_final"], result.metrics["Q_final"]
+        u_y2, g, S_end = u_y**2, float(Gamma.norm()), result.metrics["S_final"]
         evidence.metric("u_y^2 (final)", u_y2)
         evidence.metric("|A*|_F", float(A.norm()))
-        gap = abs(u_y2 - float(Gamma.norm()))
-        bound = abs(Q_end) / 2 + gamma(P_coefficients) * result.metrics["S_final"] * 4
-        assert gap <= bound, f"u_y^2 = {u_y2:.5f} but |Gamma|_F = {float(Gamma.norm()):.5f}"
+        evidence.metric("u_y^2 - |Gamma|_F (= Q/2 to first order)", u_y2 - g)
+        predicted = (Q_end + math.sqrt(Q_end**2 + 4 * g**2)) / 2
+        gap = abs(u_y2 - predicted)
+        # Exactly, for the final weights (V = W_KQ's x block, o = off_block_max): Gamma_cb =
+        # -(u_y V_bc + P_yb K_yc), so |Gamma|_F = |u_y||V|_F + e1, |e1| <= d o^2, and
+        # |V|_F^2 = u_y^2 - Q + eps, |eps| <= N_o o^2 over the N_o = dD + d + 2D - 1 odd
+        # entries; x = u_y^2 then solves x(x - Q + eps) = (|Gamma|_F - e1)^2 exactly, and
+        # f(Q, g) = (Q + sqrt(Q^2 + 4g^2))/2 is 1-Lipschitz in Q and in g. The computed inputs:
+        # Q_end = fl(sum P^2 - sum K^2) errs by gamma_{D^2+1} S; theta's entries (one product,
+        # a sum of two, a halving) by gamma_3 |u_y||V| + d o^2 per entry and |Gamma|_F's
+        # d^2-term norm by gamma_{d^2+2}; evaluating f (a square, a product, a sum, a sqrt, a
+        # sum, a halving) by gamma_5 (|Q| + sqrt(Q^2 + 4g^2))/2, and u_y^2 by u u_y^2.
+        d_x = D_FEATURES
+        N_o = d_x * D + d_x + 2 * D - 1
+        odd = (N_o + d_x) * off**2
+        inputs = (gamma(D * D + 1) * S_end
+                  + gamma(3) * (abs(u_y) * math.sqrt(S_end) + d_x * off**2)
+                  + gamma(d_x * d_x + 2) * g)
+        evaluation = gamma(5) * (abs(Q_end) + math.sqrt(Q_end**2 + 4 * g**2)) / 2 \
+            + gamma(1) * u_y2
+        bound = (odd + inputs + evaluation) * (1 + gamma(16))   # the bound's own arithmetic
+        evidence.margin(1 - gap / bound)
+        assert gap <= bound, (
+            f"u_y^2 = {u_y2:.17g} but (Q + sqrt(Q^2 + 4|Gamma|^2))/2 = {predicted:.17g}")
     return run
 
 

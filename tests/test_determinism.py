@@ -59,14 +59,20 @@ def without_times(data: dict, *, noise: bool = True) -> dict:
 
 def run_checks(out: Path, *, jobs: str, threads: int, paths: tuple[str, ...]) -> dict:
     """The evidence of one ci-profile run: of ``paths`` alone, or of everything by ``verify``."""
+    env = {**os.environ, "THEOREMS_TORCH_THREADS": str(threads)}
     if paths:
+        # The plugins these runs use are named, not auto-loaded: the entry-point plugins of
+        # other packages (anyio, jaxtyping, typeguard) play no part in the evidence, and pytest
+        # rewrites the asserts of every module of an auto-loaded plugin's distribution (all of
+        # Hypothesis), on every start where bytecode is not written: a quarter of a small run.
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         command = [sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:cacheprovider",
-                   "-o", "addopts=", "-m", "not slow", "-p", "theorems.profiles",
+                   "-o", "addopts=", "-m", "not slow", "-p", "theorems.plugin",
+                   "-p", "_hypothesis_pytestplugin", "-p", "theorems.profiles",
                    "--hypothesis-profile=ci", f"--evidence-out={out}"]
-        command += ["-n", jobs] if jobs != "0" else ["-p", "no:xdist"]
+        command += ["-p", "xdist.plugin", "-n", jobs] if jobs != "0" else []
     else:
         command = [sys.executable, "-m", "theorems", "verify", "--jobs", jobs, "--out", str(out)]
-    env = {**os.environ, "THEOREMS_TORCH_THREADS": str(threads)}
     result = subprocess.run(command, capture_output=True, text=True, env=env, check=False,
                             timeout=1800, cwd=ROOT)
     assert out.is_file(), result.stdout[-2000:] + result.stderr[-2000:]

@@ -9,7 +9,9 @@ the construction only by what floating point cannot tell apart, and requires eve
   from a seeded generator). Its exact output differs from the unperturbed one by a relative
   :math:`O(u)`, which any sound tolerance already allows for a rounding of the weights.
 - ``two-threads``: the real builder, evaluated with ``torch.set_num_threads(2)`` instead of the
-  suite's 1, so that reductions may be split and summed in another (equally valid) order.
+  suite's 1, so that reductions may be split and summed in another (equally valid) order
+  (``slow`` tier: the default run keeps the re-rounded kind, the determinism test compares one
+  and two threads on its area).
 
 Every check factory under ``theorems/areas`` that takes ``build=`` is discovered by signature;
 each runs on a small Hypothesis budget (its explicit ``@example`` s and a few drawn ones). The
@@ -139,6 +141,9 @@ def test_rerounded_weights_pass(factory):
     _run(factory(build=rerounding(default)))
 
 
+# The second kind is the slow tier's: the default run already runs every one of these checks
+# once on one thread, and re-rounded here; the slow tier adds the other summation order.
+@pytest.mark.slow
 @pytest.mark.parametrize("factory", list(_params("two-threads")))
 def test_two_threads_pass(factory):
     threads = torch.get_num_threads()

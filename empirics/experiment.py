@@ -299,8 +299,10 @@ def run_seeds(experiment: Experiment | str, config: str = "smoke", *,
 
     Returns the aggregate dict (also written to ``<out>/<name>/<config>.json`` when ``out`` is
     given): ``metrics`` maps each metric to its mean over seeds, ``spread`` to its
-    ``{"std", "sem", "n"}``, ``per_seed`` lists each seed's metrics and JSON path, and
-    ``record`` describes the run. Non-finite per-seed metrics are left out of the means.
+    ``{"std", "sem", "n"}``, ``per_seed`` lists each seed's metrics and JSON path, ``tables``
+    holds the first seed's tables (seed ``tables_seed``) and ``figures`` the error-bar figure,
+    the experiment's ``summarize`` figures and the first seed's own, and ``record`` describes
+    the run. Non-finite per-seed metrics are left out of the means.
 
     With ``resume`` (and ``out``), a seed whose result is already saved under ``out`` from the
     current code (same fingerprint), the same config and the same device is read back instead
@@ -341,6 +343,9 @@ def run_seeds(experiment: Experiment | str, config: str = "smoke", *,
                        for k, stats in summary.items()},
             "per_seed": [{"seed": d["seed"], "metrics": d["metrics"], "path": d["path"]}
                          for d in per_seed],
+            # an aggregate cannot average a table: it shows the first seed's, and says so
+            "tables": per_seed[0].get("tables", {}) if per_seed else {},
+            "tables_seed": per_seed[0]["seed"] if per_seed else None,
             "figures": {},
             "record": {**run_record(device), "wall_time": round(time.perf_counter() - started,
                                                                 3),
@@ -353,6 +358,12 @@ def run_seeds(experiment: Experiment | str, config: str = "smoke", *,
         if experiment.summarize is not None:
             figures.update(experiment.summarize(per_seed))
         data["figures"] = _save_figures(figures, directory, name)
+        # the first seed's own figures, by their names (files beside it), unless taken
+        first_seed = per_seed[0]["seed"]
+        for figure in per_seed[0].get("figures") or ():
+            file = f"{config}-seed{first_seed}-{figure}.png"
+            if figure not in data["figures"] and (directory / file).is_file():
+                data["figures"][figure] = file
         (directory / f"{name}.json").write_text(json.dumps(json_ready(data), indent=1) + "\n")
         data["path"] = str(directory / f"{name}.json")
     return data

@@ -577,3 +577,14 @@ def test_a_published_seed_is_read_from_beside_its_aggregate(tmp_path):
     assert published_result("exp", seed=1, directory=tmp_path)["seed"] == 1
     with pytest.raises(FileNotFoundError, match="is seed 1, not 0"):
         published_result("exp", seed=0, directory=tmp_path)
+
+
+def test_an_aggregate_shows_its_first_seeds_tables_and_figures(toy, tmp_path):
+    """A mean over seeds cannot average a table: the aggregate carries seed 0's, labelled."""
+    data = run_seeds(toy, "smoke", seeds=2, device="cpu", out=tmp_path, backend="serial",
+                     progress=False)
+    saved = json.loads((tmp_path / "toy-engine-test" / "smoke.json").read_text())
+    first = json.loads((tmp_path / "toy-engine-test" / "smoke-seed0.json").read_text())
+    assert saved["tables"] == first["tables"] == data["tables"] and saved["tables_seed"] == 0
+    assert saved["figures"]["line"] == first["figures"]["line"] == "smoke-seed0-line.png"
+    assert saved["figures"]["seeds"] == "smoke-seeds.png"

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from constructions.icl_regression import one_step_gd, population_loss, sample_prompts
+from constructions.icl_regression import population_loss, sample_prompts
 from theorems.areas.icl_regression._shared import MAHANKALI, gaussian, z_score
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
@@ -66,7 +66,9 @@ def population_loss_check(loss=population_loss, seed: int = 0):
             Gamma = gaussian(generator, d, d, scale=1 / d)     # dense and not symmetric
             prompts = sample_prompts(PROMPTS, n, d, sigma2=sigma2, Sigma=Sigma, Omega=Omega,
                                      generator=generator)
-            losses = (one_step_gd(d, 1.0, preconditioner=Gamma).predict(prompts.Z)
+            # the predictor of the statement, computed directly (not through an LSA)
+            s = torch.einsum("bn,bnd->bd", prompts.y, prompts.X) / n
+            losses = (torch.einsum("bi,ij,bj->b", prompts.x_query, Gamma, s)
                       - prompts.y_query).pow(2)
             mean, se = float(losses.mean()), float(losses.std() / math.sqrt(PROMPTS))
             expected = loss(Gamma, n, sigma2, Sigma, Omega)

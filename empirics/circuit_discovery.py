@@ -440,9 +440,10 @@ CIRCUIT_DISCOVERY = Experiment(
                  "size."),
     configs={
         "smoke": {"cases": "all", "size": "smoke", "batch": 8, "methods": list(METHODS)},
-        # Every case at its full size. The batch is 64, not GPU-sized: the circuits are exact,
-        # so a larger batch moves no AUC or precision and the faithfulness only in its
-        # rounding (batch 512 took over 20 CPU-minutes a seed on this 2-core machine).
+        # Every case at its full size. The batch is 64, not GPU-sized: a circuit edge's effect
+        # is exact, so the batch moves activation patching's scores only in their rounding
+        # (EAP's rounding-level scores, as on the rotated case, can move more); batch 512 took
+        # over 20 CPU-minutes a seed on this 2-core machine.
         "full": {"cases": "all", "size": "full", "batch": 64, "methods": list(METHODS)},
     },
     run=run,

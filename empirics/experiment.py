@@ -347,8 +347,10 @@ def run_seeds(experiment: Experiment | str, config: str = "smoke", *,
             "tables": per_seed[0].get("tables", {}) if per_seed else {},
             "tables_seed": per_seed[0]["seed"] if per_seed else None,
             "figures": {},
-            "record": {**run_record(device), "wall_time": round(time.perf_counter() - started,
-                                                                3),
+            # a resumed seed's wall time is the one its own record gives
+            "record": {**run_record(device),
+                       "wall_time": round(time.perf_counter() - started + sum(
+                           d["record"].get("wall_time", 0.0) for d in saved.values()), 3),
                        "backend": backend, "code_fingerprint": experiment.fingerprint(),
                        "resumed": sorted(saved)}}
     if out is not None:

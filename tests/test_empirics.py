@@ -320,6 +320,7 @@ def test_a_resumed_sweep_reuses_only_current_seeds(toy, tmp_path):
     assert data["record"]["resumed"] == [0, 1] and data["seeds"] == [0, 1, 2]
     assert [d["seed"] for d in data["per_seed"]] == [0, 1, 2]
     assert data["per_seed"][1]["metrics"]["value"] == 123.0
+    assert data["record"]["wall_time"] >= marked["record"]["wall_time"]  # counts resumed seeds
     rerun = run_seeds(toy, "smoke", seeds=3, device="cpu", out=tmp_path, backend="serial",
                       progress=False, resume=True, scale=2.0)   # another config: all rerun
     assert rerun["record"]["resumed"] == []

@@ -32,6 +32,11 @@ read-out :math:`ab = \frac1d\sum_j\mathrm{Re}(W_{KQ}[d+j,j]W_{PV}[j,j])`, invari
 outside the two diagonals (0 for the construction); :math:`ab^*_T` in closed form and the
 training set's own optimum over the diagonal family with its Monte Carlo standard error; and
 the held-out loss of the trained model next to that of the construction at :math:`ab^*_T`.
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``ar-mesa``: 219 CPU-s for three seeds (about 73 a seed); published with three seeds.
 """
 
 from __future__ import annotations

@@ -13,6 +13,12 @@ It is compared with three gauge-invariant quantities:
 * the **context gap**: the smallest distance between the attention outputs of one token in two
   different token sets, for the trained model and for the construction, against Theorem 2's
   ``delta`` for the same vocabulary (measured and worst-case projection constants).
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``boltzmann-memorization``: 610 CPU-s spent on three seeds over 2 runs (a per-run CPU limit
+  restarted a partly run seed, so a seed costs under a third of it); published with three seeds.
 """
 
 from __future__ import annotations

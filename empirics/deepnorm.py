@@ -20,6 +20,13 @@ fixed Gaussian target, for ``steps`` steps from initialisation. For each step :m
 \rVert_F/\sqrt{nd}`. DeepNet's bound on :math:`\lVert\Delta F\rVert` is, as recalled, for an
 SGD-like update through the budget :math:`\sum_l (v_l^2 + w_l^2)/\alpha^2` [R]; the checked
 optimiser is plain SGD, and Adam (the paper's practice) is measured in the full config only.
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``deepnorm``: a seed did not finish in 9 minutes of wall-clock on its own two-process pool
+  (under load from other jobs), so its full config is left to a GPU (``python -m empirics
+  run-all --device cuda``).
 """
 
 from __future__ import annotations

@@ -15,6 +15,11 @@ decoder, the bucketed scalar code with the ladder decoder, and the Hebbian memor
 :math:`W = \sum_i v_{f(i)}k_i^\top` (its points count only where it recalls every fact).
 Gradient descent is not retrained: its smallest widths come from the published width sweep
 (``empirics/results/fact-mlps-width/full.json``).
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``fact-mlps-frontier``: 418 CPU-s for three seeds (about 139 a seed); published with three seeds.
 """
 
 from __future__ import annotations

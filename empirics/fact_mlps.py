@@ -17,6 +17,15 @@ Three experiments, each with a CPU ``smoke`` and a larger ``full`` config:
 Comparisons are gauge-invariant: recall and parameter counts, edits compared as matrices
 :math:`\Delta W` (the edit of a fixed :math:`W` is unique), disturbance as
 :math:`\mathbb E\lVert\Delta W k\rVert^2` on held-out keys.
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``fact-mlps-associative-memory``: 259 CPU-s for three seeds (about 86 a seed); published with
+  three seeds.
+* ``fact-mlps-rome-gd``: 193 CPU-s for three seeds (about 64 a seed); published with three seeds.
+* ``fact-mlps-width``: 331 to 454 s of wall-clock a seed (its own process pool on both cores, so
+  CPU-s are not counted here); published with three seeds.
 """
 
 from __future__ import annotations

@@ -20,6 +20,18 @@ config (larger ``d`` and ``n``):
   a teacher-forced chain-of-thought loss to map :math:`w_k \mapsto w_{k+1}`; compared
   through its effective update map and the gauge-invariant products
   :math:`W_{PV}[w,x]W_{KQ}[x,w]` and :math:`W_{PV}[w,x]W_{KQ}[y,1]`.
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``icl-regression-cot``: about 125 CPU-min a seed, extrapolated from two runs of the full
+  config cut to 40 and 80 of its 20000 steps (17 and 32 CPU-s); not run to the end on a CPU, so
+  its full config is left to a GPU.
+* ``icl-regression-lsa``: about 59 CPU-min a seed, extrapolated from two runs of the full config
+  cut to 40 and 80 of its 20000 steps (20 and 27 CPU-s); not run to the end on a CPU, so its
+  full config is left to a GPU.
+* ``icl-regression-zfb``: its full config cut to 40 of its 20000 steps did not finish within 60
+  CPU-s, so a seed takes more than 6 CPU-hours (counting 15 CPU-s as start-up); left to a GPU.
 """
 
 from __future__ import annotations

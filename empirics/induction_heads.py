@@ -23,6 +23,13 @@ induction head. Expected: two layers at :math:`\ge 95\%` with the construction's
 pattern; one layer far below at every size tried. (Measured: one layer sits at two to four
 times the unigram baseline, above the context baseline too: the target is a token of the
 recent context, which one attention layer can favour without solving the task.)
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``induction-heads``: about 39 CPU-min a seed, extrapolated from two runs of the full config
+  cut to 3 and 6 of its 1500 steps (43 and 48 CPU-s); not run to the end on a CPU, so its full
+  config is left to a GPU.
 """
 
 from __future__ import annotations

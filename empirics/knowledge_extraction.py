@@ -17,6 +17,12 @@ oracle's level on the drawn world, reachable fraction :math:`+ (1-\text{reachabl
 Two arms: *covering* (every fact stored with all :math:`M = 4` templates, half the people
 fine-tuned: the oracle level is 1) and *hallucination* (:math:`M = 16` templates, one per fact,
 two fine-tuned people: most tested facts unreachable).
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``knowledge-extraction``: a seed did not finish within 240 CPU-s (stopped), so its full config
+  is left to a GPU (``python -m empirics run-all --device cuda``).
 """
 
 from __future__ import annotations

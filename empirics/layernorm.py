@@ -37,6 +37,12 @@ report the angle between the line through :math:`u_i` and :math:`\mathbf 1`, in
 :math:`[0°, 90°]` (the authors' ``90 - |acos(cos) - 90|``), its median over the positions of
 a held-out batch, and the mean total-variation distance between each attention row and the
 uniform row (the construction's pattern), plus held-out accuracy.
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``ln-majority``: its full config cut to 32 of its 16000 steps did not finish within 60 CPU-s,
+  so a seed takes more than 6 CPU-hours (counting 15 CPU-s as start-up); left to a GPU.
 """
 
 from __future__ import annotations

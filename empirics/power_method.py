@@ -35,6 +35,12 @@ matrix cut to :math:`d` columns): averaging :math:`QGQ^\top` over them gives
 :math:`\tfrac{\mathrm{tr}\,G}{d}I` exactly, so each step follows an unbiased estimate of the
 population gradient that has the population gradient's symmetry. Without it (the paper's
 fixed-sample SGD) the blocks wander off :math:`\propto I` by sampling noise.
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``power-method-gd``: its full config cut to 600 of its 30000 steps did not finish within 127
+  CPU-s, so a seed takes more than 2 CPU-hours (counting 15 CPU-s as start-up); left to a GPU.
 """
 
 from __future__ import annotations

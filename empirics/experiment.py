@@ -233,8 +233,9 @@ def code_without_docs(source: str) -> str:
     """``source`` re-printed from its syntax tree with every docstring removed.
 
     Comments and layout vanish with the round trip through :mod:`ast`; a docstring is the
-    first statement of a module, class or function when it is a string constant. Two sources
-    map to the same text exactly when they differ only in comments, docstrings and layout."""
+    first statement of a module, class or function when it is a string constant. Sources that
+    differ only in comments, docstrings and layout map to the same text (so do a few other
+    spellings of the same code, such as a string's quotes)."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):

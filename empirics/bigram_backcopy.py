@@ -16,6 +16,12 @@ Measured on held-out sequences, at dormant (non-trigger) positions:
 The paper's abstract says sinks form under softmax + Adam and that ReLU attention and SGD
 mitigate them; the thresholds here (mass > 0.9) are ours. The construction
 (:func:`~constructions.bigram_backcopy.active_dormant_model`) has BOS mass 1 and value 0.
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``bigram-backcopy``: its full config cut to 20 of its 10000 steps did not finish within 60
+  CPU-s, so a seed takes more than 6 CPU-hours (counting 15 CPU-s as start-up); left to a GPU.
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ default) or the conditioned scheme of :func:`constructions.conditioned_init.cond
 (semi-orthogonal :math:`W_Q, W_K`, :math:`W_V` a slice of the identity) [S]. Every seed trains
 both arms from the same embeddings, :math:`W_O` and data stream (a matched seed budget); the
 effect size is the mean difference of steps-to-target over its standard deviation across seeds.
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``conditioned-init``: its full config cut to 6 of its 3000 steps took 56 CPU-s and cut to 12
+  did not finish within 60, so a seed takes more than 0.5 CPU-hours; left to a GPU.
 """
 
 from __future__ import annotations

@@ -9,6 +9,13 @@ discrete SFT feeds and predicts the partial sums of one optimal path (the first 
 model (tied embeddings, ``n_layers`` pre-LN blocks). Validation: the permutation-group split
 (all orderings of a digit multiset on one side); CSFT is evaluated by rolling out its own
 continuous tokens :math:`\mathrm{softmax}(\ell_t)E`, SFT by greedy decoding.
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``cot2-csft``: about 108 CPU-min a seed, extrapolated from two runs of the full config cut to
+  40 and 80 of its 20000 steps (24 and 37 CPU-s); not run to the end on a CPU, so its full
+  config is left to a GPU.
 """
 
 from __future__ import annotations

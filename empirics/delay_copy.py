@@ -14,6 +14,12 @@ paper's Eq. (2) [R].
 The paper (8 layers, width 512) finds NoPE best and RoPE worst out of distribution, and that
 NoPE can fail to learn the task at all in small models (its Fig. 7). The smoke configuration
 is far smaller and only records what happens.
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``delay-copy``: its full config cut to 80 of its 40000 steps did not finish within 61 CPU-s,
+  so a seed takes more than 6 CPU-hours (counting 15 CPU-s as start-up); left to a GPU.
 """
 
 from __future__ import annotations

@@ -8,6 +8,13 @@ time the trace arm writes its own trace greedily. Members come from :func:`rando
 non-members are random arrangements of the same brackets that are not Dyck (so counting alone
 never decides). Out of distribution: longer strings (length axis) and deeper strings (depth
 axis), reported separately.
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``dyck-protoreasoning``: its full config cut to 100 of its 50000 steps did not finish within
+  60 CPU-s, so a seed takes more than 6 CPU-hours (counting 15 CPU-s as start-up); left to a
+  GPU.
 """
 
 from __future__ import annotations

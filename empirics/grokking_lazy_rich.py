@@ -13,6 +13,13 @@ All seeds and all :math:`\alpha` run as one batch of weight tensors: the gradien
 out by hand (:math:`\partial L/\partial w_i = \frac{2}{P}\frac{\alpha}{N}\sum_p r_p
 (1 + \varepsilon w_i^\top x_p)x_p`) because the shared trainer runs one model at a time, which
 would cost several times the CPU budget of the default run.
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``grokking-lazy-rich``: its full config cut to 200 of its 100000 steps did not finish within
+  60 CPU-s, so a seed takes more than 6 CPU-hours (counting 15 CPU-s as start-up); left to a
+  GPU.
 """
 
 from __future__ import annotations

@@ -25,6 +25,12 @@ Controls (config flags): ``shuffle_targets`` trains on sequences whose cells are
 (no spatial structure), ``freeze_gather`` keeps layer 1's queries and keys at zero (uniform
 attention: no gather can form). The claim's CPU configuration is
 ``theorems.areas.induction_variants.spatial_induction.GD_CONFIG``.
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``spatial-induction``: its full config cut to 40 of its 20000 steps did not finish within 61
+  CPU-s, so a seed takes more than 6 CPU-hours (counting 15 CPU-s as start-up); left to a GPU.
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ logistic probe on the residual stream at the :math:`s'` position predicts the tr
 accuracy is compared with the same probe fitted to shuffled labels (the control) and with the
 Bayes accuracy of the truth bit given :math:`(s, a)`, :math:`q + (1-q)\max(\pi', 1-\pi')` where
 only a matching first attribute is informative.
+
+Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
+load from other jobs; CPU seconds do not count waiting):
+
+* ``truth-encoding``: its full config cut to 60 of its 30000 steps did not finish within 60
+  CPU-s, so a seed takes more than 6 CPU-hours (counting 15 CPU-s as start-up); left to a GPU.
 """
 
 from __future__ import annotations

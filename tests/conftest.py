@@ -1,4 +1,6 @@
-"""Session summaries for the tests in this folder: the soundness harness's counts.
+"""Session summaries for the tests in this folder (the soundness harness's counts), and the
+``transformer_lens`` fixture the circuit tests share (tests/test_export.py keeps its own, which
+also skips on TransformerLens 4 under ``THEOREMS_REQUIRE_EXTRAS``).
 
 The counts are taken from the test reports, which reach the controller under pytest-xdist too,
 so ``pytest -n auto`` prints them as a serial run does.
@@ -6,7 +8,12 @@ so ``pytest -n auto`` prints them as a serial run does.
 
 from __future__ import annotations
 
+import importlib
+import os
+
 import pytest
+
+from constructions.files import INTEROP_HINT
 
 _KINDS = {"test_rerounded_weights_pass": "rerounded", "test_two_threads_pass": "two-threads"}
 
@@ -44,3 +51,16 @@ class SoundnessTally:
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller, or a run without xdist
         config.pluginmanager.register(SoundnessTally(), "soundness-tally")
+
+
+@pytest.fixture(scope="module")
+def transformer_lens():
+    try:
+        module = importlib.import_module("transformer_lens")
+        module.HookedTransformer  # noqa: B018 (4.x removed it; to_transformer_lens needs it)
+    except (ImportError, AttributeError):
+        if os.environ.get("THEOREMS_REQUIRE_EXTRAS"):
+            pytest.fail("transformer-lens 2.x/3.x is missing, but THEOREMS_REQUIRE_EXTRAS says "
+                        "every extra is installed")
+        pytest.skip(f"transformer-lens with HookedTransformer is not installed: {INTEROP_HINT}")
+    return module

@@ -50,19 +50,6 @@ PUBLIC_API_ACCEPTED = {
 
 
 @pytest.fixture(scope="module")
-def transformer_lens():
-    try:
-        module = importlib.import_module("transformer_lens")
-        module.HookedTransformer  # noqa: B018 (4.x removed it; to_transformer_lens needs it)
-    except (ImportError, AttributeError):
-        if os.environ.get("THEOREMS_REQUIRE_EXTRAS"):
-            pytest.fail("transformer-lens 2.x/3.x is missing, but THEOREMS_REQUIRE_EXTRAS says "
-                        "every extra is installed")
-        pytest.skip(f"transformer-lens with HookedTransformer is not installed: {INTEROP_HINT}")
-    return module
-
-
-@pytest.fixture(scope="module")
 def smoke(transformer_lens):
     return cd.CIRCUIT_DISCOVERY("smoke", device="cpu")
 

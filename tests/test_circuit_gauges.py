@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import importlib
-import os
-
 import pytest
 import torch
 
@@ -24,7 +21,6 @@ from constructions.circuit_gauges import (
 )
 from constructions.circuit_variants import SPURIOUS_HEADS, spurious_head_variant
 from constructions.circuits import Edge, induction_circuit
-from constructions.files import INTEROP_HINT
 from constructions.induction_heads import compact_induction, two_layer_induction
 from theorems.areas.circuits import earlier_occurrence, gauges
 from theorems.evidence import expect_failure
@@ -247,18 +243,6 @@ def test_bad_input_names_the_parameter(call, error, name):
 
 
 # --- TransformerLens export with the circuit hooks --------------------------------------------
-
-@pytest.fixture(scope="module")
-def transformer_lens():
-    try:
-        module = importlib.import_module("transformer_lens")
-        module.HookedTransformer  # noqa: B018 (to_transformer_lens needs it)
-    except (ImportError, AttributeError):
-        if os.environ.get("THEOREMS_REQUIRE_EXTRAS"):
-            pytest.fail("transformer-lens is missing, but THEOREMS_REQUIRE_EXTRAS says every "
-                        "extra is installed")
-        pytest.skip(f"transformer-lens with HookedTransformer is not installed: {INTEROP_HINT}")
-    return module
 
 
 @pytest.mark.interop

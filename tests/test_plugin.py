@@ -242,6 +242,7 @@ def test_another_projects_pytest_run_is_untouched(tmp_path):
 def test_a_partial_run_does_not_replace_the_evidence_the_docs_read(demo_directory):
     """``-k`` selects a subset: the evidence goes to evidence-partial.json, marked partial."""
     build = demo_directory / "build"
+    (demo_directory / "test_demo.py").write_text(DEMO)  # also when run on its own (-k)
     (demo_directory / "pytest.ini").write_text("[pytest]\n")
     build.mkdir(exist_ok=True)
     (build / "evidence.json").write_text("complete run")
@@ -255,6 +256,43 @@ def test_a_partial_run_does_not_replace_the_evidence_the_docs_read(demo_director
     assert partial["run"]["partial"] is True
     assert partial["run"]["selection"] == "-k good"
     assert partial["claims"]["demo.good"]["status"] == "verified"
+
+
+SLOW_ONLY = '''
+import pytest
+
+from theorems.claims import Claim, Source
+from theorems.evidence import check
+
+SOURCE = Source(arxiv="2408.14332", where="Theorem 1", tag="V")
+FAST = Claim(id="demo.fast", title="t", statement="s", source=SOURCE, kind="identity")
+SLOW = Claim(id="demo.slow-only", title="t", statement="s", source=SOURCE, kind="identity")
+
+
+@check(FAST, "property")
+def test_fast():
+    pass
+
+
+@pytest.mark.slow
+@check(SLOW, "empirical")
+def test_slow():
+    pass
+'''
+
+
+def test_a_run_that_deselects_every_check_of_a_claim_is_partial(tmp_path):
+    """A default run (``-m 'not slow'``) that leaves a claim without a single check says so:
+    it is partial and names the claim, so the claim does not read as merely unchecked."""
+    (tmp_path / "test_slow_only.py").write_text(SLOW_ONLY)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
+    out = tmp_path / "evidence.json"
+    result = run_pytest(tmp_path, out, "-m", "not slow", "test_slow_only.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = load(out)["run"]
+    assert run["partial"] is True
+    assert "every check deselected by -m (demo.slow-only)" in run["selection"]
+    assert "demo.fast" not in run["selection"]
 
 
 def test_a_figure_is_saved_or_copied_beside_the_evidence(tmp_path):

@@ -22,8 +22,11 @@ installed only while a check runs. Each check's record travels on the test repor
 ``user_properties``, so under pytest-xdist the controller receives every worker's records and
 aggregates them. A complete run writes the evidence file the docs read
 (:data:`theorems.evidence_file.DEFAULT_PATH`); a partial one (``-k``, ``-x`` stopping early, a
-subset of the areas) writes :data:`~theorems.evidence_file.PARTIAL_PATH` instead,
-marked ``partial``, unless ``--evidence-out`` names the file.
+subset of the areas, or ``-m`` deselecting every check of some claim, as the default
+``-m 'not slow'`` does for the claims whose only checks are slow) writes
+:data:`~theorems.evidence_file.PARTIAL_PATH` instead, marked ``partial``, unless
+``--evidence-out`` names the file. ``verify`` runs those sole-evidence slow checks and writes
+the complete file.
 """
 
 from __future__ import annotations
@@ -317,12 +320,13 @@ def _write(session: pytest.Session, state: _State, exitstatus: int) -> None:
     refutes = {**state.worker_refutes,
                **{c.id: c.refutes for c in (*registry, *current_registry())}}
     selection = _selection(config)
-    # A claim whose checks were collected but deselected by -m (slow ones in a default run)
-    # is unchecked in this run's evidence; a claim with no check collected at all (a subset
-    # of the areas was run) makes the run partial.
+    # A claim with no check collected at all (a subset of the areas was run), or whose every
+    # check was deselected by -m (the slow-only claims in a default run), would read as
+    # unchecked: such a run is partial and leaves the evidence `docs` reads alone.
     uncollected = claim_ids - state.collected_claims
+    deselected = state.collected_claims - set(state.checks)
     stopped = bool(session.shouldstop or session.shouldfail) or exitstatus == 2
-    partial = bool(selection or uncollected or stopped)
+    partial = bool(selection or uncollected or deselected or stopped)
     if state.out is not None:
         out = state.out
     else:
@@ -335,13 +339,25 @@ def _write(session: pytest.Session, state: _State, exitstatus: int) -> None:
     seed = config.getoption("hypothesis_seed", default=None)
     run = evidence_file.run_metadata(
         state.started, int(getattr(config.option, "numprocesses", 0) or 0), partial=partial,
-        selection=selection or (f"{len(uncollected)} claims had no check collected"
-                                if uncollected else "stopped early" if stopped else None),
+        selection=selection or _why_partial(uncollected, deselected, stopped),
         hypothesis_profile=(hypothesis.settings.get_current_profile_name()
                             if hypothesis is not None else None),
         hypothesis_seed=None if seed is None else str(seed), device=device)
     state.written = evidence_file.write(
         out, run, evidence_file.claim_records(state.checks, sorted(claim_ids), refutes))
+
+
+def _why_partial(uncollected: set[str], deselected: set[str], stopped: bool) -> str | None:
+    """What made a run without ``-k`` partial, in words (None: it is complete)."""
+    reasons = []
+    if uncollected:
+        reasons.append(f"{len(uncollected)} claims had no check collected")
+    if deselected:
+        reasons.append(f"{len(deselected)} claims had every check deselected by -m "
+                       f"({', '.join(sorted(deselected))})")
+    if stopped:
+        reasons.append("stopped early")
+    return "; ".join(reasons) or None
 
 
 def _selection(config: pytest.Config) -> str | None:

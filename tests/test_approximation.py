@@ -63,6 +63,7 @@ def test_reading_the_wrong_position_breaks_the_copy():
     expect_failure(ua.copy_check(build=partial(copy_first_token, source=1)))
 
 
+@pytest.mark.training
 @pytest.mark.mutant("approximation.trained-positional-probe")
 def test_the_probe_without_positions_cannot_beat_the_bound():
     expect_failure(ua.probe_check(positions=[False]))
@@ -241,6 +242,7 @@ def test_beta_off_by_sqrt2_breaks_the_float_budget():
     expect_failure(dn.budget_float_check(formulas=beta_off_by_sqrt2, depths=range(1, 4)))
 
 
+@pytest.mark.training
 @pytest.mark.mutant("approximation.deepnorm-update-flat")
 def test_a_depth_independent_beta_lets_the_update_grow():
     # alpha = (2N)^{1/4} with beta fixed at 0.5: the budget grows as sqrt(2N)

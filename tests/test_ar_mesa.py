@@ -83,6 +83,7 @@ def test_a_wrong_limit_or_a_wrong_step_breaks_the_recovery_criterion():
     expect_failure(recovery_numeric_check(build=ab_off_by_ten_percent))
 
 
+@pytest.mark.training
 @pytest.mark.mutant("ar-mesa.trained-optimum")
 def test_reading_the_transposed_block_of_the_trained_weights_fails():
     @torch.no_grad()

@@ -154,6 +154,7 @@ def test_approximator_with_hardmax_attention_fails():
         samples=500))
 
 
+@pytest.mark.training
 @pytest.mark.mutant("boltzmann.gd-memorization")
 def test_without_values_gd_stays_at_the_token_only_ceiling():
     # a zero value direction makes the model tokenwise, so it cannot beat the ceiling however

@@ -368,12 +368,14 @@ def test_bad_icdl_input():
 # --- the empirical claims ----------------------------------------------------------------------
 
 
+@pytest.mark.training
 @pytest.mark.mutant("cot-and-looping.cot2-csft")
 def test_a_margin_beyond_the_measured_gain_fails():
     # the bound tightened past the smoke run's smallest gain (0.32 at seed 0): the check fails
     expect_failure(cot2_checks.csft_check(margin=0.5))
 
 
+@pytest.mark.training
 @pytest.mark.mutant("cot-and-looping.dyck-trace-content")
 def test_a_shuffled_trace_is_not_learned_as_the_trace():
     # the trace arm's content shuffled within each training string: it is the control

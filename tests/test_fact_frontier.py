@@ -143,6 +143,7 @@ def test_precision_arguments():
         fc.counting_bound(8, -1)
 
 
+@pytest.mark.training
 @pytest.mark.mutant("fact-mlps.frontier-construction")
 def test_published_frontier_tightened_fails():
     expect_failure(frontier.published_frontier_check(floor=2.5))

@@ -193,12 +193,14 @@ def same_slopes() -> dict:
     return data
 
 
+@pytest.mark.training
 @pytest.mark.mutant("fact-mlps.gd-cheaper")
 def test_a_width_one_below_the_found_one_fails():
     report = expect_failure(gradient_descent.gd_cheaper_check(narrower_by_one))
     assert "not verified" in report
 
 
+@pytest.mark.training
 @pytest.mark.mutant("fact-mlps.gd-cheaper")
 def test_a_tenfold_cheaper_gd_claim_fails():
     report = expect_failure(gradient_descent.gd_cheaper_check(tiny_width_sweep, cost_ratio=0.1))
@@ -267,6 +269,7 @@ def test_the_paper_variant_is_not_the_code():
     expect_failure(rome.both_variants_check(rome_paper_variant))
 
 
+@pytest.mark.training
 @pytest.mark.mutant("fact-mlps.rome-gd")
 def test_wrong_covariance_in_the_penalty_misses_rome():
     result = functools.partial(rome.rome_gd_result, "smoke", penalty="I", steps=2000)

@@ -55,6 +55,7 @@ def test_an_l1_svm_or_an_unnormalized_layer_breaks_the_svm_checks():
     expect_failure(convergence_check(build=unnormalized))
 
 
+@pytest.mark.training
 @pytest.mark.mutant("icl-logistic.trained-layer")
 def test_the_trained_layer_does_not_loop_like_an_unnormalized_construction():
     report = expect_failure(trained_check(reference=unnormalized))

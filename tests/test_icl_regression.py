@@ -130,6 +130,7 @@ def test_wrong_isotropic_optimum_is_caught_by_the_convex_fit(preconditioner):
     expect_failure(one_step.convex_optimum_check("isotropic", closed_form))
 
 
+@pytest.mark.training
 @pytest.mark.mutant("icl-regression.isotropic-optimum")
 @pytest.mark.parametrize("preconditioner", LINEAR_MUTANTS.values(), ids=LINEAR_MUTANTS.keys())
 def test_wrong_isotropic_optimum_is_caught_by_the_trained_lsa(preconditioner):
@@ -145,11 +146,18 @@ def test_wrong_normalisation_misses_the_printed_numbers():
 
 @pytest.mark.mutant("icl-regression.preconditioned-optimum")
 @pytest.mark.parametrize("preconditioner", LINEAR_MUTANTS.values(), ids=LINEAR_MUTANTS.keys())
-def test_wrong_preconditioner_is_caught_three_ways(preconditioner):
+def test_wrong_preconditioner_is_caught_by_the_fit_and_the_stationarity(preconditioner):
     closed_form = partial(one_step.linear_closed_form, preconditioner=preconditioner)
     expect_failure(one_step.convex_optimum_check("preconditioned", closed_form))
-    expect_failure(one_step.trained_optimum_check("preconditioned", closed_form))
     expect_failure(one_step.closed_form_property_check(preconditioner))
+
+
+@pytest.mark.training
+@pytest.mark.mutant("icl-regression.preconditioned-optimum")
+@pytest.mark.parametrize("preconditioner", LINEAR_MUTANTS.values(), ids=LINEAR_MUTANTS.keys())
+def test_wrong_preconditioner_is_caught_by_the_trained_lsa(preconditioner):
+    closed_form = partial(one_step.linear_closed_form, preconditioner=preconditioner)
+    expect_failure(one_step.trained_optimum_check("preconditioned", closed_form))
 
 
 def test_the_preconditioner_is_symmetric_so_transposition_is_invisible():
@@ -168,11 +176,13 @@ def test_the_preconditioner_is_symmetric_so_transposition_is_invisible():
     assert float(torch.linalg.matrix_norm(A - A.T, ord=2)) <= tol
 
 
+@pytest.mark.training
 @pytest.mark.mutant("icl-regression.zfb-conserved-quantity")
 def test_a_wrong_optimum_misses_the_gradient_flow_endpoint():
     expect_failure(zhang_frei_bartlett.zfb_conservation_check(scaled_preconditioner))
 
 
+@pytest.mark.training
 @pytest.mark.mutant("icl-regression.zfb-conserved-quantity")
 def test_adam_does_not_conserve_the_balance():
     expect_failure(zhang_frei_bartlett.zfb_conservation_check(trajectory=lambda: ZFB_EXPERIMENT(
@@ -194,12 +204,20 @@ def test_leak_refutation_fails_when_the_mask_cannot_be_dropped():
     expect_failure(von_oswald_step.leak_refutation(always_masked_von_oswald))
 
 
+def nonlinear_step_off_by_ten_percent(n, g2, f2x2):
+    return 1.1 * nonlinear_optimal_step(n, g2, f2x2)
+
+
 @pytest.mark.mutant("icl-regression.nonlinear-step")
-def test_wrong_nonlinear_step_is_caught():
-    def step(n, g2, f2x2):
-        return 1.1 * nonlinear_optimal_step(n, g2, f2x2)
-    closed_form = partial(one_step.sine_closed_form, step=step)
+def test_wrong_nonlinear_step_is_caught_by_the_fit():
+    closed_form = partial(one_step.sine_closed_form, step=nonlinear_step_off_by_ten_percent)
     expect_failure(one_step.convex_optimum_check("sine", closed_form))
+
+
+@pytest.mark.training
+@pytest.mark.mutant("icl-regression.nonlinear-step")
+def test_wrong_nonlinear_step_is_caught_by_the_trained_lsa():
+    closed_form = partial(one_step.sine_closed_form, step=nonlinear_step_off_by_ten_percent)
     expect_failure(one_step.trained_optimum_check("sine", closed_form))
 
 
@@ -231,6 +249,7 @@ def test_wrong_normalisation_misses_the_no_cot_optimum():
                                            loss_of(n_instead_of_n_plus_one)))
 
 
+@pytest.mark.training
 @pytest.mark.mutant("icl-regression.cot-trained-products")
 def test_trained_cot_does_not_match_a_wrong_step():
     expect_failure(multi_step.cot_products_check(step_off(multi_step_layer)))

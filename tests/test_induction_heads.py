@@ -197,6 +197,7 @@ def test_linear_precision_fails_the_counting_check():
     expect_failure(lower_bound.counting_check(circle_bits=lambda n: n))
 
 
+@pytest.mark.training
 @pytest.mark.mutant("induction-heads.gd-depth-separation")
 def test_undertrained_models_fail_the_empirical_check():
     expect_failure(lower_bound.gd_check(steps=2, eval_batch=64))

@@ -320,6 +320,7 @@ def test_bad_delay_copy_input_is_rejected():
         task.sample(2, np.random.default_rng(0), distance=0)
 
 
+@pytest.mark.training
 @pytest.mark.mutant("induction-variants.bb-gd-sinks")
 def test_relu_in_place_of_softmax_fails_the_sink_check():
     # both arms ReLU: the "softmax" arm no longer forms a sink above the ReLU arm's

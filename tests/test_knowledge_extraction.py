@@ -117,6 +117,7 @@ def test_attention_that_does_not_filter_extracts_nothing():
     assert bool((logits == 0).all())     # nothing fires, reachable facts included
 
 
+@pytest.mark.training
 @pytest.mark.mutant("training-dynamics.knowledge-extraction-gd")
 def test_a_violated_multiplicity_condition_breaks_the_covering_arm():
     # the covering arm with one template per fact and two fine-tuned people: the

@@ -27,6 +27,7 @@ def projection_dropped(num_classes, d, normalizer="layernorm", **kwargs):
     return majority_encoder(num_classes, d, normalizer, **kwargs)
 
 
+@pytest.mark.training
 @pytest.mark.mutant("layernorm.majority-learnable")
 def test_dropping_the_projection_from_the_layer_norm_arm_breaks_the_alignment():
     report = expect_failure(majority_learnable_check(build=projection_dropped))

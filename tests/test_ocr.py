@@ -68,12 +68,14 @@ def test_the_norm_bounds_are_upper_bounds_and_tight():
     assert widened >= 4.0 + 1e-3  # an entrywise error of 1e-3 can add up to it in norm
 
 
+@pytest.mark.training
 @pytest.mark.mutant("ocr.gd-factorization")
 def test_a_frozen_output_factor_does_not_learn_the_implications():
     report = expect_failure(gd_check({"factorized": FrozenOutputFactor}, SHORT))
     assert "factorized/wd=0" in report
 
 
+@pytest.mark.training
 @pytest.mark.mutant("ocr.implicit-vs-explicit")
 def test_a_frozen_output_factor_loses_the_implicit_bias():
     report = expect_failure(implicit_explicit_check({"factorized": FrozenOutputFactor}, SHORT))

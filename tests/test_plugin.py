@@ -267,6 +267,7 @@ from theorems.evidence import check
 SOURCE = Source(arxiv="2408.14332", where="Theorem 1", tag="V")
 FAST = Claim(id="demo.fast", title="t", statement="s", source=SOURCE, kind="identity")
 SLOW = Claim(id="demo.slow-only", title="t", statement="s", source=SOURCE, kind="identity")
+TRAINED = Claim(id="demo.trained", title="t", statement="s", source=SOURCE, kind="dynamics")
 
 
 @check(FAST, "property")
@@ -275,23 +276,30 @@ def test_fast():
 
 
 @pytest.mark.slow
-@check(SLOW, "empirical")
+@check(SLOW, "property")
 def test_slow():
+    pass
+
+
+@check(TRAINED, "empirical")  # the plugin puts it in the training tier
+def test_trained():
     pass
 '''
 
 
 def test_a_run_that_deselects_every_check_of_a_claim_is_partial(tmp_path):
-    """A default run (``-m 'not slow'``) that leaves a claim without a single check says so:
-    it is partial and names the claim, so the claim does not read as merely unchecked."""
+    """A default run (``-m 'not slow and not training'``) that leaves a claim without a single
+    check says so: it is partial and names the claim, so the claim does not read as merely
+    unchecked. An empirical-tier check is in the training tier without being marked by hand."""
     (tmp_path / "test_slow_only.py").write_text(SLOW_ONLY)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
     out = tmp_path / "evidence.json"
-    result = run_pytest(tmp_path, out, "-m", "not slow", "test_slow_only.py")
+    result = run_pytest(tmp_path, out, "-m", "not slow and not training", "test_slow_only.py")
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed, 2 deselected" in result.stdout, result.stdout
     run = load(out)["run"]
     assert run["partial"] is True
-    assert "every check deselected by -m (demo.slow-only)" in run["selection"]
+    assert "every check deselected by -m (demo.slow-only, demo.trained)" in run["selection"]
     assert "demo.fast" not in run["selection"]
 
 

@@ -123,17 +123,20 @@ def no_normalization_in_experiments(monkeypatch):
     monkeypatch.setattr(pm_empirics, "from_block_weights", broken)
 
 
+@pytest.mark.training
 @pytest.mark.mutant("power-method.layerwise-ln-vs-none")
 def test_layerwise_check_fails_without_normalization(no_normalization_in_experiments):
     fails(training.layerwise_check(steps=100, eval_every=20, mc_size=2000))
 
 
+@pytest.mark.training
 @pytest.mark.mutant("power-method.gd-learns-power-method")
 def test_gd_check_fails_without_normalization(no_normalization_in_experiments):
     # lr 1.0 diverges without normalisation (see the smoke config), so use the control's lr
     fails(training.gd_check(lr=0.1, control=False, steps=200))
 
 
+@pytest.mark.training
 @pytest.mark.mutant("power-method.gd-learns-power-method")
 def test_gd_check_fails_from_transposed_init(monkeypatch):
     original = pm_empirics.from_block_weights

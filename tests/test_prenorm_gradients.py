@@ -26,12 +26,14 @@ def he_initialised(arch, depth, d, **kwargs):
     return mean_field_transformer(arch, depth, d, weight_std=math.sqrt(2 / d), **kwargs)
 
 
+@pytest.mark.training
 @pytest.mark.mutant("prenorm-gradients.residual-norm-band")
 def test_he_initialisation_breaks_the_norm_band():
     report = expect_failure(norm_band_check(build=he_initialised))
     assert "outside Lemma 2" in report
 
 
+@pytest.mark.training
 @pytest.mark.mutant("prenorm-gradients.last-layer-gradient")
 def test_dropping_the_final_layer_norm_breaks_the_pre_ln_slope():
     # without the final LN the output grows with depth, the softmax saturates, and the

@@ -51,6 +51,9 @@ HEAVY = {"efficiency_check", "cot_error_table_check", "rate_gap_check", "limit_s
          "monotone_error_check", "unshifted_limit_check", "gradient_slope_check",
          "cot_products_check"}
 
+#: Factories of an empirical-tier check (a gradient-descent run, in the ``training`` tier).
+TRAINING = {"norm_band_check"}
+
 
 def _factories() -> list[tuple[str, object]]:
     found = {}
@@ -120,7 +123,8 @@ def _run(test) -> None:
 def _params(kind: str):
     for name, factory in FACTORIES:
         short = name.rsplit(".", 1)[1]
-        marks = [pytest.mark.slow] if short in HEAVY else []
+        marks = ([pytest.mark.slow] if short in HEAVY else []) + (
+            [pytest.mark.training] if short in TRAINING else [])
         yield pytest.param(factory, id=f"{kind}-{name}", marks=marks)
 
 

@@ -86,6 +86,7 @@ def test_the_wrong_kernel_misses_the_ntk_level():
     assert "misses the targets" in report or "NTK level" in report
 
 
+@pytest.mark.training
 @pytest.mark.mutant("training-dynamics.grokking-alpha-controls-laziness")
 def test_frozen_features_do_not_beat_the_ntk_level():
     report = expect_failure(grokking.alpha_check({"steps": 600, "seeds": 1},
@@ -142,6 +143,7 @@ def test_a_column_shift_is_not_a_gauge():
     assert "Failing explicit example" in expect_failure(scan_snap.gauge_check(shift=shift_column))
 
 
+@pytest.mark.training
 @pytest.mark.mutant("training-dynamics.scan-snap-dynamics")
 def test_frozen_attention_does_not_scan():
     report = expect_failure(scan_snap.dynamics_check({"steps": 200, "seeds": 1},

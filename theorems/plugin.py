@@ -46,6 +46,10 @@ _COLLECTED_KEY = "theorems-collected-claims"
 # Added to the slow checks of a claim that has no other check, so that ``verify`` (which
 # selects ``not slow or sole_evidence``) still checks every claim while ``pytest`` skips them.
 SOLE_EVIDENCE = "sole_evidence"
+# Added to every check of the empirical tier (a gradient-descent experiment's smoke run): the
+# default ``-m 'not slow and not training'`` leaves them to ``verify`` and ``-m training``, which
+# keeps the default run within its budget; a check's tier, not a list kept by hand, decides.
+TRAINING = "training"
 
 
 @dataclass
@@ -192,6 +196,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in checks:
         if _claim_mark(item).args[0] not in fast:
             item.add_marker(SOLE_EVIDENCE)
+        if _claim_mark(item).kwargs.get("tier") == "empirical":
+            item.add_marker(TRAINING)
     from theorems.claims import TIERS, current_registry
 
     registry = current_registry()

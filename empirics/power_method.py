@@ -378,7 +378,14 @@ def run_layerwise(config: dict, device: torch.device, seed: int) -> Result:
         result.training[name] = record
         histories[name] = record["history"]
         final = record["history"][-1]
-        half = [h for h in record["history"] if h["step"] <= config["steps"] // 2][-1]
+        # the last evaluation at or before half-way (the first one when eval_every > steps/2)
+        half = ([h for h in record["history"] if h["step"] <= config["steps"] // 2]
+                or record["history"][:1])[-1]
+        # the weights of the final evaluation (train evaluates after the last step), exactly:
+        # the layer-wise check certifies the no-LN loss's floor from them
+        W_final, V_final = model.W.detach().double().cpu(), model.V.detach().double().cpu()
+        result.table(f"{name} final weights", ["matrix", "entries"],
+                     [["W", W_final.flatten().tolist()], ["V", V_final.flatten().tolist()]])
         result.metrics.update({metric_key(name, key): final[key] for key in
                                ("heldout_loss", "gamma_eff", "rate", "rate_gap",
                                 "rate_vs_r_star", "off_ratio")})

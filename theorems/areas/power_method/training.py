@@ -11,6 +11,8 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from constructions.power_method import (
+    block_weights,
+    from_block_weights,
     looped_power_transformer,
     residual_cancelling_layer,
     sample_data,
@@ -332,16 +334,86 @@ test_cancelling_layer_outputs_rho_s_a = check(PM_EXPRESSIVITY, "property")(cance
 # --- PM.3: the layer-wise experiment -------------------------------------------------------------
 
 # Qualitative thresholds of the claim (not numerical tolerances): "plateaus at the optimum"
-# means within 1% of the closed-form minimum from half-way on; "keeps falling towards 0" means
-# below a fifth of that plateau and still decreasing; the learned no-LN rate sits at R* if it is
-# within a tenth of the predicted gap R* - lambda2/lambda1.
+# means within 1% of the closed-form minimum from half-way on, and "on the block manifold" that
+# the trained layer's residue off it can lower the loss by at most that 1% (no_ln_loss_floor);
+# "keeps falling towards 0" means below a fifth of that plateau and still decreasing; the
+# learned no-LN rate sits at R* if it is within a tenth of the predicted gap R* - lambda2/lambda1.
 PLATEAU_FRACTION = 0.01
+
+
+def no_ln_loss_floor(W: torch.Tensor, V: torch.Tensor, X: torch.Tensor, a: torch.Tensor,
+                     target: torch.Tensor) -> tuple[float, float]:
+    r"""A certified lower bound on the float held-out loss
+    :math:`\hat h = \mathrm{fl}(\tfrac1N\sum_i\lVert\hat f_i - t_i\rVert^2)` of the no-LN
+    layer with the trained ``W, V`` (the paper's layout) on the stored held-out ``X, a`` and
+    ``target`` (the float ``f`` evaluated in the dtype of ``W``, the loss in float64), and the
+    manifold optimum :math:`L^*` it is measured against; returns ``(floor, L*)``, both
+    rounded down.
+
+    * :math:`L^* = \min_\gamma\tfrac1N\sum\lVert a + \gamma Sa - t\rVert^2 = A - B^2/C`
+      (:math:`A` = mean :math:`\lVert a - t\rVert^2`, :math:`B` = mean :math:`(Sa)^\top(t - a)`,
+      :math:`C` = mean :math:`\lVert Sa\rVert^2`, :math:`S = XX^\top`), in ball arithmetic on the
+      stored numbers: exact up to the ball's radius.
+    * The nearest block point (``block_coordinates``' :math:`w, v`) outputs exactly
+      :math:`f^m = a + wvSa` (``power-method.no-ln-expressivity`` (i)), so
+      :math:`\lVert f^m - t\rVert^2 \ge L^*` in the held-out mean's norm.
+    * The trained layer's exact output :math:`f` is bilinear in :math:`(W_Q, W_V) = (W^\top,
+      V^\top)` (:math:`W_K = W_O = I`): :math:`|f_i - f^m_i| \le (\lVert\Delta W\rVert_F
+      \lVert V\rVert_F + \lVert W_0\rVert_F\lVert\Delta V\rVert_F)|a_i|\sum_j|z_j|^2` over the
+      :math:`n + 1` tokens :math:`z_j` (:math:`\Delta = ` trained minus block point).
+    * Its float evaluation: :math:`|\hat f - f| \le \gamma_m c` entrywise with :math:`c` the
+      layer on absolute values (the float value :math:`\hat c` of it bounds
+      :math:`c \le \hat c/(1 - \gamma_m)`) and :math:`m = 10d + n + 3` roundings on a path:
+      :math:`q`, :math:`k`, their dot, the values and :math:`W_O` (:math:`2d` each), the
+      scale (1), the sum over :math:`n + 1` keys and the residual (1).
+    * With :math:`e_i` the sum of the two, :math:`\lVert\hat f - t\rVert \ge \sqrt{L^*} -
+      \lVert e\rVert` (triangle inequality in the mean's norm), and the loss's own float sum of
+      :math:`N d` squares of differences (positive terms) is at least :math:`(1 -
+      \gamma_{d+N+2})` of the exact one: ``floor`` :math:`= (1 - \gamma_{d+N+2})(\sqrt{L^*} -
+      \lVert e\rVert)_+^2`. The float parts (norms, sums; fewer than :math:`4d^2 + n + 8`
+      roundings each) are inflated by :math:`1 + \gamma_{4d^2+n+8}`.
+    """
+    from flint import arb
+
+    from constructions.power_method import block_coordinates, embed
+
+    dtype = W.dtype
+    X64, a64, t64 = X.double(), a.double(), target.double()
+    N, d, n = X.shape
+    coords = block_coordinates(W, V)
+    W0, V0 = block_weights(d, coords["w"], coords["v"])
+    W64, V64 = W.double().cpu(), V.double().cpu()
+    inflate = 1 + gamma(4 * d * d + n + 8)
+    residue = (((W64 - W0).norm() * V64.norm() + W0.norm() * (V64 - V0).norm()) * inflate
+               * inflate)
+    tokens = embed(X64, a64).pow(2).sum((-1, -2)) * inflate          # sum_j |z_j|^2
+    off = residue * a64.norm(dim=-1) * inflate * tokens
+    m = 10 * d + n + 3
+    absolute = from_block_weights(W.abs(), V.abs(), normalize=False)(X.abs(), a.abs(), 1)
+    rounding = gamma(m, dtype) / (1 - gamma(m, dtype)) * absolute.double().norm(dim=-1) * inflate
+    e = float((off + rounding).pow(2).mean().sqrt()) * inflate
+    A, B, C = arb(0), arb(0), arb(0)
+    for Xi, ai, ti in zip(X64.tolist(), a64.tolist(), t64.tolist(), strict=True):
+        x = [[arb(v) for v in row] for row in Xi]
+        av, tv = [arb(v) for v in ai], [arb(v) for v in ti]
+        Xta = [sum((x[r][k] * av[r] for r in range(d)), arb(0)) for k in range(n)]
+        Sa = [sum((x[r][k] * Xta[k] for k in range(n)), arb(0)) for r in range(d)]
+        A += sum(((av[r] - tv[r]) ** 2 for r in range(d)), arb(0))
+        B += sum((Sa[r] * (tv[r] - av[r]) for r in range(d)), arb(0))
+        C += sum((Sa[r] ** 2 for r in range(d)), arb(0))
+    optimum = (A - B * B / C) / N
+    root = optimum.sqrt() - arb(e)
+    floor = (root * root * (1 - arb(gamma(d + N + 2)))) if root > 0 else arb(0)
+    # float() of an endpoint rounds to nearest: step one ulp down to stay below
+    return (math.nextafter(float(floor.lower()), -math.inf),
+            math.nextafter(float(optimum.lower()), -math.inf))
 
 
 def layerwise_check(experiment: str = "power-method-layerwise", **overrides):
     """The experiment is named, and imported only when the check runs."""
     def run():
         from empirics.experiment import get
+        from empirics.power_method import heldout_set
 
         result = get(experiment)("smoke", device="cpu", seed=0, **overrides)
         m = result.metrics
@@ -351,16 +423,33 @@ def layerwise_check(experiment: str = "power-method-layerwise", **overrides):
             evidence.figure(fig, f"layerwise-{fig_name}")
         plateau = m["plateau_loss"]
         assert plateau > 0.05, f"the closed-form no-LN optimum {plateau:.3g} is not above zero"
-        # On the block manifold the held-out loss cannot go below its minimum over gamma.
-        # Slack: 256-term float64 means round at ~1e-14 relative, and an off-manifold residue
-        # below 1e-8 of the weights moves outputs by < 1e-8 |S| <= 1e-8 n: 1e-6 covers both.
-        floor = plateau * (1 - 1e-6)
+        # On the block manifold the held-out loss cannot go below its minimum over gamma; the
+        # trained layer is only near it, so no_ln_loss_floor bounds from below what its
+        # off-manifold residue and the float evaluation can make of it (the held-out set is
+        # regenerated from its seed: the same code and generator give the same floats).
+        config = result.config
+        dtype = torch.float32 if config["dtype"] == "float32" else torch.float64
+        held = heldout_set({**config, "loops": 1}, result.seed, torch.device("cpu"), dtype)
+        weights = dict(result.tables["no_ln final weights"]["rows"])
+        width = 2 * config["d"]
+        W, V = (torch.tensor(weights[key], dtype=torch.float64).reshape(width, width).to(dtype)
+                for key in ("W", "V"))
+        floor, optimum = no_ln_loss_floor(W, V, held["X"], held["a"], held["power_method"])
         no_ln = {key: result.metric("no_ln", key) for key in (
             "off_ratio", "heldout_loss", "half_loss", "rate", "rate_gap")}
         ln = {key: result.metric("ln", key) for key in (
             "heldout_loss", "half_loss", "rate_gap", "half_rate_gap")}
-        assert no_ln["off_ratio"] < 1e-8, "the no-LN layer left the block manifold"
-        assert no_ln["heldout_loss"] >= floor, "no-LN loss went below the manifold optimum"
+        evidence.metric("certified floor of the no-LN loss", floor)
+        evidence.metric("(L* - floor) / L*: what the residue and rounding allow",
+                        (optimum - floor) / optimum)
+        evidence.margin((no_ln["heldout_loss"] - floor) / optimum)
+        # "stays on the block manifold", at the claim's own resolution: the off-manifold
+        # residue (with the rounding) can take the loss at most PLATEAU_FRACTION below L*
+        assert floor >= optimum * (1 - PLATEAU_FRACTION), (
+            f"the no-LN layer left the block manifold: its residue (off ratio "
+            f"{no_ln['off_ratio']:.3g}) could take the loss to {floor:.4g} < L* = {optimum:.4g}")
+        assert no_ln["heldout_loss"] >= floor, (
+            f"no-LN loss {no_ln['heldout_loss']:.6g} below its certified floor {floor:.6g}")
         for key in ("half_loss", "heldout_loss"):
             assert no_ln[key] <= plateau * (1 + PLATEAU_FRACTION), (
                 f"without N the loss {no_ln[key]:.4g} has not reached the plateau "

@@ -162,8 +162,9 @@ def eigenpair_rate_error(X: torch.Tensor, values: torch.Tensor, vectors: torch.T
     + e_y`: :math:`\sqrt2(I + \rho S)\hat y/(1 + g\hat\lambda_1) = \hat v_1 + \hat R\hat v_2 + E`,
     :math:`\lvert E\rvert \le [\rho(|r_1| + |r_2|) + |\rho - g|(|\hat\lambda_1||\hat v_1| +
     |\hat\lambda_2||\hat v_2|) + \sqrt2(1 + \rho\lVert S\rVert)|e_y|]/(1 + g\hat\lambda_1)`, where
-    :math:`\rho = w^2`, :math:`w = \mathrm{fl}(\sqrt g)`, is the model's exact shift
-    (:math:`|\rho - g| \le \gamma_2 g`) and :math:`\lVert S\rVert \le \lVert X\rVert_F^2`.
+    :math:`\rho = wv`, :math:`w = v = \mathrm{fl}(\sqrt g)` (each possibly re-rounded once
+    more), is the model's exact shift (:math:`|\rho - g| \le \gamma_4 g`) and
+    :math:`\lVert S\rVert \le \lVert X\rVert_F^2`.
     Dotting with :math:`\hat v_2` and :math:`\hat v_1` (:math:`c = |\hat v_1^\top\hat v_2|`,
     :math:`n_i = ||\hat v_i|^2 - 1|`): numerator :math:`\hat R + \delta_N`,
     :math:`|\delta_N| \le c + \hat Rn_2 + |E||\hat v_2|`, denominator :math:`1 + \delta_D`,
@@ -189,7 +190,9 @@ def eigenpair_rate_error(X: torch.Tensor, values: torch.Tensor, vectors: torch.T
 
     up, down = 1 + gamma(24), 1 - gamma(24)
     r = residual(v1, lam1) + residual(v2, lam2)
-    rho_err = gamma(2) * g                        # |w^2 - g|: w = sqrt(g)(1 + delta), |delta| <= u
+    # |wv - g| <= gamma_4 g: w = v = fl(sqrt g) = sqrt(g)(1 + delta), |delta| <= u, each
+    # possibly stored off by one more u (a re-rounded equivalent construction)
+    rho_err = gamma(4) * g
     norm_S = X.pow(2).sum((-1, -2))
     len1, len2 = v1.norm(dim=-1) * up, v2.norm(dim=-1) * up
     e_y = gamma(3) * (v1.abs() + v2.abs()).norm(dim=-1) / math.sqrt(2)

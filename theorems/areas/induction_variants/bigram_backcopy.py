@@ -348,12 +348,13 @@ PANEL = 0.01  # widest quadrature panel in a: bracket width ~ 1e-3 in time, ~5e-
 def _flow_rounding(x: float, m: int) -> float:
     r"""Relative rounding of ``caricature_flow(x, 0, n, s2)`` in float64 (exp within 1 ulp,
     counted as 2u): :math:`p = e/(e + m)` carries :math:`\gamma_4`, :math:`1 - p` cancels to
-    :math:`\gamma_4 p/(1-p) + u = \gamma_4e^x/m + u` (with :math:`e^x` bounded by
-    :math:`\hat e(1 + \gamma_2)`), it enters twice, and the products, the division by
-    :math:`n - 1` and the exact subtraction of :math:`p\cdot 0` add :math:`\gamma_4`:
+    :math:`\gamma_4(1 + u)p/(1-p) + u = \gamma_4(1 + u)e^x/m + u` (with :math:`(1 + u)e^x`
+    bounded by :math:`\hat e(1 + \gamma_4)`, exp within 1 ulp), it enters twice, and the
+    products, the division by :math:`n - 1` and the exact subtraction of :math:`p\cdot 0` add
+    :math:`\gamma_4`:
     :math:`(1 + \gamma_8)(1 + r_{1-p})^2 - 1`, evaluated in a few roundings
     (:math:`1 + \gamma_4`)."""
-    r_q = gamma(4) * math.exp(x) * (1 + gamma(2)) / m + unit_roundoff(torch.float64)
+    r_q = gamma(4) * math.exp(x) * (1 + gamma(4)) / m + unit_roundoff(torch.float64)
     return ((1 + gamma(8)) * (1 + r_q) ** 2 - 1) * (1 + gamma(4))
 
 
@@ -487,7 +488,9 @@ def caricature_numeric_check(flow=caricature_flow, clock=caricature_clock):
             root_lo, root_hi = certified_root(clock, float(times[k]), offset, float(a[0]),
                                               float(drained[k]), n, s2)
             low = min(float(a[k]), root_lo)
-            assert low > a_star, "precondition: the run left the contracting phase"
+            assert low > a_star, (
+                f"the run left the contracting phase (a = {low:.4g} <= log((n-1)/2)) at "
+                f"t = {times[k]:.3g}")
             F_max = flow(low, 0.0, n, s2)[0] / (1 - _flow_rounding(low, n - 1))
             budget_error[k] = (F_max * reach + max(drained[k] - root_lo, root_hi - drained[k])
                                ) * (1 + gamma(4))

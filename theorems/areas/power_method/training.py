@@ -418,7 +418,7 @@ def layerwise_check(experiment: str = "power-method-layerwise", **overrides):
     """The experiment is named, and imported only when the check runs."""
     def run():
         from empirics.experiment import get
-        from empirics.power_method import heldout_set
+        from empirics.power_method import heldout_digest, heldout_set
 
         result = get(experiment)("smoke", device="cpu", seed=0, **overrides)
         m = result.metrics
@@ -431,10 +431,12 @@ def layerwise_check(experiment: str = "power-method-layerwise", **overrides):
         # On the block manifold the held-out loss cannot go below its minimum over gamma; the
         # trained layer is only near it, so no_ln_loss_floor bounds from below what its
         # off-manifold residue and the float evaluation can make of it (the held-out set is
-        # regenerated from its seed: the same code and generator give the same floats).
+        # regenerated from its seed, and its digest confirms the very floats of the run).
         config = result.config
         dtype = torch.float32 if config["dtype"] == "float32" else torch.float64
         held = heldout_set({**config, "loops": 1}, result.seed, torch.device("cpu"), dtype)
+        if heldout_digest(held) != result.rows("held-out set")[0]["sha256"]:
+            raise RuntimeError("the regenerated held-out set differs from the run's")
         weights = dict(result.tables["no_ln final weights"]["rows"])
         width = 2 * config["d"]
         W, V = (torch.tensor(weights[key], dtype=torch.float64).reshape(width, width).to(dtype)

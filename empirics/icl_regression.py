@@ -224,6 +224,32 @@ def _chunk_prompts(case: RegressionCase, seed: int, chunk: int, size: int, antit
     return lifted_features(prompts.Z), prompts.y_query
 
 
+def mirror_parity(d: int) -> torch.Tensor:
+    r"""The sign each lifted feature :math:`G_{ab}(x_q)_c` takes under the mirror
+    :math:`y \to -y` (context labels and query label together), ``(P,)``: :math:`-1` where
+    exactly one of :math:`a, b` is the label row :math:`d`, else :math:`+1`."""
+    rows, cols = torch.triu_indices(d + 1, d + 1)
+    pair = torch.where((rows == d) ^ (cols == d), -1.0, 1.0).to(torch.float64)
+    return pair.repeat_interleave(d)      # lifted_features flattens (pair, c) with c fastest
+
+
+def _mirror_symmetric(gram: torch.Tensor, cross: torch.Tensor, d: int
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The antithetic sums with the entries the pairing cancels set to exact zeros.
+
+    Under the mirror a feature of parity :math:`s_j` becomes :math:`s_j\phi_j` and the label
+    :math:`-y`, so over each pair :math:`\sum\phi_i\phi_j = 0` when :math:`s_i \ne s_j` and
+    :math:`\sum\phi_jy = 0` when :math:`s_j = +1`, exactly. The chunked float sums leave
+    there only rounding (a pair's two terms land in different blocks of the matmul); setting
+    them to 0 is the exact value, and it makes the float risk exactly mirror-invariant, which
+    is what keeps the odd weights exactly zero in float (``zfb_conservation_check``).
+    """
+    s = mirror_parity(d).to(gram)
+    gram = torch.where(s[:, None] * s[None, :] < 0, 0.0, gram)
+    cross = torch.where(s > 0, 0.0, cross)
+    return gram, cross
+
+
 @lru_cache(maxsize=16)
 def lifted_statistics(name: str, n: int, d: int, prompts: int, seed: int,
                       antithetic: bool = False, chunk_size: int = 50_000) -> LiftedStatistics:
@@ -231,7 +257,9 @@ def lifted_statistics(name: str, n: int, d: int, prompts: int, seed: int,
     (:func:`regression_case`); two passes, the second regenerating each chunk from its seed,
     so memory stays at one chunk. Cached: the convex fit and the trained model share it.
     ``antithetic=True`` pairs each task with its mirror (``sample_prompts``), which makes the
-    empirical risk exactly invariant under :math:`y \\to -y`, as the population risk is."""
+    empirical risk exactly invariant under :math:`y \\to -y`, as the population risk is; the
+    entries of the sums that the pairing cancels are set to their exact value 0
+    (:func:`_mirror_symmetric`), so the float risk is exactly invariant too."""
     case = regression_case(name, n, d)
     sizes = [min(chunk_size, prompts - start) for start in range(0, prompts, chunk_size)]
     gram = cross = 0.0
@@ -239,6 +267,8 @@ def lifted_statistics(name: str, n: int, d: int, prompts: int, seed: int,
     for index, size in enumerate(sizes):
         Phi, y = _chunk_prompts(case, seed, index, size, antithetic)
         gram, cross, yy = gram + Phi.T @ Phi, cross + Phi.T @ y, yy + float(y @ y)
+    if antithetic:
+        gram, cross = _mirror_symmetric(gram, cross, d)
     theta = torch.linalg.solve(gram, cross)
     meat, sq_sum, sq_sq_sum = 0.0, 0.0, 0.0
     for index, size in enumerate(sizes):

@@ -195,6 +195,17 @@ def heldout_set(config: dict, seed: int, device: torch.device, dtype: torch.dtyp
     return {k: v.to(device=device, dtype=dtype) for k, v in data.items()}
 
 
+def heldout_digest(heldout: dict) -> str:
+    """SHA-256 of the held-out ``X``, ``a`` and target's bytes (CPU, contiguous): lets a check
+    that regenerates the set confirm it holds the very floats the run evaluated on."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for key in ("X", "a", "power_method"):
+        digest.update(heldout[key].detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
 def run_gd(config: dict, device: torch.device, seed: int) -> Result:
     """PM.2: train the looped model with and without normalisation; see the module docstring."""
     dtype = torch.float32 if config["dtype"] == "float32" else torch.float64
@@ -322,11 +333,16 @@ def optimal_shift(data: dict) -> tuple[float, float, float]:
 
 
 def run_layerwise(config: dict, device: torch.device, seed: int) -> Result:
-    """PM.3: one layer on the first power iterate, with and without normalisation."""
+    """PM.3: one layer on the first power iterate, with and without normalisation.
+
+    Besides the metrics, ``tables["<run> final weights"]`` holds each run's final ``W`` and
+    ``V`` (float64 lists, row-major) and ``tables["held-out set"]`` the held-out floats'
+    digest: the layer-wise check certifies the no-LN loss's floor from them."""
     dtype = torch.float32 if config["dtype"] == "float32" else torch.float64
     heldout = heldout_set({**config, "loops": 1}, seed, device, dtype)
     heldout["S"] = heldout["X"] @ heldout["X"].mT
     heldout["target"] = heldout["power_method"]
+    digest = heldout_digest(heldout)
     gamma_star, plateau, gamma_se = optimal_shift(
         {k: v.cpu() for k, v in heldout.items()})
     mc = Task(config["d"], config["n"], orbit=False, dtype=torch.float64,
@@ -378,12 +394,20 @@ def run_layerwise(config: dict, device: torch.device, seed: int) -> Result:
         result.training[name] = record
         histories[name] = record["history"]
         final = record["history"][-1]
-        half = [h for h in record["history"] if h["step"] <= config["steps"] // 2][-1]
+        # the last evaluation at or before half-way (the first one when eval_every > steps/2)
+        half = ([h for h in record["history"] if h["step"] <= config["steps"] // 2]
+                or record["history"][:1])[-1]
+        # the weights of the final evaluation (train evaluates after the last step), exactly:
+        # the layer-wise check certifies the no-LN loss's floor from them
+        W_final, V_final = model.W.detach().double().cpu(), model.V.detach().double().cpu()
+        result.table(f"{name} final weights", ["matrix", "entries"],
+                     [["W", W_final.flatten().tolist()], ["V", V_final.flatten().tolist()]])
         result.metrics.update({metric_key(name, key): final[key] for key in
                                ("heldout_loss", "gamma_eff", "rate", "rate_gap",
                                 "rate_vs_r_star", "off_ratio")})
         result.metrics[metric_key(name, "half_loss")] = half["heldout_loss"]
         result.metrics[metric_key(name, "half_rate_gap")] = half["rate_gap"]
+    result.table("held-out set", ["digest", "sha256"], [["X, a, target", digest]])
     plt = _figure()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for name, history in histories.items():

@@ -404,3 +404,16 @@ def test_experiments_are_registered_with_smoke_and_full_configs():
 def test_bad_input_names_the_parameter(call, error, name):
     with pytest.raises(error, match=rf"^{name}\b"):
         call()
+
+
+@pytest.mark.training
+@pytest.mark.mutant("icl-regression.zfb-conserved-quantity")
+def test_float_asymmetric_statistics_let_the_odd_blocks_grow(monkeypatch):
+    """Without the exact zeros of the antithetic sums, their rounding feeds the odd weights."""
+    import empirics.icl_regression as icl_empirics
+
+    monkeypatch.setattr(icl_empirics, "_mirror_symmetric", lambda gram, cross, d: (gram, cross))
+    # its own prompt count: the cached statistics of the real run are neither used nor replaced
+    text = expect_failure(zhang_frei_bartlett.zfb_conservation_check(
+        trajectory=lambda: ZFB_EXPERIMENT("smoke", device="cpu", steps=40, prompts=20_000)))
+    assert "odd blocks" in text

@@ -130,6 +130,18 @@ def test_layerwise_check_fails_without_normalization(no_normalization_in_experim
 
 
 @pytest.mark.training
+@pytest.mark.mutant("power-method.layerwise-ln-vs-none")
+def test_layerwise_check_fails_off_the_block_manifold(monkeypatch):
+    """Query blocks W22 = V22 = 0.05 in the start: the layer is off the manifold from step 0,
+    and its residue could lower the loss by more than the claim's 1%."""
+    original = pm_empirics.block_weights
+    monkeypatch.setattr(pm_empirics, "block_weights", lambda d, w, v, **kw: original(
+        d, w, v, w22=0.05, v22=0.05, **kw))
+    text = expect_failure(training.layerwise_check(steps=40, eval_every=20, mc_size=2000))
+    assert "left the block manifold" in text
+
+
+@pytest.mark.training
 @pytest.mark.mutant("power-method.gd-learns-power-method")
 def test_gd_check_fails_without_normalization(no_normalization_in_experiments):
     # lr 1.0 diverges without normalisation (see the smoke config), so use the control's lr

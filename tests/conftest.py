@@ -53,6 +53,30 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(SoundnessTally(), "soundness-tally")
 
 
+@pytest.fixture(autouse=True)
+def _mutants_stop_at_the_first_failure(request: pytest.FixtureRequest):
+    """A mutant test only asserts *that* its check fails, so Hypothesis need not shrink the
+    counterexample it finds: while a ``mutant``-marked test runs, the current profile is
+    replaced by one without the shrink phase (the checks the test builds inherit it; the
+    examples drawn, and so the first failure, are the profile's own). Shrinking was most of
+    some mutants' time."""
+    if request.node.get_closest_marker("mutant") is None:
+        yield
+        return
+    from hypothesis import settings
+
+    from theorems.profiles import without_shrinking
+
+    name = settings.get_current_profile_name()
+    settings.register_profile(f"{name}-mutant", parent=settings.get_profile(name),
+                              phases=without_shrinking().phases)
+    settings.load_profile(f"{name}-mutant")
+    try:
+        yield
+    finally:
+        settings.load_profile(name)
+
+
 @pytest.fixture(scope="module")
 def transformer_lens():
     try:

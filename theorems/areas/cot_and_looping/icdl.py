@@ -51,7 +51,8 @@ ICDL_GD = Claim(
         r"inactive-unit gate $\bar s_{ir} = \mathrm{relu}(1 - t_{ir})$), provided the "
         r"computed $\hat u_{ir} \notin (-2\tau, 2\tau + \epsilon(1 + \gamma_7 + 3\rho_t))$ "
         r"($\rho_t$ the residue in the slot of $t_{ir}$), "
-        r"$\tau = \gamma_{d+2}\sum_k|W_{1,rk}x_{ik}|$, and $|r_iw_{2,r}| < M/2$. "
+        r"$\tau = \gamma_{d+4}\sum_k|W_{1,rk}x_{ik}|$, $|r_iw_{2,r}| < M/2$, and the "
+        r"residues in the slots of $t$ and $\bar s$ are below $1/8$. "
         r"Inside the gap the step is not GD: "
         r"the statement is narrowed to the gap condition."),
     source=(ABSTRACT,
@@ -98,8 +99,9 @@ def _block_bounds(X, y, W1, w2, gap: float, big: float, rho: dict):
     Data tokens only: the weight token's scratch stays exactly 0 (its queries read its x, h, r
     slots, all 0) except sbar = 1 + O(u), read only by its own gate, whose g is 0.
     On the gap premise an inactive unit has h = t = 0 exactly and its gate outputs exactly 0
-    (sbar > 1/2, |g| < M/2), an active unit has sbar = 0 + residue, so
-    :math:`|\delta - g| \le M(1+u)|\rho_{\bar s}|` (the soft threshold, for either sign).
+    (sbar > 3/4 - O(u), |g| < M/2), an active unit has sbar = 0 + residue; each of its two gate
+    units is 1-Lipschitz in its pre-activation :math:`\pm w_{in}g - M(1+u)\bar s`, so the
+    residues move delta by at most :math:`2(1+u)^2(e_g + M(1+u)e_{\bar s})`.
     """
     n = X.shape[0]
     active = (X @ W1.T > 0).to(X.dtype)                                 # (n, H)
@@ -123,7 +125,7 @@ def _block_bounds(X, y, W1, w2, gap: float, big: float, rho: dict):
     e_r = c3 * e_f + rho["r"]
     e_s = active * rho["sbar"] + (1 - active) * (rho["t"] + rho["sbar"])
     e_g = c3 * e_r[:, None] * w2.abs() + rho["g"]
-    e_delta = active * c3 * (e_g + Mw * e_s) + rho["delta"]
+    e_delta = active * 2 * c3 * (e_g + Mw * e_s) + rho["delta"]
     e_G1 = c3 * (e_delta.T @ X.abs()) / n + rho["G1"]
     e_G2 = c3 * ((r[:, None] * e_h + e_r[:, None] * h).sum(0)) / n + rho["G2"]
     return mags, (e_G1, e_G2)
@@ -167,17 +169,19 @@ def step_tolerance(X, y, W1, w2, eta: float, *, gap: float = 2.0**-20, big: floa
 def gap_holds(X, y, W1, w2, gap: float, big: float, rho: dict | None = None) -> bool:
     r"""The premise at one step, on the computed :math:`\hat u = \mathrm{fl}(XW_1^\top)`:
     :math:`\hat u \le -2\tau` or :math:`\hat u \ge 2\tau + \epsilon(1 + \gamma_7 + 3\bar\rho_t)`,
-    :math:`\tau = \gamma_{d+2}\sum_k|W_{1,rk}x_{ik}|` (the construction's pre-activation with
-    two weights off by u per term is within τ of u, and so is û), and |r w2| < M/2; residues
-    (``rho``) below 1/4 in t and sbar."""
+    :math:`\tau = \gamma_{d+4}\sum_k|W_{1,rk}x_{ik}|` (the construction's pre-activation, each
+    term through two weights off by u and their two rounded products, is within τ of u, and so
+    is û), and |r w2| < M/2 with r's own rounding :math:`\gamma_{K'}(\bar f + |y|)` added;
+    residues (``rho``) below 1/8 in t and sbar, so an inactive gate sees sbar > 3/4 - O(u)."""
     rho = no_residues(X, W1) if rho is None else rho
     u = X @ W1.T
-    tau = gamma(X.shape[1] + 2) * (X.abs() @ W1.abs().T)
+    A = X.abs() @ W1.abs().T
+    tau = gamma(X.shape[1] + 4) * A
     low = gap * (1 + gamma(7) + 3 * rho["t"])
     clear = bool(((u <= -2 * tau) | (u >= 2 * tau + low)).all())
-    small = bool((rho["t"] < 0.25).all()) and bool((rho["sbar"] < 0.25).all())
-    r = torch.relu(u) @ w2 - y
-    return clear and small and bool(((r[:, None] * w2).abs() < big / 2).all())
+    small = bool((rho["t"] < 0.125).all()) and bool((rho["sbar"] < 0.125).all())
+    r = (torch.relu(u) @ w2 - y).abs() + gamma(_counts(X, W1)[1]) * (A @ w2.abs() + y.abs())
+    return clear and small and bool((r[:, None] * w2.abs() < big / 2).all())
 
 
 def problems():

@@ -26,14 +26,25 @@ step takes 2N + 4 = 8 of them (our split; the paper's is unread):
    - \mathrm{relu}(-g_{ir} - M\bar s_{ir})`;
 6. attention, aggregation: the weight token collects
    :math:`G_2 = \frac1n\sum_i r_ih_i` and :math:`G_1 = \frac1n\sum_i\delta_ix_i^\top`;
-7. MLP, update: :math:`\theta \leftarrow \theta - \eta G`, and the gradient slots are cleared;
-8. MLP, clean-up: the scratch slots of every token are cleared (so the block can be looped).
+7. MLP, update: :math:`\theta \leftarrow \theta - \eta G`, and the gradient and scratch
+   slots are cleared (pairs :math:`\mathrm{relu}(\pm s)` written back with :math:`\mp 1`);
+8. MLP, clean-up: the same slots are cleared a second time (so the block can be looped).
 
 Exactness (derived here): :math:`\bar s_{ir}` equals the autograd gate
 :math:`\mathbb 1[u_{ir} > 0]` and :math:`\delta_{ir} = g_{ir}\mathbb 1[u_{ir} > 0]` whenever no
 pre-activation lies in :math:`(0, \epsilon)` and :math:`|g_{ir}| < M`; then each step is the GD
 step up to floating-point rounding. Inside the gap :math:`(0, \epsilon)` the gate is
 fractional and the step is not exact: the claim holds on the gap condition only.
+
+Why two clearing passes (issue 14): with exact weights one pass is exact (:math:`1\cdot s` is
+exact and :math:`s - s = 0`), and the second adds 0. With weights off by a relative u (an
+equivalent construction that floating point cannot tell apart) a pass leaves
+:math:`|s|\gamma_4`; a gate :math:`\bar s_{ir} = 1` cleared once left :math:`2^{-52}`, and
+where the unit turned active at the next step layer 5 multiplied it by M: an error
+:math:`M 2^{-52}` in :math:`\delta_{ir}`, :math:`1.4\cdot 10^{-11}` in :math:`W_1` at
+:math:`M = 2^{20}`, growing linearly in M (independent of L: every block clears what the
+previous left). The second pass leaves :math:`\gamma_4^2|s|`, which meets M as
+:math:`\sim 2^{-84}`.
 """
 
 from __future__ import annotations
@@ -281,26 +292,38 @@ def _gd_block(n: int, d: int, H: int, eta: float, gap: float, big: float,
             OV[e, idx("G1", r * d):idx("G1", r * d) + d, b["x"]] = sign / n * torch.eye(d, **kw)
     layers.append(ReluAttention(Q, K, OV))
 
-    # 7. update theta <- theta - eta G and clear G (pairs relu(G), relu(-G))
+    # 7. update theta <- theta - eta G, and the first clearing pass of G and of every scratch
+    #    slot (each last read by layer 6 at the latest): pairs relu(s), relu(-s) written back
+    #    with -1, +1. With exact weights the pass is exact (1 * s is exact, s - s = 0); with
+    #    weights off by a relative u it leaves a residue |s| gamma_4 (two weights, two rounded
+    #    products; the final s - s(1 + theta) is exact by Sterbenz), which layer 8 clears again.
+    scratch = [i for name in ("h", "t", "f", "r", "sbar", "g", "delta")
+               for i in range(b[name].start, b[name].stop)]
     grads = [(g, w) for g, w in zip(range(b["G1"].start, b["G1"].stop),
                                     range(b["W1"].start, b["W1"].stop), strict=True)]
     grads += list(zip(range(b["G2"].start, b["G2"].stop),
                       range(b["w2"].start, b["w2"].stop), strict=True))
-    W_in, W_out = zeros(2 * len(grads), D), zeros(D, 2 * len(grads))
+    units = len(grads) + len(scratch)
+    W_in, W_out = zeros(2 * units, D), zeros(D, 2 * units)
     for unit, (g, w) in enumerate(grads):
         W_in[2 * unit, g], W_in[2 * unit + 1, g] = 1.0, -1.0
         W_out[w, 2 * unit], W_out[w, 2 * unit + 1] = -eta, eta
         W_out[g, 2 * unit], W_out[g, 2 * unit + 1] = -1.0, 1.0
-    layers.append(ReluMLP(W_in, zeros(2 * len(grads)), W_out))
-
-    # 8. clean-up of the scratch slots, so the next block starts from the embedding's format
-    scratch = [i for name in ("h", "t", "f", "r", "sbar", "g", "delta")
-               for i in range(b[name].start, b[name].stop)]
-    W_in, W_out = zeros(2 * len(scratch), D), zeros(D, 2 * len(scratch))
-    for unit, i in enumerate(scratch):
+    for unit, i in enumerate(scratch, start=len(grads)):
         W_in[2 * unit, i], W_in[2 * unit + 1, i] = 1.0, -1.0
         W_out[i, 2 * unit], W_out[i, 2 * unit + 1] = -1.0, 1.0
-    layers.append(ReluMLP(W_in, zeros(2 * len(scratch)), W_out))
+    layers.append(ReluMLP(W_in, zeros(2 * units), W_out))
+
+    # 8. clean-up, the second clearing pass of the same slots (exact weights: all are 0 already
+    #    and it adds 0): the residue left for the next block is at most gamma_4^2 |s|, so the
+    #    gate's M meets M gamma_4^2 ~ 2^-84 instead of a single pass's M gamma_4 ~ 2^-31
+    #    (issue 14: re-rounded weights made the single pass a 4e3-fold false alarm)
+    cleared = [g for g, _ in grads] + scratch
+    W_in, W_out = zeros(2 * len(cleared), D), zeros(D, 2 * len(cleared))
+    for unit, i in enumerate(cleared):
+        W_in[2 * unit, i], W_in[2 * unit + 1, i] = 1.0, -1.0
+        W_out[i, 2 * unit], W_out[i, 2 * unit + 1] = -1.0, 1.0
+    layers.append(ReluMLP(W_in, zeros(2 * len(cleared)), W_out))
     return layers
 
 

@@ -305,11 +305,37 @@ def test_bad_dyck_input():
 # --- in-context deep learning -------------------------------------------------------------------
 
 
-def without_cleanup(n, d, H, L, eta, **kw):
-    """Drops layer 8 of every block: stale scratch slots corrupt the next step."""
+def without_second_pass(n, d, H, L, eta, **kw):
+    """Drops layer 8 of every block (the second clearing pass): one layer short of 8L."""
     model = icdl.icdl_transformer(n, d, H, L, eta, **kw)
     kept = [layer for i, layer in enumerate(model.layers) if i % 8 != 7]
     return icdl.ICDLTransformer(kept, model.blocks, n, d, H, L)
+
+
+def without_cleanup(n, d, H, L, eta, **kw):
+    """No clearing of the scratch slots at all (layer 7's first pass off, layer 8 dropped):
+    stale scratch slots corrupt the next step."""
+    model = without_second_pass(n, d, H, L, eta, **kw)
+    b = model.blocks
+    for i in range(6, len(model.layers), 7):
+        for name in ("h", "t", "f", "r", "sbar", "g", "delta"):
+            model.layers[i].W_out[b[name]] = 0.0
+    return model
+
+
+def single_pass_rerounded(n, d, H, L, eta, **kw):
+    """The construction as it was before issue 14's fix, one clearing pass, with every weight
+    multiplied by 1 - u at seeded entries (as the soundness harness re-rounds): the pass leaves
+    gamma_4-sized residues, which the gate's M = 2^20 amplifies past the bound (which counts
+    two passes, gamma_4^2)."""
+    model = without_second_pass(n, d, H, L, eta, **kw)
+    gen = torch.Generator().manual_seed(0)
+    u = torch.finfo(torch.float64).eps / 2
+    for layer in model.layers:
+        for name, weight in list(layer.named_buffers()):
+            flip = torch.randint(0, 2, weight.shape, generator=gen).to(weight.dtype)
+            setattr(layer, name, weight * (1 - u * flip))
+    return model
 
 
 def without_gate(n, d, H, L, eta, **kw):
@@ -328,7 +354,8 @@ def ascent(n, d, H, L, eta, **kw):
 
 
 @pytest.mark.mutant("cot-and-looping.icdl-two-layer-gd")
-@pytest.mark.parametrize("build", [without_cleanup, without_gate, ascent])
+@pytest.mark.parametrize("build", [without_cleanup, without_gate, ascent,
+                                   single_pass_rerounded])
 def test_broken_gd_transformer_leaves_gd(build):
     expect_failure(without_shrinking()(icdl_checks.gd_check(build)))
 
@@ -343,7 +370,7 @@ def test_a_wide_gap_is_not_needed_to_fail():
 @pytest.mark.mutant("cot-and-looping.icdl-layer-count")
 def test_dropping_a_layer_breaks_the_count():
     expect_failure(without_shrinking()(icdl_checks.layer_count_check(
-        lambda n, d, H, L, eta: without_cleanup(n, d, H, L, eta))))
+        lambda n, d, H, L, eta: without_second_pass(n, d, H, L, eta))))
 
 
 def test_bad_icdl_input():

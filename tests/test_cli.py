@@ -54,7 +54,8 @@ def test_show_unknown_claim_suggests_close_ids():
 def verified(tmp_path_factory):
     """One verify run on a cheap subset, with a refuted claim in it."""
     out = tmp_path_factory.mktemp("verify") / "evidence.json"
-    result = theorems("verify", "-k", "bilinear or linear_failure", "--jobs", "0",
+    # two claims' checks: a property and a proved one, and a refutation
+    result = theorems("verify", "-k", "bilinear and tensor or linear_failure", "--jobs", "0",
                       "--out", str(out))
     return result, out
 

@@ -60,6 +60,7 @@ def verified(tmp_path_factory):
     return result, out
 
 
+@pytest.mark.integration  # a verify subprocess
 def test_verify_writes_evidence_and_prints_one_row_per_claim(verified):
     result, out = verified
     assert result.returncode == 0, result.stdout + result.stderr
@@ -78,6 +79,7 @@ def test_verify_writes_evidence_and_prints_one_row_per_claim(verified):
                      result.stdout)
 
 
+@pytest.mark.integration  # a verify subprocess
 def test_show_reads_the_last_evidence(verified):
     _, out = verified
     result = theorems("show", "addition.failure-probability-linear", "--evidence", str(out))

@@ -96,6 +96,7 @@ def assert_same_evidence(tmp_path: Path, paths: tuple[str, ...], *, noise: bool)
         assert other == reference
 
 
+@pytest.mark.integration
 def test_evidence_is_the_same_serially_in_parallel_and_with_two_threads(tmp_path):
     assert_same_evidence(tmp_path, SUBSET, noise=False)
 

@@ -40,6 +40,8 @@ from docutils.nodes import make_id  # noqa: E402
 
 from theorems import site as docs  # noqa: E402
 
+pytestmark = pytest.mark.integration  # it starts Chromium and a local HTTP server
+
 if not os.environ.get("THEOREMS_REQUIRE_EXTRAS") and not Path(CHROMIUM).is_file():
     pytest.skip("Chromium is not installed (apt-get install chromium)", allow_module_level=True)
 

@@ -363,6 +363,7 @@ def test_cli_run_writes_json_and_png(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_cli_two_seed_sweep_through_the_process_pool(tmp_path, capsys):
     code = empirics_main(["run", "prenorm-gradients", "--seeds", "2", "--workers", "2",
                           "--device", "cpu", "--out", str(tmp_path), "--set", "d=8",
@@ -412,6 +413,7 @@ def test_serial_sweep_and_bad_arguments():
         sweep(None, [])
 
 
+@pytest.mark.integration
 def test_ray_backend_runs_a_tiny_sweep_on_a_local_ray():
     ray = pytest.importorskip("ray", reason="Ray is not installed: pip install "
                                             "'transformer-theorems[ray]' to run this test")

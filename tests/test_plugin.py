@@ -99,17 +99,11 @@ def demo_directory(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def demo_runs(demo_directory) -> dict[str, tuple[subprocess.CompletedProcess, dict]]:
-    """The demo module run twice: serially, and again under xdist (serially if it is missing)."""
-    directory = demo_directory
-    (directory / "test_demo.py").write_text(DEMO)
-    parallel = ("-n", "2") if importlib.util.find_spec("xdist") is not None else ()
-    runs = {"serial": (), "again": parallel}
-    results = {}
-    for name, args in runs.items():
-        out = directory / name / "evidence.json"
-        results[name] = (run_pytest(directory, out, *args), load(out))
-    return results
+def demo_serial(demo_directory) -> tuple[subprocess.CompletedProcess, dict]:
+    """The demo module run serially: the process and its evidence."""
+    (demo_directory / "test_demo.py").write_text(DEMO)
+    out = demo_directory / "serial" / "evidence.json"
+    return run_pytest(demo_directory, out), load(out)
 
 
 def without_times(data: dict) -> dict:
@@ -123,8 +117,8 @@ def without_times(data: dict) -> dict:
     return data
 
 
-def test_evidence_file_records_each_check(demo_runs, demo_directory):
-    process, data = demo_runs["serial"]
+def test_evidence_file_records_each_check(demo_serial, demo_directory):
+    process, data = demo_serial
     assert "4 passed" in process.stdout and "1 failed" in process.stdout, process.stdout
     claims = data["claims"]
     assert {cid: claims[cid]["status"] for cid in claims if cid.startswith("demo.")} == {
@@ -157,13 +151,18 @@ def test_evidence_file_records_each_check(demo_runs, demo_directory):
     assert data["run"]["hypothesis_profile"] == "ci"
 
 
-def test_a_second_run_gives_the_same_evidence_under_xdist(demo_runs):
-    """Two ci-profile runs, the second split over two xdist workers, agree apart from times."""
-    process, again = demo_runs["again"]
+@pytest.mark.integration  # an xdist run of its own (three more processes)
+def test_a_second_run_gives_the_same_evidence_under_xdist(demo_serial, demo_directory):
+    """Two ci-profile runs, the second split over two xdist workers (serial if xdist is
+    missing), agree apart from times."""
+    parallel = ("-n", "2") if importlib.util.find_spec("xdist") is not None else ()
+    out = demo_directory / "again" / "evidence.json"
+    process = run_pytest(demo_directory, out, *parallel)
+    again = load(out)
     assert "4 passed" in process.stdout and "1 failed" in process.stdout, process.stdout
-    if importlib.util.find_spec("xdist") is not None:
+    if parallel:
         assert again["run"]["workers"] == 2
-    assert without_times(again) == without_times(demo_runs["serial"][1])
+    assert without_times(again) == without_times(demo_serial[1])
 
 
 def test_a_check_naming_an_unknown_claim_is_a_usage_error(pytester: pytest.Pytester):

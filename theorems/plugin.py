@@ -22,11 +22,11 @@ installed only while a check runs. Each check's record travels on the test repor
 ``user_properties``, so under pytest-xdist the controller receives every worker's records and
 aggregates them. A complete run writes the evidence file the docs read
 (:data:`theorems.evidence_file.DEFAULT_PATH`); a partial one (``-k``, ``-x`` stopping early, a
-subset of the areas, or ``-m`` deselecting every check of some claim, as the default
-``-m 'not slow'`` does for the claims whose only checks are slow) writes
+subset of the areas, or ``-m`` deselecting every check of some claim, as the project's
+default ``-m`` does for the claims whose only checks are slow or in the training tier) writes
 :data:`~theorems.evidence_file.PARTIAL_PATH` instead, marked ``partial``, unless
-``--evidence-out`` names the file. ``verify`` runs those sole-evidence slow checks and writes
-the complete file.
+``--evidence-out`` names the file. ``verify`` runs those checks (every training-tier one, and a
+slow one that is a claim's sole evidence) and writes the complete file.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ _COLLECTED_KEY = "theorems-collected-claims"
 # selects ``not slow or sole_evidence``) still checks every claim while ``pytest`` skips them.
 SOLE_EVIDENCE = "sole_evidence"
 # Added to every check of the empirical tier (a gradient-descent experiment's smoke run): the
-# default ``-m 'not slow and not training'`` leaves them to ``verify`` and ``-m training``, which
-# keeps the default run within its budget; a check's tier, not a list kept by hand, decides.
+# project's default ``-m`` (pyproject's addopts) leaves them to ``verify`` and ``-m training``,
+# which keeps the default run within its budget; a check's tier, not a list kept by hand, decides.
 TRAINING = "training"
 
 

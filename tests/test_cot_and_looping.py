@@ -5,6 +5,7 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
+from rerounded_weights import rerounded
 
 from constructions import cot2, dyck, icdl
 from theorems.areas.cot_and_looping import cot2 as cot2_checks
@@ -325,17 +326,10 @@ def without_cleanup(n, d, H, L, eta, **kw):
 
 def single_pass_rerounded(n, d, H, L, eta, **kw):
     """The construction as it was before issue 14's fix, one clearing pass, with every weight
-    multiplied by 1 - u at seeded entries (as the soundness harness re-rounds): the pass leaves
+    multiplied by 1 +- u (the soundness harness's ``rerounded``, seed 0): the pass leaves
     gamma_4-sized residues, which the gate's M = 2^20 amplifies past the bound (which counts
     two passes, gamma_4^2)."""
-    model = without_second_pass(n, d, H, L, eta, **kw)
-    gen = torch.Generator().manual_seed(0)
-    u = torch.finfo(torch.float64).eps / 2
-    for layer in model.layers:
-        for name, weight in list(layer.named_buffers()):
-            flip = torch.randint(0, 2, weight.shape, generator=gen).to(weight.dtype)
-            setattr(layer, name, weight * (1 - u * flip))
-    return model
+    return rerounded(without_second_pass(n, d, H, L, eta, **kw))
 
 
 def without_gate(n, d, H, L, eta, **kw):

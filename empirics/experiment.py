@@ -212,21 +212,32 @@ class Experiment:
 
     def fingerprint(self) -> str:
         """Hash of the code the result depends on: the module defining ``run``, the trainer,
-        and the modules named in ``code``. The docs compare it to tell a stale result.
+        and the modules named in ``code`` (a package with every module in it: its
+        ``__init__`` alone would miss a change to the construction it re-exports). The docs
+        compare it to tell a stale result.
 
         What is hashed is each module's code without its docstrings and comments
         (:func:`code_without_docs`), so documenting an experiment (its measured run times,
         say) does not make its published results stale; any change to what runs does."""
         digest = hashlib.sha256()
-        modules = [inspect.getmodule(self.run), *map(importlib.import_module,
-                                                     ("empirics.training", *self.code))]
-        for module in modules:
+        named = [inspect.getmodule(self.run), *map(importlib.import_module,
+                                                   ("empirics.training", *self.code))]
+        for module in [part for package in named for part in package_modules(package)]:
             try:
                 digest.update(code_without_docs(inspect.getsource(module)).encode())
             except (OSError, TypeError):  # defined interactively: no source to hash
                 digest.update(repr(module).encode())
         return digest.hexdigest()[:16]
 
+
+def package_modules(module) -> list:
+    """``module`` itself, then, for a package, every module below it in the order of their
+    names (so the fingerprint does not depend on the order the file system lists them)."""
+    if not hasattr(module, "__path__"):
+        return [module]
+    names = sorted(info.name for info in pkgutil.walk_packages(module.__path__,
+                                                              prefix=module.__name__ + "."))
+    return [module, *map(importlib.import_module, names)]
 
 
 def code_without_docs(source: str) -> str:

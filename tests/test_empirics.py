@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 
 import pytest
 import torch
@@ -558,6 +559,27 @@ def test_a_fingerprint_ignores_docstrings_and_comments_but_not_code():
     assert code_without_docs(base) != code_without_docs(base.replace("x + 1", "x + 2"))
     # a string that is not the first statement is code, not a docstring
     assert code_without_docs(base) != code_without_docs(base.replace("return", "'s'\n    return"))
+
+
+def test_a_fingerprint_covers_every_module_of_a_named_package(tmp_path, monkeypatch):
+    """A package in ``code`` is hashed with its modules: a construction re-exported by an
+    ``__init__`` that does not change still makes the results stale when it changes."""
+    for package, constant in (("fp_pkg_a", 1), ("fp_pkg_b", 2)):
+        folder = tmp_path / package
+        folder.mkdir()
+        (folder / "__init__.py").write_text("from .solve import solve\n")
+        (folder / "solve.py").write_text(f"def solve(x):\n    return x + {constant}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fingerprints = set()
+    for package in ("fp_pkg_a", "fp_pkg_b"):
+        experiment = Experiment(name=f"toy-{package}", description="",
+                                configs={"smoke": {}, "full": {}},
+                                run=_toy_run, code=(package,))
+        fingerprints.add(experiment.fingerprint())
+        EXPERIMENTS.pop(experiment.name, None)
+        for name in (package, f"{package}.solve"):
+            sys.modules.pop(name, None)
+    assert len(fingerprints) == 2
 
 
 def test_a_published_seed_is_read_from_beside_its_aggregate(tmp_path):

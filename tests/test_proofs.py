@@ -99,6 +99,7 @@ def test_an_axiom_smuggled_in_through_a_module_type_is_rejected(tmp_path, monkey
 
 @needs_coq
 def test_a_cached_proof_is_not_recompiled(tmp_path, monkeypatch):
+    monkeypatch.delenv("THEOREMS_PROOF_CACHE", raising=False)  # the cache is what is tested
     (tmp_path / "trivial.v").write_text("Theorem trivial : True. Proof. exact I. Qed.\n")
     monkeypatch.setattr(proving, "ROOT", tmp_path)
     monkeypatch.setattr(proving, "CACHE_DIR", tmp_path / "cache")
@@ -275,7 +276,15 @@ def test_tensor_with_w2_on_the_wrong_index_is_not_provable():
 @pytest.mark.mutant("bilinear.symmetric-part")
 def test_symmetric_part_with_a_flipped_sign_is_not_provable():
     falsified("proofs/coq/bilinear.v", "symmetric_part",
-              "x x a = layer WO W1 W2 x a ord0.", "x x a = - layer WO W1 W2 x a ord0.")
+              "x x a = layer WO W1 W2 x a ord0) /\\", "x x a = - layer WO W1 W2 x a ord0) /\\")
+
+
+@needs_coq
+@pytest.mark.mutant("bilinear.symmetric-part")
+def test_b_determined_by_f_outright_is_not_provable():
+    """Only B's symmetric part is determined: B + A, A antisymmetric (d >= 2), gives f too."""
+    falsified("proofs/coq/bilinear.v", "symmetric_part",
+              "sym T a j k = sym (tensor WO W1 W2) a j k", "T a j k = tensor WO W1 W2 a j k")
 
 
 @needs_coq

@@ -168,9 +168,10 @@ test_tensor_identity_proved = check(BL_TENSOR, "proved")(
                           "over any commutative ring")))
 test_symmetric_part_proved = check(BL_SYMMETRIC, "proved")(
     coq_proof("proofs/coq/bilinear.v", theorem="symmetric_part",
-              scope=Scope("part", "the identity sum_jk B^s_ajk x_j x_k = f(x)_a for every x "
-                          "(every h, d, o, over any numeric field); not the clause that B is "
-                          "determined by f only up to its antisymmetric part B - B^s")))
+              scope=Scope("statement", "both parts: sum_jk B^s_ajk x_j x_k = f(x)_a for every "
+                          "x, and B is determined by f only up to its antisymmetric part (a "
+                          "tensor T gives f, T(x, x) = f(x) for all x, iff its symmetric part "
+                          "is B^s); for every h, d, o, over any numeric field")))
 test_quadratic_form_proved = check(BL_QUADRATIC, "proved")(
     coq_proof("proofs/coq/bilinear.v", theorem="quadratic_form",
               scope=Scope("statement", "both identities, f(alpha x) = alpha^2 f(x) and "

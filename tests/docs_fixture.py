@@ -38,14 +38,21 @@ RUN = {"git_sha": "0123456789abcdef0123456789abcdef01234567", "git_dirty": False
 RETIRED = "retired.claim"
 PROOFS = {
     "coq": {"tool": "coq", "version": "8.16.1", "source": "proofs/coq/bilinear.v",
-            "theorem": "symmetric_part", "trusts": "the Coq 8.16.1 kernel",
+            "theorem": "symmetric_part",
+            "trusts": ["the Coq 8.16.1 kernel", "axiom ClassicalDedekindReals.sig_not_dec",
+                       "axiom FunctionalExtensionality.functional_extensionality_dep"],
             "assumptions": ["ClassicalDedekindReals.sig_not_dec", "FunctionalExtensionality"
                             ".functional_extensionality_dep"],
-            "seconds": 1.5, "sha256": "0" * 64, "cached": False},
+            "seconds": 1.5, "sha256": "0" * 64, "statement_sha256": "2" * 64,
+            "scope": {"covers": "part", "text": "the identity, not the uniqueness clause"},
+            "cached": False},
     "smt": {"tool": "z3", "version": "4.13.0", "theorem": "margins for every n >= 1",
             "source": "constructions.induction_heads:two_layer_conditions (lib=sympy)",
-            "trusts": "z3 4.13.0's unsat answer", "assumptions": [], "seconds": 0.5,
-            "sha256": "1" * 64, "cached": False},
+            "trusts": ["the translator theorems.proving.z3_from_sympy",
+                       "z3 4.13.0's unsat answer"], "assumptions": [], "seconds": 0.5,
+            "sha256": "1" * 64, "statement_sha256": "3" * 64,
+            "scope": {"covers": "statement", "text": "(A)-(D) for every real n >= 1"},
+            "cached": False},
 }
 FALSIFYING = "Falsifying example: run(\n    x=tensor([0.0, 1.0], dtype=torch.float64),\n)"
 

@@ -28,6 +28,7 @@ from constructions.addition import (
 )
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
+from theorems.proof_statements import Scope
 from theorems.proving import coq_proof
 
 QUIRKE = {"arxiv": "2310.13121", "ref": "Quirke & Barez (2024), ICLR"}
@@ -310,4 +311,6 @@ test_per_digit_accuracy_at_five_digits = check(AD_PER_DIGIT, "exhaustive")(
 # no axioms): the algorithm's carry-in equals the true carry at every column unless a carry
 # meets two 9-sum columns, and base-10 digit strings are unique.
 test_failure_set_proved = check(AD_FAILURE_SET, "proved")(
-    coq_proof("proofs/coq/addition_failure_set.v", theorem="failure_set"))
+    coq_proof("proofs/coq/addition_failure_set.v", theorem="failure_set",
+              scope=Scope("statement", "the iff, for every n_d and all addends of n_d digits "
+                          "(each below 10), with s_{n_d} = 0 and out-of-range terms 0")))

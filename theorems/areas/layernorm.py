@@ -23,6 +23,7 @@ from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
 from theorems.numerics import gamma
 from theorems.profiles import budget
+from theorems.proof_statements import Scope
 from theorems.proving import coq_proof
 from theorems.strategies import gaussian_matrices, seeds, tensors
 
@@ -460,7 +461,12 @@ test_majority_training_aligns_the_query_with_ones = check(LN_MAJORITY_LEARNABLE,
 # LN(x) = sqrt(d) Px/||Px||, 1^T LN(x) = 0 and ||LN(x)||^2 = d for every d and every x with
 # Px != 0, over any real closed field: MathComp big sums and Num.sqrt.
 test_decomposition_proved = check(LN_DECOMPOSITION, "proved")(
-    coq_proof("proofs/coq/layernorm.v", theorem="projection_decomposition"))
+    coq_proof("proofs/coq/layernorm.v", theorem="projection_decomposition",
+              scope=Scope("statement", "LN(x) = sqrt(d) Px/||Px||_2, 1^T LN(x) = 0 and "
+                          "||LN(x)||^2 = d for every d and every x with Px != 0 (which forces "
+                          "d >= 2), over any real closed field (so over the reals)")))
 # LN(x_1, x_2) = sign(x_1 - x_2)(1, -1) for x_1 != x_2, from the d = 2 case of the above.
 test_two_dimensions_proved = check(LN_TWO_DIMENSIONS, "proved")(
-    coq_proof("proofs/coq/layernorm.v", theorem="two_dimensions"))
+    coq_proof("proofs/coq/layernorm.v", theorem="two_dimensions",
+              scope=Scope("statement", "LN(x) = sign(x_1 - x_2)(1, -1) for every x in R^2 "
+                          "with x_1 != x_2, over any real closed field (so over the reals)")))

@@ -384,3 +384,25 @@ def test_a_closed_pipe_ends_quietly_as_users_meet_it():
     _, err = process.communicate(timeout=120)
     assert (process.returncode, err.decode()) == (141, "")
 
+
+# --- docs --------------------------------------------------------------------------------------
+
+def test_docs_counts_warnings_not_lines(tmp_path):
+    """A docutils error quotes the offending block, over several lines: it is one warning."""
+    pytest.importorskip("sphinx")
+    from sphinx.application import Sphinx
+
+    from theorems.site import WarningLog
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "conf.py").write_text("")
+    (source / "index.rst").write_text("Title\n=====\n\n.. no-such-directive::\n\n   a\n   b\n\n"
+                                      "`unclosed\n")
+    log = WarningLog()
+    app = Sphinx(source, source, tmp_path / "out", tmp_path / "doctrees", "html",
+                 status=None, warning=log, freshenv=True)
+    app.build(force_all=True)
+    assert len(log.entries) == 2, log.entries
+    assert len(log.getvalue().splitlines()) > 2
+    assert "no-such-directive" in log.entries[0] and "unclosed" not in log.entries[0]

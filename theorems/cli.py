@@ -240,8 +240,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     print(summary_line(census()))
     if ev.is_partial(report.data):
-        print(f"partial run ({report.data['run'].get('selection')}): evidence written to "
-              f"{report.out}")
+        selection = textwrap.shorten(str(report.data["run"].get("selection")), 100,
+                                     placeholder=" ...")  # an area's claims: a long list
+        print(f"partial run ({selection}): evidence written to {report.out}")
     for problem in report.problems:
         print(f"inconsistent: {problem}", file=sys.stderr)
     for warning in report.dependency_warnings:

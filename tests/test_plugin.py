@@ -339,3 +339,53 @@ def test_the_call_recorder_counts_calls_not_class_bodies(tmp_path):
     with _CallRecorder({str(source): ("recorded_module", False)}) as recorder:
         module.build()
     assert recorder.names() == ["recorded_module:Model", "recorded_module:build"]
+
+
+def test_theorems_claim_selects_the_checks_of_a_claim_by_its_mark(demo_directory):
+    """``--theorems-claim`` (``verify --claim``) runs exactly the checks whose claim mark names
+    it, whatever the test is called; the run is partial and says which claims it selected."""
+    (demo_directory / "test_demo.py").write_text(DEMO)
+    out = demo_directory / "claim" / "evidence.json"
+    result = run_pytest(demo_directory, out, "--theorems-claim=demo.good", "test_demo.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed, 3 deselected" in result.stdout, result.stdout
+    data = load(out)
+    assert [c["name"] for c in data["claims"]["demo.good"]["checks"]] == [
+        "test_good", "test_good_exhaustively"]
+    assert all(not r["checks"] for cid, r in data["claims"].items() if cid != "demo.good")
+    assert data["run"]["partial"] is True
+    assert data["run"]["selection"] == "claims demo.good"
+
+
+INTERRUPTED = '''
+from theorems.claims import Claim, Source
+from theorems.evidence import check
+
+SOURCE = Source(arxiv="2408.14332", where="Theorem 1", tag="V")
+DONE = Claim(id="demo.done", title="t", statement="s", source=SOURCE, kind="identity")
+CUT = Claim(id="demo.cut", title="t", statement="s", source=SOURCE, kind="identity")
+
+
+@check(DONE, "property")
+def test_done():
+    pass
+
+
+@check(CUT, "property")
+def test_cut():
+    raise KeyboardInterrupt  # what Ctrl-C does to the running check
+'''
+
+
+def test_an_interrupted_run_leaves_the_previous_evidence_file(tmp_path):
+    """A run cut short by Ctrl-C after some checks ran writes nothing: the previous file stays
+    (the file is only ever replaced whole, by renaming a complete one over it)."""
+    (tmp_path / "test_interrupted.py").write_text(INTERRUPTED)
+    out = tmp_path / "build" / "evidence.json"
+    out.parent.mkdir()
+    out.write_text("previous")
+    result = run_pytest(tmp_path, out, "test_interrupted.py")
+    assert result.returncode == pytest.ExitCode.INTERRUPTED, result.stdout + result.stderr
+    assert "theorems: interrupted: no evidence written" in result.stdout, result.stdout
+    assert out.read_text() == "previous"
+    assert [p.name for p in out.parent.iterdir()] == ["evidence.json"]

@@ -354,6 +354,18 @@ def test_the_table_marks_an_inconclusive_claim(capsys):
     assert "\n1 inconclusive;" in out
 
 
+def test_the_table_never_lists_a_skipped_proof_as_proved(capsys):
+    """The tiers column comes from the passed checks only (evidence_file.evidence_tiers): a
+    proof skipped for a missing tool is no evidence."""
+    checks = [check_record("test_identity", "property", "passed"),
+              check_record("test_identity_proved", "proved", "skipped")]
+    cli.print_table({"claims": {"bilinear.tensor-identity": {
+        "status": "verified", "summary": summarize(checks), "checks": checks}}})
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if "bilinear.tensor-identity" in line)
+    assert "property" in row and "proved" not in row
+
+
 # --- pipes -----------------------------------------------------------------------------------
 
 class ClosedPipe:

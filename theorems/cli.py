@@ -172,7 +172,7 @@ def print_table(data: dict, only: list[str] | None = None) -> None:
     for claim_id, record in shown.items():
         s = record["summary"]
         rows.append((STATUS_MARK.get(record["status"], record["status"]), claim_id,
-                     ",".join(s["tiers"]) or "-", str(s["examples"]),
+                     ",".join(ev.evidence_tiers(record)) or "-", str(s["examples"]),
                      _format_number(s["worst_margin"]), f"{s['duration']:.1f}s"))
     header = ("status", "claim", "tiers", "examples", "worst margin", "time")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]

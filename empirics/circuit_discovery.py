@@ -52,10 +52,11 @@ A third-party implementation (auto-circuit's ACDC and EAP) is not run: auto-circ
 (tqdm 4.70.1 here would be replaced by 4.66.2's code under the other name), pins
 ``kaleido==0.2.1``, and pulls ``tracr-pypi`` (JAX, dm-haiku, chex) and ``plotly``.
 
-Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
-load from other jobs; CPU seconds do not count waiting):
+Measured full-config cost (this project's 2-core CPU machine, under load from other jobs):
 
-* ``circuit-discovery``: 434 CPU-s for three seeds (about 145 a seed); published with three seeds.
+* ``circuit-discovery``: 434 CPU-s for three seeds (about 145 a seed) on the TransformerLens
+  path (2026-12-01); on the nnsight path, 339 s wall for three seeds in two worker processes
+  (2026-12-04, the published run). Published with three seeds.
 """
 
 from __future__ import annotations

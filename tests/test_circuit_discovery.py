@@ -291,9 +291,10 @@ def test_nnsight_patching_is_the_native_edge_patching(nnsight):
 
 @pytest.mark.interop
 def test_the_published_result_is_reproduced_without_transformer_lens(nnsight):
-    """The published full result of the two-layer induction case (seed 0, batch 64), which the
-    TransformerLens path computed (commit e670189's empirics/results/circuit-discovery), comes
-    out of the nnsight path with the same numbers, bit for bit."""
+    """The full result of the two-layer induction case (seed 0, batch 64) as the
+    TransformerLens path published it (empirics/results/circuit-discovery at commit e670189;
+    republished since from the nnsight path, with the same numbers for this case) comes out
+    of the nnsight path bit for bit."""
     path = RESULTS_DIR / "circuit-discovery" / "full-seed0.json"
     published = json.loads(path.read_text())["metrics"]
     config = cd.CIRCUIT_DISCOVERY.configs["full"]

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from theorems import audit
 from theorems import evidence_file as ev
 from theorems.catalogue import load_claims
 from theorems.claims import (
@@ -83,6 +84,8 @@ def _describe(claim: Claim) -> str:
                   textwrap.indent(textwrap.fill(claim.correction, 96), "  ")]
     if claim.notes:
         lines += ["", "Notes:", textwrap.indent(textwrap.fill(claim.notes, 96), "  ")]
+    if scope := audit.scope(claim.id):
+        lines += ["", "Scope checked:", textwrap.indent(textwrap.fill(scope, 96), "  ")]
     return "\n".join(lines)
 
 

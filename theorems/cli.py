@@ -21,7 +21,7 @@ from theorems.claims import (
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STATUS_MARK = {"verified": "✔ verified", "refuted": "✘ refuted", "failing": "! FAILING",
-               "unchecked": "· unchecked"}
+               "unchecked": "· unchecked", "inconclusive": "? inconclusive"}
 
 
 def _format_number(value) -> str:

@@ -16,13 +16,16 @@ Schema (version 1)
               "selection": str|null},     # the -k / -m expressions and paths that made it so
       "claims": {
         "<claim id>": {
-          "status": "verified" | "refuted" | "failing" | "unchecked",
+          "status": "verified" | "refuted" | "inconclusive" | "failing" | "unchecked",
           "refutes": "as-written" | "reading" | "finite-test" | null,  # what a refutation
                                       # refutes (theorems.claims.REFUTATION_SCOPES)
           "summary": {"tiers": [...], "checks": int, "passed": int, "examples": int,
                       "worst_margin": float|null, "max_ratio": float|null, "duration": float},
           "checks": [{
-              "nodeid", "name", "tier", "outcome": "passed"|"failed"|"skipped",
+              "nodeid", "name", "tier",
+              "outcome": "passed"|"failed"|"skipped"|"inconclusive",  # inconclusive: an
+                                      # interval it decides on contains its threshold
+                                      # (theorems.evidence.decide; pytest reports a skip)
               "examples": int,            # Hypothesis test cases run + cases() reported
               "margin": {"worst", "last", "count"} | null,
               "ratio": {"worst", "last", "count"} | null,
@@ -32,6 +35,9 @@ Schema (version 1)
               "counterexample": str|null,     # pinned by a refutation check
               "proof": {"tool", "version", "source", "theorem", "trusts", "assumptions",
                         "seconds", "sha256", "cached"} | null,  # a proved-tier check
+              "intervals": [{"name", "estimate", "low", "high", "threshold", "level",
+                             "trials", "method", "decided"}],  # confidence intervals a
+                                      # sampled verdict turns on (additive within version 1)
               "falsifying_example": str|null, # Hypothesis' report when the check failed
               "message": str|null,            # failure or skip reason, first lines
               "calls": ["module:qualname"],   # constructions' public functions and classes
@@ -51,7 +57,9 @@ sorted by node id, so runs under pytest-xdist give the same file as serial runs.
 same file apart from those. ``partial`` and ``selection`` were added within version 1: a reader
 treats a file without them as complete. ``refutes`` was added within version 1 too (an
 additive field, so the version stays 1): a reader treats a file without it as saying nothing
-about scope. The JSON Schema of this format is :func:`json_schema`.
+about scope. So were the status and check outcome ``inconclusive`` and ``intervals`` (a reader
+treats a check without ``intervals`` as having recorded none). The JSON Schema of this format
+is :func:`json_schema`.
 
 Where it goes: a complete run writes :data:`DEFAULT_PATH`, which the docs read; a partial run
 writes :data:`PARTIAL_PATH` instead, so that ``pytest -k foo`` never replaces the evidence the
@@ -85,6 +93,9 @@ SCHEMA_CHANGELOG = (
     (1, "claims.<id>.refutes: what a refutation refutes (additive)"),
     (1, "checks[].calls and direct_calls: the constructions module:qualname names a check "
         "called, and those it called from its own code (additive)"),
+    (1, "status and check outcome inconclusive, and checks[].intervals: the confidence "
+        "intervals a sampled verdict turns on (a new value and a new field; the version "
+        "stays 1)"),
 )
 
 
@@ -183,7 +194,7 @@ def json_schema() -> dict:
         "properties": {
             "nodeid": {"type": "string"}, "name": {"type": "string"},
             "tier": {"enum": list(TIERS)},
-            "outcome": {"enum": ["passed", "failed", "skipped"]},
+            "outcome": {"enum": ["passed", "failed", "skipped", "inconclusive"]},
             "examples": {"type": "integer", "minimum": 0},
             "margin": stat, "ratio": stat,
             "metrics": {"type": "object", "additionalProperties": {
@@ -199,6 +210,14 @@ def json_schema() -> dict:
             "message": string_or_null, "duration": {"type": "number"},
             "calls": {"type": "array", "items": {"type": "string"}},
             "direct_calls": {"type": "array", "items": {"type": "string"}},
+            "intervals": {"type": "array", "items": {
+                "type": "object",
+                "required": ["name", "estimate", "low", "high", "threshold", "level",
+                             "trials", "method", "decided"],
+                "properties": {"name": {"type": "string"}, "estimate": number, "low": number,
+                               "high": number, "threshold": number, "level": number,
+                               "trials": {"type": "integer"}, "method": {"type": "string"},
+                               "decided": {"type": "boolean"}}}},
         },
     }
     claim = {

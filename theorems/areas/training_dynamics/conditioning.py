@@ -5,7 +5,8 @@ The abstract was read [V]; the scheme (semi-orthogonal W_Q, W_K, identity W_V) i
 secondary summary [S]. The Jacobian fact is ours (catalogue CI.2). The catalogue's median
 comparison (CI.3) is decided by a bootstrap interval over 400 trials whose inputs and weights
 come from independent streams (theorems.intervals). The summarised
-20–30% speed-up is not seen on induction heads at CPU size (slow tier, refuted as stated).
+20–30% speed-up is not seen on induction heads at CPU size (slow tier, refuted as stated by a
+sign-test interval over six seeds).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from constructions.conditioned_init import (
 )
 from theorems.claims import Claim, Source
 from theorems.evidence import check, decide, evidence, expect_failure
-from theorems.intervals import bootstrap, streams, torch_seed
+from theorems.intervals import bootstrap, median_interval, streams, torch_seed
 from theorems.numerics import gamma
 from theorems.profiles import budget
 from theorems.strategies import seeds
@@ -91,10 +92,13 @@ CI_SPEED = Claim(
                r"occurrence), a two-layer attention-only transformer ($d = 32$, one head per "
                r"layer, Adam at rate $10^{-2}$, batch 32, evaluation every 10 steps on 256 "
                r"held-out sequences) reaches 95% held-out accuracy in at least 20% fewer steps "
-               r"on average over seeds 0–5 when every head's $W_Q, W_K$ start semi-orthogonal "
-               r"and $W_V$ as a slice of the identity than when they start with "
-               r"$\mathcal N(0, 1/d)$ entries, the rest of the initialisation and the data "
-               r"stream being the same for the two arms (a matched seed budget)."),
+               r"when every head's $W_Q, W_K$ start semi-orthogonal and $W_V$ as a slice of "
+               r"the identity than when they start with $\mathcal N(0, 1/d)$ entries, the rest "
+               r"of the initialisation and the data stream being the same for the two arms (a "
+               r"matched seed budget): the median over training seeds of the per-seed saving "
+               r"$1 - s_{cond}/s_{Gauss}$ is at least 0.2. Seeds 0–5 are run, the model, data "
+               r"and conditioned weights of a seed from independent streams, and the 95% "
+               r"sign-test interval of that median decides."),
     source=(Source(where="Abstract: conditioned initialisation gives faster convergence and "
                          "more stable optimisation", tag="V", **CI),
             Source(where="20–30% faster convergence (a secondary summary; the paper's tasks "
@@ -104,10 +108,12 @@ CI_SPEED = Claim(
     kind="dynamics",
     construction="constructions.conditioned_init:conditioned_init",
     refutes="finite-test",
-    correction=(r"At this size the conditioned arm saves a few steps on average (about 5 of "
-                r"180, 3%, paired standard deviation about 13 over 6 seeds, effect size about "
-                r"0.4): no speed-up of the summarised size is seen on induction heads at "
-                r"$d = 32$. The paper's own tasks were not run."),
+    correction=(r"At this size the median per-seed saving is below 20%: its sign-test "
+                r"interval over seeds 0–5 (the smallest and the largest of the six savings, "
+                r"coverage $1 - 2^{-5} \approx 97\%$) is about $[-0.11, 0.14]$, median about "
+                r"$-0.03$, below 0.2. No speed-up of the "
+                r"summarised size is seen on induction heads at $d = 32$. The paper's own "
+                r"tasks were not run."),
 )
 
 
@@ -238,18 +244,33 @@ def _speed_result():
     return run(dict(EXPERIMENT.configs["smoke"]), torch.device("cpu"), 0)
 
 
+def _savings(result) -> np.ndarray:
+    """Per seed: 1 - (conditioned steps) / (Gaussian steps) to the target accuracy."""
+    from empirics.experiment import metric_key
+
+    seeds = int(result.metric("seeds"))
+    steps = {arm: np.array([result.metrics[metric_key(arm, "steps", ("seed", k))]
+                            for k in range(seeds)]) for arm in ("gaussian", "conditioned")}
+    return 1 - steps["conditioned"] / steps["gaussian"]
+
+
+def _saving_interval(result):
+    # the median of the per-seed savings, by the sign test: distribution-free, and with six
+    # seeds its 95% interval is [min, max] (coverage 1 - 2/64); a mean over six seeds with a
+    # guessed spread would decide nothing more honestly
+    return median_interval(_savings(result), LEVEL)
+
+
 def speed_as_stated_check(result_of=_speed_result):
     def run():
         result = result_of()
-        m = result.metrics
-        gaussian = result.metric("gaussian", "steps_mean")
-        conditioned = result.metric("conditioned", "steps_mean")
-        saving = 1 - conditioned / gaussian
-        assert saving >= SPEED_UP, (
-            f"conditioned init reaches the target in {conditioned:.1f} steps against "
-            f"{gaussian:.1f} for Gaussian: {100 * saving:.1f}% fewer, not >= "
-            f"{100 * SPEED_UP:.0f}% (paired saving {m['steps_saved_mean']:.1f} ± "
-            f"{m['steps_saved_std']:.1f} steps, effect size {m['effect_size']:.2f})")
+        interval = _saving_interval(result)
+        side = decide("median per-seed step saving", interval, threshold=SPEED_UP)
+        assert side == "above", (
+            f"the median per-seed saving of steps to the target is below "
+            f"{100 * SPEED_UP:.0f}%: estimate {100 * interval.estimate:.1f}%, {LEVEL:.0%} "
+            f"sign-test interval [{100 * interval.low:.1f}%, {100 * interval.high:.1f}%] "
+            f"over {interval.trials} seeds")
     return run
 
 
@@ -258,13 +279,16 @@ def speed_refutation_check(result_of=_speed_result):
         from empirics.experiment import metric_key
 
         result = result_of()
+        reached = result.metric("gaussian", "reached"), result.metric("conditioned", "reached")
+        assert reached == (1.0, 1.0), (
+            "an arm did not reach the target: the comparison of steps is not matched")
+        # recorded here: expect_failure below runs the statement without a recorder
+        decide("median per-seed step saving", _saving_interval(result), threshold=SPEED_UP)
         report = expect_failure(speed_as_stated_check(lambda: result))
         for parts in (("gaussian", "steps_mean"), ("conditioned", "steps_mean"),
                       ("steps_saved_mean",), ("steps_saved_std",), ("effect_size",)):
             evidence.metric(metric_key(*parts), result.metric(*parts))
-        reached = result.metric("gaussian", "reached"), result.metric("conditioned", "reached")
-        assert reached == (1.0, 1.0), (
-            "an arm did not reach the target: the comparison of steps is not matched")
+        evidence.cases(int(result.metric("seeds")))
         evidence.counterexample(report)
         table = result.tables["steps to the target accuracy"]
         evidence.table("steps to the target accuracy", table["header"], table["rows"])

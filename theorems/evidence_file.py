@@ -16,13 +16,16 @@ Schema (version 1)
               "selection": str|null},     # the -k / -m expressions and paths that made it so
       "claims": {
         "<claim id>": {
-          "status": "verified" | "refuted" | "failing" | "unchecked",
+          "status": "verified" | "refuted" | "inconclusive" | "failing" | "unchecked",
           "refutes": "as-written" | "reading" | "finite-test" | null,  # what a refutation
                                       # refutes (theorems.claims.REFUTATION_SCOPES)
           "summary": {"tiers": [...], "checks": int, "passed": int, "examples": int,
                       "worst_margin": float|null, "max_ratio": float|null, "duration": float},
           "checks": [{
-              "nodeid", "name", "tier", "outcome": "passed"|"failed"|"skipped",
+              "nodeid", "name", "tier",
+              "outcome": "passed"|"failed"|"skipped"|"inconclusive",  # inconclusive: an
+                                      # interval it decides on contains its threshold
+                                      # (theorems.evidence.decide; pytest reports a skip)
               "examples": int,            # Hypothesis test cases run + cases() reported
               "margin": {"worst", "last", "count"} | null,
               "ratio": {"worst", "last", "count"} | null,
@@ -35,6 +38,9 @@ Schema (version 1)
                         "scope": {"covers": "statement" | "part" | "special-case",
                                   "text": str},
                         "cached"} | null,  # a proved-tier check (theorems.proving)
+              "intervals": [{"name", "estimate", "low", "high", "threshold", "level",
+                             "trials", "method", "decided"}],  # confidence intervals a
+                                      # sampled verdict turns on (additive within version 1)
               "falsifying_example": str|null, # Hypothesis' report when the check failed
               "message": str|null,            # failure or skip reason, first lines
               "calls": ["module:qualname"],   # constructions' public functions and classes
@@ -56,10 +62,12 @@ treats a file without them as complete. ``refutes`` was added within version 1 t
 additive field, so the version stays 1): a reader treats a file without it as saying nothing
 about scope. A proof's ``scope`` (what it covers of the claim), ``trusts`` (a list; it was one
 string before) and ``statement_sha256`` were added within version 1 too; a proof without a
-``scope`` says nothing about what it covers. Whether a claim is *proved* is derived by
-:func:`proved_checks` only: a skipped, failed or inconclusive proof never counts, whatever
-``summary.tiers`` (every tier that has a check, skipped ones included) lists. The JSON Schema
-of this format is :func:`json_schema`.
+``scope`` says nothing about what it covers. So were the status and check outcome
+``inconclusive`` and ``intervals`` (a reader treats a check without ``intervals`` as having
+recorded none). Whether a claim is *proved* is derived by :func:`proved_checks` only: a
+skipped, failed or inconclusive proof never counts, whatever ``summary.tiers`` (every tier
+that has a check, skipped ones included) lists. The JSON Schema of this format is
+:func:`json_schema`.
 
 Where it goes: a complete run writes :data:`DEFAULT_PATH`, which the docs read; a partial run
 writes :data:`PARTIAL_PATH` instead, so that ``pytest -k foo`` never replaces the evidence the
@@ -95,6 +103,9 @@ SCHEMA_CHANGELOG = (
         "called, and those it called from its own code (additive)"),
     (1, "checks[].proof.scope and proof.statement_sha256 (additive); proof.trusts is a list "
         "of what the proof trusts (it was one string)"),
+    (1, "status and check outcome inconclusive, and checks[].intervals: the confidence "
+        "intervals a sampled verdict turns on (a new value and a new field; the version "
+        "stays 1)"),
 )
 
 
@@ -213,7 +224,7 @@ def json_schema() -> dict:
         "properties": {
             "nodeid": {"type": "string"}, "name": {"type": "string"},
             "tier": {"enum": list(TIERS)},
-            "outcome": {"enum": ["passed", "failed", "skipped"]},
+            "outcome": {"enum": ["passed", "failed", "skipped", "inconclusive"]},
             "examples": {"type": "integer", "minimum": 0},
             "margin": stat, "ratio": stat,
             "metrics": {"type": "object", "additionalProperties": {
@@ -235,6 +246,14 @@ def json_schema() -> dict:
                                                              "special-case"]},
                                          "text": {"type": "string"}}}}},
             "direct_calls": {"type": "array", "items": {"type": "string"}},
+            "intervals": {"type": "array", "items": {
+                "type": "object",
+                "required": ["name", "estimate", "low", "high", "threshold", "level",
+                             "trials", "method", "decided"],
+                "properties": {"name": {"type": "string"}, "estimate": number, "low": number,
+                               "high": number, "threshold": number, "level": number,
+                               "trials": {"type": "integer"}, "method": {"type": "string"},
+                               "decided": {"type": "boolean"}}}},
         },
     }
     claim = {

@@ -25,7 +25,9 @@ aggregates them. A complete run writes the evidence file the docs read
 subset of the areas, or ``-m`` deselecting every check of some claim, as the project's
 default ``-m`` does for the claims whose only checks are slow or in the training tier) writes
 :data:`~theorems.evidence_file.PARTIAL_PATH` instead, marked ``partial``, unless
-``--evidence-out`` names the file. ``verify`` runs those checks (every training-tier one, and a
+``--evidence-out`` names the file. A check that :func:`theorems.evidence.decide` ended as
+inconclusive (pytest reports it skipped, with a reason starting ``inconclusive:``) is recorded
+with outcome ``inconclusive``. ``verify`` runs those checks (every training-tier one, and a
 slow one that is a claim's sole evidence) and writes the complete file.
 
 ``--theorems-claim ID`` (repeatable) runs only the checks whose ``claim`` mark names one of
@@ -264,7 +266,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if not is_result:
         return report
     from empirics.provenance import json_ready
-    from theorems.evidence import FAILURE_NOTE_PREFIXES, Recorder, failure_text
+    from theorems.evidence import FAILURE_NOTE_PREFIXES, INCONCLUSIVE, Recorder, failure_text
 
     recorder = item.stash.get(_RECORDER, None) or Recorder(mark.args[0], mark.kwargs["tier"])
     record = {"nodeid": item.nodeid, "name": item.name, "claim": mark.args[0],
@@ -282,6 +284,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                                              else None)
         message = str(getattr(error, "msg", None) or error).strip()
         record["message"] = "\n".join(message.splitlines()[:6]) or type(error).__name__
+        if report.outcome == "skipped" and message.startswith(INCONCLUSIVE):
+            record["outcome"] = "inconclusive"  # theorems.evidence.decide: undecided interval
     report.user_properties.append((PROPERTY_KEY, json.dumps(json_ready(record))))
     return report
 

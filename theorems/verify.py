@@ -23,7 +23,8 @@ PROFILES = ("dev", "ci", "thorough")
 @dataclass(frozen=True)
 class VerifyReport:
     """What a verification produced: the evidence file (None if pytest wrote none), its data,
-    pytest's exit code, the registry inconsistencies, and the failing claims."""
+    pytest's exit code, the registry inconsistencies, and the failing, unchecked and
+    inconclusive claims."""
 
     out: Path
     returncode: int
@@ -31,6 +32,8 @@ class VerifyReport:
     problems: tuple[str, ...] = ()
     failing: tuple[str, ...] = field(default=())
     unchecked: tuple[str, ...] = field(default=())
+    # sampled evidence whose interval did not decide: reported, not a failure of the run
+    inconclusive: tuple[str, ...] = field(default=())
     # derived dependencies that disagree with depends_on: reported, not (yet) failing the run
     dependency_warnings: tuple[str, ...] = field(default=())
 
@@ -129,6 +132,8 @@ def verify(out: str | Path | None = None, *, profile: str = "ci", keyword: str |
     # leaves its claim unchecked, and that is not a pass.
     unchecked = () if filtered else tuple(cid for cid, status in statuses.items()
                                           if status == "unchecked")
+    inconclusive = tuple(cid for cid, status in statuses.items() if status == "inconclusive")
     warnings = () if filtered else tuple(dependency_mismatches(load_all(), data))
     return VerifyReport(out=out, returncode=result.returncode, data=data, problems=problems,
-                        failing=failing, unchecked=unchecked, dependency_warnings=warnings)
+                        failing=failing, unchecked=unchecked, inconclusive=inconclusive,
+                        dependency_warnings=warnings)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 STATUS_COLOURS = {
     "verified": ("#d5f0dc", "#1b5e20"),
     "refuted": ("#efe0f7", "#5b2378"),
+    "inconclusive": ("#ffe0b2", "#8a4b00"),
     "failing": ("#fbd5d5", "#a11a1a"),
     "unchecked": ("#eceff1", "#455a64"),
 }
@@ -33,6 +34,7 @@ LEGEND = {
     "verified-alone": "verified on its own checks, but it depends (perhaps transitively) on a "
                       "claim that is refuted, failing or unchecked",
     "refuted": "a counterexample to the claim as stated is pinned",
+    "inconclusive": "a check's interval over sampled trials or seeds did not decide",
     "failing": "some check failed",
     "unchecked": "no check ran (or only symbolic ones)",
 }

@@ -23,6 +23,7 @@ from .data import STALENESS
 STATUS_MEANING = {
     "verified": "every check passed, and at least one is beyond the symbolic tier",
     "refuted": "a refutation check passed: a counterexample to the claim as stated is pinned",
+    "inconclusive": "a check's interval over sampled trials or seeds did not decide",
     "failing": "some check failed",
     "unchecked": "no check ran (or only symbolic ones), or the claim is not in the evidence",
 }
@@ -40,6 +41,7 @@ OUTCOME_MEANING = {
     "passed": "the check passed",
     "failed": "the check failed: see its falsifying example",
     "skipped": "the check did not run",
+    "inconclusive": "the check's interval over sampled trials or seeds did not decide",
 }
 if tuple(STATUS_MEANING) != STATUSES or tuple(TIER_MEANING) != TIERS:
     raise RuntimeError("theorems.claims changed its statuses or tiers; explain them here")

@@ -195,7 +195,17 @@ def test_a_sink_for_every_token_fails_the_construction_check():
 
 @pytest.mark.mutant("induction-variants.bb-value-drain")
 def test_the_refutation_fails_without_its_counterexample():
-    expect_failure(bb_checks.drain_refutation(counterexample=[1.0] + [0.0] * 31))
+    # v = e_0 does break exactness: the statement holds there, and the refutation must fail
+    report = expect_failure(bb_checks.drain_refutation(counterexample=[1.0] + [0.0] * 31))
+    assert "expected to fail" in report
+
+
+@pytest.mark.mutant("induction-variants.bb-value-drain")
+def test_the_refutation_fails_when_pinned_at_a_zero_value():
+    # v = 0 keeps every prediction exact, but the statement excludes it: the check must see
+    # that the head is dormant there
+    report = expect_failure(bb_checks.drain_refutation(counterexample=[0.0] * 32))
+    assert "v is no nonzero BOS value" in report
 
 
 def half_drain(a, b, n, s2, lib=math):

@@ -148,7 +148,27 @@ def test_a_column_shift_is_not_a_gauge():
 def test_frozen_attention_does_not_scan():
     report = expect_failure(scan_snap.dynamics_check({"steps": 200, "seeds": 1},
                                                      lr_z_scale=0.0))
-    assert "distinct mass ends at 0.5000" in report
+    assert "(a)" in report and "distinct mass ends at 0.5000" in report
+
+
+#: One stream, the fastest rate, 300 steps: enough for (a), (b) and (c) to hold unmutated.
+SHORT = {"lr_z_ratios": [0.2], "seeds": 1, "steps": 300}
+
+
+@pytest.mark.training
+@pytest.mark.mutant("training-dynamics.scan-snap-dynamics")
+def test_a_z_update_that_ranks_backwards_fails_the_order():
+    # the reversed gradient still raises the distinct mass: only (b) can kill it
+    report = expect_failure(scan_snap.dynamics_check(SHORT, reverse_distinct=True))
+    assert report.startswith("(b)"), report
+
+
+@pytest.mark.training
+@pytest.mark.mutant("training-dynamics.scan-snap-dynamics")
+def test_a_runaway_token_fails_no_winner_takes_all():
+    # the most probable distinct token's logit drifts up: (a) and (b) still hold
+    report = expect_failure(scan_snap.dynamics_check(SHORT, winner_drift=0.05))
+    assert report.startswith("(c)"), report
 
 
 def test_the_synthetic_classes_follow_the_catalogue():

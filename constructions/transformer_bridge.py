@@ -76,6 +76,9 @@ def _heads_out(weight: torch.Tensor) -> torch.Tensor:
 def bridge_state_dict(layout: TransformerLensLayout) -> dict[str, torch.Tensor]:
     """The layout's ``HookedTransformer`` state dict under the native bridge's keys
     (``nn.Linear`` weights are ``(out, in)``; heads are concatenated along ``out``)."""
+    if not isinstance(layout, TransformerLensLayout):
+        raise TypeError(f"layout must be a TransformerLensLayout (from transformer_lens_layout), "
+                        f"got {type(layout).__name__}")
     state = layout.state_dict
     out = {"embed.weight": state["embed.W_E"], "pos_embed.weight": state["pos_embed.W_pos"],
            "unembed.weight": state["unembed.W_U"].T, "unembed.bias": state["unembed.b_U"]}

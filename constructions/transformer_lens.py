@@ -72,6 +72,7 @@ import torch
 from torch import nn
 
 import constructions
+from constructions import _validate
 from constructions.files import INTEROP_HINT
 from constructions.layers import Attention, L2Norm, LayerNorm, Looped
 from constructions.recording import construction_name
@@ -99,6 +100,8 @@ class TransformerLensLayout:
 def scanned_features(model: nn.Module) -> list[str]:
     """What a module of a class without ``residual_layout`` or ``transformer_lens_lacks`` uses
     that TransformerLens lacks."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     features = []
     tensors = [*model.parameters(), *model.buffers()]
     if any(t.is_complex() for t in tensors):
@@ -133,6 +136,8 @@ def construction_classes(method: str) -> set[type]:
     """The classes of the modules of :mod:`constructions` that define ``method`` themselves
     (``"residual_layout"``: the exportable ones; ``"transformer_lens_lacks"``: the others),
     found by importing every module of the package."""
+    if not isinstance(method, str):
+        raise TypeError(f"method must be a str, got {type(method).__name__}")
     found = set()
     for info in pkgutil.iter_modules(constructions.__path__):
         module = importlib.import_module(f"constructions.{info.name}")
@@ -329,8 +334,14 @@ def transformer_lens_inputs(model: nn.Module, x: torch.Tensor) -> dict[str, Any]
 
 def transformer_lens_outputs(model: nn.Module, logits: torch.Tensor) -> torch.Tensor:
     """The export's logits as ``model``'s output (BOS position dropped, scalar outputs
-    squeezed), batched: ``(B, n, ...)``."""
-    return residual_layout(model, None).interface.outputs(logits)
+    squeezed), batched: ``(B, n, ...)``. ``logits`` is ``(B, positions, d_vocab_out)``; NaN and
+    inf pass through as they are."""
+    spec = residual_layout(model, None)
+    logits = _validate.real_tensor("logits", logits, finite=False,
+                                   shape=(None, None, spec.W_U.shape[1]))
+    if spec.interface.bos is not None and logits.shape[1] < 1:
+        raise ValueError("logits must include the BOS position, got 0 positions")
+    return spec.interface.outputs(logits)
 
 
 def export_lines() -> dict[str, str]:
@@ -354,6 +365,9 @@ def __getattr__(name: str):
 def export_line(construction: str) -> str | None:
     """The one-line export of a claim's construction (``"module:builder"``) for its docs page,
     with its imports, or ``None`` when the construction does not export."""
+    if not isinstance(construction, str):
+        raise TypeError(f"construction must be a str 'module:builder', "
+                        f"got {type(construction).__name__}")
     line = export_lines().get(construction)
     if line is None:
         return None

@@ -1156,3 +1156,81 @@ def test_recorded_builders_keep_their_signature_and_copy_tensor_arguments():
     model = build(bz.contextual_mapping, vocabulary, 2)
     vocabulary.add_(1.0)  # the caller's later edits do not reach the record
     assert torch.equal(build_call(model).args[0], _gaussian(0, 4, 3))
+
+
+# --- valid example arguments for tests/test_public_api.py ---------------------------------------
+
+def _two_layer() -> nn.Module:
+    return two_layer_induction(3, 4)
+
+
+def _attention() -> Attention:
+    return Attention(_gaussian(0, 1, 2, 2), _gaussian(1, 1, 2, 2), _gaussian(2, 1, 2, 2),
+                     _gaussian(3, 1, 2, 2))
+
+
+def _mlp():
+    from constructions.layers import MLP
+
+    return MLP(_gaussian(4, 2, 3), _gaussian(5, 3), _gaussian(6, 3, 2), _gaussian(7, 2))
+
+
+_BUILDER = "constructions.induction_heads:two_layer_induction"
+PUBLIC_API_EXAMPLES = {
+    "recording.build": lambda: {"builder": _BUILDER, "args": (3, 4), "kwargs": {}},
+    "recording.build_call": lambda: {"model": _two_layer()},
+    "recording.construction_name": lambda: {"model": _two_layer()},
+    "recording.import_builder": lambda: {"path": _BUILDER},
+    "recording.public_module": lambda: {"obj": two_layer_induction},
+    "recording.recorded": lambda: {"builder": two_layer_induction},
+    "residual_layout.attention_block": lambda: {"name": "a", "layer": _attention(), "D": 4,
+                                                "read": slice(0, 2), "write": slice(2, 4)},
+    "residual_layout.mlp_block": lambda: {"name": "m", "mlp": _mlp(), "D": 4,
+                                          "read": slice(0, 2), "write": slice(2, 4)},
+    "residual_layout.placed": lambda: {"weight": _gaussian(0, 2, 2), "shape": (3, 4),
+                                       "index": (slice(0, 2), slice(1, 3))},
+    "residual_layout.context_length": lambda: {"name": "m", "n_ctx": 4, "default": 8},
+    "residual_layout.fixed_context_length": lambda: {"name": "m", "n_ctx": 8, "fixed": 8},
+    "transformer_lens.construction_classes": lambda: {"method": "residual_layout"},
+    "transformer_lens.export_line": lambda: {"construction": _BUILDER},
+    "transformer_lens.residual_layout": lambda: {"model": _two_layer(), "n_ctx": None},
+    "transformer_lens.scanned_features": lambda: {"model": _two_layer()},
+    "transformer_lens.to_transformer_lens": lambda: {
+        "model": majority_head(3, 8, normalize=False), "n_ctx": 8},
+    "transformer_lens.transformer_lens_inputs": lambda: {"model": _two_layer(),
+                                                         "x": torch.tensor([[0, 1, 2]])},
+    "transformer_lens.transformer_lens_layout": lambda: {"model": _two_layer()},
+    "transformer_lens.transformer_lens_outputs": lambda: {"model": _two_layer(),
+                                                          "logits": _gaussian(0, 1, 4, 4)},
+    "transformer_bridge.bridge_state_dict": lambda: {
+        "layout": transformer_lens_layout(_two_layer())},
+    "transformer_bridge.to_transformer_bridge": lambda: {
+        "model": majority_head(3, 8, normalize=False), "n_ctx": 8},
+    "transformer_bridge.transformer_bridge_inputs": lambda: {"model": _two_layer(),
+                                                             "x": torch.tensor([[0, 1, 2]])},
+}
+PUBLIC_API_ACCEPTED = {
+    # a builder's own arguments, passed on as they are: their errors are the builder's
+    ("recording.build", "args"): ("wrong-type",),
+    ("recording.build", "kwargs"): ("wrong-type",),
+    # a name only labels the construction in error messages: any string is one
+    **{(f"residual_layout.{f}", "name"): ("unknown",) for f in (
+        "attention_block", "mlp_block", "context_length", "fixed_context_length")},
+    # placement moves weights as they are: non-finite ones stay non-finite, as in any layer
+    ("residual_layout.placed", "weight"): ("nan", "inf"),
+    # any method name is a question: no class defines "no-such-option", so the set is empty
+    ("transformer_lens.construction_classes", "method"): ("unknown",),
+    # None answers "no such exportable builder" (the docs page of a non-exporting claim)
+    ("transformer_lens.export_line", "construction"): ("unknown",),
+    # one more token is still within max_len = 4, and an empty sequence is just the BOS
+    ("transformer_lens.transformer_lens_inputs", "x"): ("mismatched", "empty"),
+    ("transformer_bridge.transformer_bridge_inputs", "x"): ("mismatched", "empty"),
+    # the export's logits may be anything a float computation gives
+    ("transformer_lens.transformer_lens_outputs", "logits"): ("nan", "inf"),
+}
+# Valid calls that build a TransformerLens model: tests/test_export.py makes them (round trips,
+# on every major), so the fuzzer makes only their bad calls, which fail before any import.
+PUBLIC_API_VALID_ELSEWHERE = {
+    "transformer_lens.to_transformer_lens": "test_every_family_exports_round_trip",
+    "transformer_bridge.to_transformer_bridge": "test_bridge_exports_round_trip",
+}

@@ -139,10 +139,13 @@ def _slice_of(name: str, value: object, length: int) -> range:
     if not isinstance(value, slice):
         raise TypeError(f"{name} must be a slice, got {type(value).__name__}")
     try:
-        return range(length)[value]
+        selected = range(length)[value]
     except (TypeError, ValueError) as error:  # a non-int bound, a zero step
-        raise ValueError(f"{name} must be a slice of ints with a nonzero step, got {value}: "
+        raise ValueError(f"{name} must be a slice of ints with a positive step, got {value}: "
                          f"{error}") from error
+    if selected.step < 0:  # torch tensors take no negative steps
+        raise ValueError(f"{name} must be a slice with a positive step, got {value}")
+    return selected
 
 
 def placed(weight: torch.Tensor, shape: tuple[int, ...], *index: slice) -> torch.Tensor:

@@ -5,8 +5,8 @@ The hook points return their input itself, so attaching them changes no output b
 one rewritten operation, the attention output, is split into the two contractions that
 ``torch.einsum`` already made (``test_attention_is_bit_identical_to_the_fused_contraction``).
 The nnsight tests read, ablate and patch through the hook points and assert what the
-construction's own math predicts. They need nnsight (``pip install nnsight``), and skip
-without it, saying so.
+construction's own math predicts. They need nnsight (the ``interop`` extra), and skip without
+it, saying so (under ``THEOREMS_REQUIRE_EXTRAS`` they fail instead).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from interop_support import required
 from torch import nn
 
 from constructions import bigram_backcopy as bb
@@ -468,7 +469,9 @@ def test_per_head_results_sum_to_the_output():
 
 @pytest.fixture(scope="module")
 def nnsight():
-    return pytest.importorskip("nnsight", reason="the nnsight tests need pip install nnsight")
+    """nnsight (the ``interop`` extra), or a skip saying so (a failure under
+    ``THEOREMS_REQUIRE_EXTRAS``)."""
+    return required("nnsight")
 
 
 def test_nnsight_reads_the_previous_token_pattern(nnsight):

@@ -82,3 +82,29 @@ def test_ci_runs_the_readme_commands():
                 if line.strip() and not line.lstrip().startswith("#")]
     assert ci_lines[-1] == test_command
     assert 'eval "$SETUP"' in ci and 'eval "$TEST"' in ci
+
+
+def test_the_readme_claims_table_is_current():
+    """The README's claims table is generated (``python -m theorems.readme``): it matches the
+    registry and the statuses of the last complete ``verify`` at the ci profile (CI's set-up
+    writes one before the tests run)."""
+    from theorems import readme
+
+    evidence = readme.complete_evidence(ROOT / "build" / "evidence.json")
+    if evidence is None or evidence["run"].get("hypothesis_profile") != "ci":
+        pytest.skip("no complete ci-profile build/evidence.json: run python -m theorems verify")
+    assert readme.current_block(README) == readme.claims_block(evidence), (
+        "the README's claims table is out of date: run python -m theorems.readme")
+
+
+def test_the_readme_claims_table_counts_every_claim_by_area():
+    """Without evidence the table still lists every area with its number of claims."""
+    from theorems import readme
+    from theorems.claims import load_all
+
+    block = readme.claims_block(None)
+    registry = load_all()
+    assert block.startswith(f"{len(registry)} claims in {len(registry.areas())} areas.")
+    for area in registry.areas():
+        count = sum(claim.area == area for claim in registry)
+        assert f"| `{area}` | {count} |" in block

@@ -102,7 +102,7 @@ def test_undecided():
 def run_pytest(directory: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
                            "-p", "theorems.profiles", "--hypothesis-profile=ci",
-                           f"--evidence-out={out}", *args],
+                           f"--evidence-out={out}", "--theorems-calls", *args],
                           cwd=directory, capture_output=True, text=True, timeout=300,
                           check=False)
 
@@ -418,3 +418,33 @@ def test_an_interrupted_run_leaves_the_previous_evidence_file(tmp_path):
     assert "theorems: interrupted: no evidence written" in result.stdout, result.stdout
     assert out.read_text() == "previous"
     assert [p.name for p in out.parent.iterdir()] == ["evidence.json"]
+
+
+CALLING_CHECK = '''
+from constructions.numerics import gamma
+from theorems.claims import Claim, Source
+from theorems.evidence import check
+
+CLAIM = Claim(id="calls.demo", title="t", statement="s", kind="identity",
+              source=Source(arxiv="2408.14332", where="Section 1", tag="D"))
+
+
+@check(CLAIM, "exhaustive")
+def test_calls_gamma():
+    assert gamma(3) > 0
+'''
+
+
+def test_calls_are_recorded_only_under_theorems_calls(tmp_path):
+    """The profile hook that records a check's calls runs only when asked (verify asks): a plain
+    pytest run's records carry no ``calls``, which dependency_mismatches does not judge."""
+    (tmp_path / "test_calls.py").write_text(CALLING_CHECK)
+    for flag, expected in ((None, None), ("--theorems-calls", "constructions.numerics:gamma")):
+        out = tmp_path / f"{flag}.json"
+        args = ["-p", "no:cacheprovider", f"--evidence-out={out}", "test_calls.py"]
+        ran = subprocess.run([sys.executable, "-m", "pytest", *args, *filter(None, [flag])],
+                             cwd=tmp_path, capture_output=True, text=True, check=False)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        (record,) = load(out)["claims"]["calls.demo"]["checks"]
+        assert (record.get("calls") is None if expected is None
+                else expected in record["calls"])

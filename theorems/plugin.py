@@ -11,14 +11,17 @@ It therefore minds its own business, as Hypothesis' own plugin does:
   otherwise it adds two command-line options and does nothing else, writing no file;
 * its state lives in ``config.stash``.
 
-When active, each check runs inside a context-local recorder (see :mod:`theorems.evidence`)
-and under a profile hook that records which public functions and classes of the
-``constructions`` and ``empirics`` packages (subpackages included) it calls (``calls`` in its
-record, as ``module:qualname`` with the module that defines them): the
-dependencies a check actually exercises, which
+When active, each check runs inside a context-local recorder (see :mod:`theorems.evidence`).
+With ``--theorems-calls`` (``verify`` passes it), it also runs under a profile hook that
+records which public functions and classes of the ``constructions`` and ``empirics`` packages
+(subpackages included) it calls (``calls`` in its record, as ``module:qualname`` with the
+module that defines them): the dependencies a check actually exercises, which
 :func:`theorems.claims.dependency_mismatches` compares with the declared ``depends_on``. The
-hook is cheap: per Python call it does one dict lookup of the code's file name, and it is
-installed only while a check runs. Each check's record travels on the test report's
+hook is not free: the interpreter calls it on every Python and C call, which measured about
+doubled the time of tensor-heavy checks (the power method's iteration bounds: 13 -> 27 CPU-s).
+Only ``verify``'s evidence is read for dependencies, so a plain ``pytest`` run leaves it off
+and its records carry no ``calls`` (which :func:`~theorems.claims.dependency_mismatches` does
+not judge). Each check's record travels on the test report's
 ``user_properties``, so under pytest-xdist the controller receives every worker's records and
 aggregates them. A complete run writes the evidence file the docs read
 (:data:`theorems.evidence_file.DEFAULT_PATH`); a partial one (``-k``, ``-x`` stopping early, a
@@ -179,6 +182,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "evidence.json for a complete run, evidence-partial.json otherwise)")
     group.addoption("--no-evidence", action="store_true",
                     help="do not write the evidence file")
+    group.addoption("--theorems-calls", action="store_true",
+                    help="record which constructions each check calls (verify does; it about "
+                         "doubles the cost of tensor-heavy checks)")
     group.addoption("--theorems-claim", action="append", default=[], metavar="ID",
                     help="run only the checks of this claim (repeatable)")
 
@@ -247,6 +253,9 @@ def pytest_runtest_call(item: pytest.Item):
     recorder = Recorder(claim=mark.args[0], tier=mark.kwargs["tier"], figure_dir=figure_dir,
                         name=item.name)
     item.stash[_RECORDER] = recorder
+    if not item.config.getoption("theorems_calls", default=False):
+        with recording(recorder):
+            return (yield)
     files = item.config.stash.get(_FILES, None)
     if files is None:
         files = item.config.stash[_FILES] = _construction_files()
@@ -274,8 +283,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
               "duration": round(report.duration, 4), **recorder.as_dict(),
               "falsifying_example": None, "message": None}
     calls = item.stash.get(_CALLS, None)
-    record["calls"] = calls.names() if calls is not None else []
-    record["direct_calls"] = calls.names(direct_only=True) if calls is not None else []
+    if calls is not None:  # recorded only under --theorems-calls
+        record["calls"] = calls.names()
+        record["direct_calls"] = calls.names(direct_only=True)
     if call.excinfo is not None:
         error = call.excinfo.value
         if report.outcome == "failed":

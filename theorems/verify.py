@@ -81,7 +81,8 @@ def pytest_command(out: Path, *, profile: str = "ci", keyword: str | None = None
                # registers the profiles before Hypothesis' plugin reads --hypothesis-profile
                "-p", "theorems.profiles", "--hypothesis-profile", profile,
                # one token: pytest takes a separate path argument into its rootdir search
-               f"--evidence-out={out.resolve()}"]
+               f"--evidence-out={out.resolve()}",
+               "--theorems-calls"]  # the dependencies its checks exercise (dependency_mismatches)
     if keyword:
         command += ["-k", keyword]
     command += [f"--theorems-claim={claim_id}" for claim_id in claims]

@@ -1,8 +1,8 @@
 """Roles and a directive the generated pages use, and the words they explain.
 
-* ``{status}`verified```, ``{tier}`property```, ``{tag}`V```, ``{outcome}`passed``` and
-  ``{staleness}`stale``` render a chip whose tooltip says what the value means; each refuses
-  an unknown value, so a typo fails the build.
+* ``{status}`verified```, ``{tier}`property```, ``{tag}`V```, ``{outcome}`passed```,
+  ``{staleness}`stale``` and ``{scope}`part``` render a chip whose tooltip says what the
+  value means; each refuses an unknown value, so a typo fails the build.
 * ``{details} summary`` wraps its content in a collapsible ``<details>`` element (used for
   the autodoc entry of a construction, whose summary line shows the signature).
 """
@@ -16,13 +16,15 @@ from docutils.parsers.rst import Directive, directives
 
 from theorems.claims import STATUSES, TAGS, TIERS
 
-from .data import STALENESS
+from .data import SCOPE_MEANING, STALENESS
 
 # What each value means, for tooltips and the "how to read" page. Statuses follow
 # theorems.claims.derive_status; the keys are checked against the foundation's tuples below.
 STATUS_MEANING = {
     "verified": "every check passed, and at least one is beyond the symbolic tier",
     "refuted": "a refutation check passed: a counterexample to the claim as stated is pinned",
+    "inconclusive": "a sampled or seeded check's interval did not decide: the evidence neither "
+                    "supports nor contradicts the claim",
     "failing": "some check failed",
     "unchecked": "no check ran (or only symbolic ones), or the claim is not in the evidence",
 }
@@ -39,12 +41,15 @@ TIER_MEANING = {
 OUTCOME_MEANING = {
     "passed": "the check passed",
     "failed": "the check failed: see its falsifying example",
-    "skipped": "the check did not run",
+    "inconclusive": "the check ran, but its interval did not decide (see its intervals)",
+    "skipped": "the check did not run (a skipped proof is no proof)",
 }
-if tuple(STATUS_MEANING) != STATUSES or tuple(TIER_MEANING) != TIERS:
+# Every status theorems.claims knows is explained ("inconclusive" is explained already where
+# the registry does not know it yet: contract 1), every tier exactly.
+if set(STATUSES) - set(STATUS_MEANING) or tuple(TIER_MEANING) != TIERS:
     raise RuntimeError("theorems.claims changed its statuses or tiers; explain them here")
 VOCABULARY = {"status": STATUS_MEANING, "tier": TIER_MEANING, "tag": TAGS,
-              "outcome": OUTCOME_MEANING, "staleness": STALENESS}
+              "outcome": OUTCOME_MEANING, "staleness": STALENESS, "scope": SCOPE_MEANING}
 
 
 def _chip_role(kind: str, meanings: dict[str, str]):

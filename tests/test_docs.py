@@ -290,6 +290,27 @@ def test_inconclusive_claims_show_their_intervals_everywhere(site):
     assert graph.STATUS_COLOURS["inconclusive"][0] in page(site_dir, "graph.html")
 
 
+def test_proof_views_read_scope_and_trust_base_and_any_tool_case():
+    record = {"tool": "Coq", "version": "8.16.1", "source": "proofs/coq/bilinear.v",
+              "theorem": "symmetric_part", "assumptions": [],
+              "scope": {"covers": "part", "text": "the second sentence, over any field"},
+              "trusts": ["the Coq 8.16.1 kernel", "MathComp's algebra library"]}
+    view = data.ProofView.of({"name": "test_x", "outcome": "passed", "proof": record})
+    assert view.is_coq and view.language == "coq" and view.checked_in == "Coq 8.16.1"
+    assert "Theorem symmetric_part" in view.statement  # read from the proof file
+    assert view.covers_meaning == data.SCOPE_MEANING["part"]
+    assert view.trusts == tuple(record["trusts"])
+    assert "second sentence" in view.summary and "MathComp's algebra" in view.summary
+    lower = data.ProofView.of({"name": "t", "outcome": "passed",
+                               "proof": {**record, "tool": "coq", "trusts": "one sentence"}})
+    assert lower.is_coq and lower.trusts == ("one sentence",)
+    bare = data.ProofView.of({"name": "t", "outcome": "passed",
+                              "proof": {**record, "tool": "z3", "scope": None,
+                                        "trusts": None, "source": "math:sqrt"}})
+    assert not bare.is_coq and bare.covers == "" and bare.trusts == ()
+    assert "scope not recorded" in bare.summary
+
+
 def test_graph_renderers_mark_proved_nodes():
     proved = graph.Node("p.one", "p", "One", "verified", "claims/p.html#p-one", (), proved=True)
     assert 'class="tt-proved"' in graph.render_in_python([proved])

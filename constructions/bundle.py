@@ -43,7 +43,8 @@ def _transformer_lens_section(model: nn.Module) -> dict[str, Any]:
     config = {k: (str(v).removeprefix("torch.") if isinstance(v, torch.dtype) else v)
               for k, v in layout.config.items()}
     return {"exportable": True, "config": config,
-            "exports": {"to_transformer_lens": "transformer-lens 2.x or 3.x",
+            "exports": {"to_transformer_lens": "transformer-lens 4.x (a TransformerBridge) or "
+                                               "2.x/3.x (a HookedTransformer)",
                         "to_transformer_bridge": "transformer-lens 3.9 or 4.x"}}
 
 
@@ -78,11 +79,11 @@ def _card(config: Mapping[str, Any], claim: Mapping[str, Any] | None,
               f"which is `{module}.{name}({arguments})` with these weights.", ""]
     section = config["transformer_lens"]
     if section["exportable"]:
-        lines += ["TransformerLens 3 (`HookedTransformer`) and 4 (`TransformerBridge`):", "",
+        lines += ["TransformerLens 4 (`TransformerBridge`) and 3 (`HookedTransformer`):", "",
                   "```python", "from constructions.export import to_transformer_lens, "
                   "to_transformer_bridge", "tl_model = to_transformer_lens(model)   # "
-                  "transformer-lens 2.x/3.x", "bridge = to_transformer_bridge(model)   # "
-                  "transformer-lens 3.9/4.x", "```", ""]
+                  "4.x: a TransformerBridge; 2.x/3.x: a HookedTransformer",
+                  "bridge = to_transformer_bridge(model)   # transformer-lens 3.9/4.x", "```", ""]
     else:
         lines += [f"TransformerLens cannot express it: it uses {'; '.join(section['lacks'])}.",
                   ""]

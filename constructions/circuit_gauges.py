@@ -23,7 +23,8 @@ basis without normalisation):
   rotation :math:`W^1_Q` has two terms per entry, which round.
 * :func:`permute_heads`: the heads of a layer reordered (the function sums the heads). On the
   spurious-head variant (:func:`~constructions.circuit_variants.spurious_head_variant`) this
-  is exact in real arithmetic but *not* bit-exact in float64, see :func:`permute_heads`.
+  is exact in real arithmetic but not necessarily bit-exact in float64, see
+  :func:`permute_heads`.
 
 Each keeps the circuits of :mod:`constructions.circuits` (relabelled for a permutation).
 These particular variants are ours.
@@ -153,12 +154,13 @@ def permute_heads(model: InductionTransformer, permutations: Sequence[Sequence[i
     :func:`head_renaming`).
 
     A layer's output is the sum of its heads' outputs, so in exact arithmetic the function is
-    unchanged. *Not bit-exact in float64*, even on the spurious-head variant of the one-hot
-    construction, where each output coordinate of the layer sums one non-zero term and exact
-    zeros (order-free): the heads' batched value sums :math:`\sum_j A_{ij}v_j` (several
-    non-zero terms when a token repeats) are not always summed in the same order for a head
-    in another batch position; measured, 5 of 900 random prompts differ from the unpermuted
-    variant by an ulp. The checks bound it with the running forward-error bound of
+    unchanged. *Not necessarily bit-exact in float64*, even on the spurious-head variant of
+    the one-hot construction, where each output coordinate of the layer sums one non-zero term
+    and exact zeros (order-free): the heads' batched value sums :math:`\sum_j A_{ij}v_j`
+    (several non-zero terms when a token repeats) need not be summed in the same order for a
+    head in another batch position; measured on one machine, 5 of 900 random prompts differed
+    from the unpermuted variant by an ulp (on another machine none did: it depends on the
+    kernels). The checks bound it with the running forward-error bound of
     :mod:`theorems.areas.circuits._tracked`.
     """
     model = _check(model)

@@ -73,12 +73,13 @@ def spurious_head_variant(model: InductionTransformer, *, junk: int = 4, seed: i
     output sums the real head's term with the spurious head's, which is an exact 0 on the
     original coordinates. So in exact arithmetic logits, patterns and every edge patch of the
     real heads are the original's, and the circuit is the original's with the heads renamed
-    by :data:`SPURIOUS_HEADS`. *Not bit for bit* (an earlier version of this docstring said it
-    was): a head's value sum :math:`\sum_j A_{ij}v_j` has several non-zero terms whenever a
-    token repeats, and the kernels that batch two heads may sum them in another order than
-    the one-head kernel; measured, 11 of 900 random prompts (``S`` 3..8, ``n`` 3..12) differ by
-    an ulp, e.g. ``S = 4``, ``n = 8``, the all-zero prompt, by 2.4e-56 on a logit near 1e-40.
-    The checks bound the difference with the running forward-error bound of
+    by :data:`SPURIOUS_HEADS`. *Not necessarily bit for bit* (an earlier version of this
+    docstring said it was): a head's value sum :math:`\sum_j A_{ij}v_j` has several non-zero
+    terms whenever a token repeats, and the kernels that batch two heads may sum them in
+    another order than the one-head kernel; measured on one machine, 11 of 900 random prompts
+    (``S`` 3..8, ``n`` 3..12) differed by an ulp, e.g. ``S = 4``, ``n = 8``, the all-zero
+    prompt, by 2.4e-56 on a logit near 1e-40 (on another machine none did: it depends on the
+    kernels). The checks bound the difference with the running forward-error bound of
     :mod:`theorems.areas.circuits._tracked`. Edge patching *within* the variant is bit-exact
     where the original's is (both runs have the same shapes, hence the same kernels).
     """

@@ -7,8 +7,8 @@ This module is a facade; the work is done by
 * :mod:`constructions.files`: :func:`save` and :func:`load`, safetensors plus a JSON sidecar;
 * :mod:`constructions.residual_layout`: what each exportable class's ``residual_layout``
   method returns, in torch alone;
-* :mod:`constructions.transformer_lens`: :func:`to_transformer_lens` (TransformerLens 2.x/3.x)
-  and the layout it loads;
+* :mod:`constructions.transformer_lens`: :func:`to_transformer_lens` (a ``HookedTransformer``
+  on TransformerLens 2.x/3.x, the bridge below on 4.x) and the layout it loads;
 * :mod:`constructions.transformer_bridge`: :func:`to_transformer_bridge` (TransformerLens 3.9
   and 4.x), from the same layout.
 
@@ -18,7 +18,7 @@ Example (the README's)::
     >>> from constructions.induction_heads import two_layer_induction
     >>> from constructions.export import to_transformer_lens
     >>> model = two_layer_induction(vocab_size=4, max_len=8)
-    >>> tl_model = to_transformer_lens(model)      # a transformer_lens.HookedTransformer
+    >>> tl_model = to_transformer_lens(model)      # a HookedTransformer; on TL 4.x a bridge
     >>> tokens = torch.tensor([[0, 1, 2, 3, 0, 1, 2]])
     >>> bos = torch.full((1, 1), model.vocab_size)  # the construction's BOS, token 4
     >>> logits, cache = tl_model.run_with_cache(torch.cat([bos, tokens], dim=1))

@@ -49,13 +49,26 @@ def _frozen(value: Any) -> Any:
 
 
 def import_builder(path: str) -> Any:
-    """The object named ``"module:qualname"`` (a builder)."""
+    """The object named ``"module:qualname"`` (a builder). Raises ``ValueError`` where no such
+    module or attribute exists; an ``ImportError`` raised *inside* the module (a dependency it
+    lacks) propagates as it is."""
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a str 'module:qualname', got {type(path).__name__}")
     module, _, name = path.partition(":")
     if not module or not name:
-        raise ValueError(f"builder must be 'module:qualname', got {path!r}")
-    target: Any = importlib.import_module(module)
+        raise ValueError(f"path must be 'module:qualname', got {path!r}")
+    try:
+        target: Any = importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        if error.name is None or not (module == error.name
+                                      or module.startswith(error.name + ".")):
+            raise  # the module exists but imports a package that is missing
+        raise ValueError(f"path {path!r} names no module: {error}") from error
     for part in name.split("."):
-        target = getattr(target, part)
+        try:
+            target = getattr(target, part)
+        except AttributeError as error:
+            raise ValueError(f"path {path!r} names no object: {error}") from error
     return target
 
 
@@ -63,14 +76,18 @@ def public_module(obj: Any) -> str:
     """The module a user imports ``obj`` from: its defining module, or the package above it
     that re-exports the same object (an area that is a package re-exports its topic modules'
     API), so that recorded names do not depend on which topic module defines a builder."""
-    module, qualname = obj.__module__, obj.__qualname__
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        raise TypeError(f"obj must be a function or class (with __module__ and __qualname__), "
+                        f"got {type(obj).__name__}")
     while "." in module and "." not in qualname:
         parent = module.rpartition(".")[0]
         if parent == "constructions":
             break
         try:
             found = import_builder(f"{parent}:{qualname}")
-        except (ImportError, AttributeError):
+        except (ImportError, ValueError):
             break
         if inspect.unwrap(found) is not inspect.unwrap(obj):
             break
@@ -91,7 +108,7 @@ def _builder_path(builder: Callable) -> str:
     path = f"{module}:{qualname}"
     try:
         found = import_builder(path)
-    except (ImportError, AttributeError) as error:
+    except (ImportError, ValueError) as error:
         raise ValueError(f"builder {path} does not import back: {error}") from error
     if inspect.unwrap(found) is not inspect.unwrap(builder):
         raise ValueError(f"builder {path} imports back to a different object")
@@ -102,6 +119,8 @@ def recorded(builder: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
     """Decorate a builder so that every module it returns carries its :class:`BuildCall`
     (as ``module.build_call``), which :func:`save` writes. The signature and docstring are
     unchanged."""
+    if not callable(builder):
+        raise TypeError(f"builder must be callable, got {type(builder).__name__}")
     path_cache: list[str] = []
 
     @functools.wraps(builder)
@@ -120,7 +139,10 @@ def build(builder: Callable[..., nn.Module] | str, *args, **kwargs) -> nn.Module
     """Call any importable builder (a function or ``"module:qualname"``) and record the call,
     so that :func:`save` can write the result: ``build(contextual_mapping, vocabulary, 3)``."""
     if isinstance(builder, str):
-        path, builder = builder, import_builder(builder)
+        try:
+            path, builder = builder, import_builder(builder)
+        except ValueError as error:  # import_builder names its parameter "path"
+            raise ValueError(f"builder {str(error).removeprefix('path ')}") from error
     else:
         path = _builder_path(builder)
     model = builder(*args, **kwargs)
@@ -132,6 +154,8 @@ def build(builder: Callable[..., nn.Module] | str, *args, **kwargs) -> nn.Module
 
 def build_call(model: nn.Module) -> BuildCall | None:
     """The recorded :class:`BuildCall` of ``model``, or ``None``."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     call = getattr(model, "build_call", None)
     return call if isinstance(call, BuildCall) else None
 

@@ -134,22 +134,64 @@ class ResidualLayout:
     layer_norm: bool = False  # Pre-LN LayerNorm without affine terms, eps = 0, and a final one
 
 
+def _slice_of(name: str, value: object, length: int) -> range:
+    """The coordinates ``value`` (a slice, ``name``) selects out of ``range(length)``."""
+    if not isinstance(value, slice):
+        raise TypeError(f"{name} must be a slice, got {type(value).__name__}")
+    try:
+        selected = range(length)[value]
+    except (TypeError, ValueError) as error:  # a non-int bound, a zero step
+        raise ValueError(f"{name} must be a slice of ints with a positive step, got {value}: "
+                         f"{error}") from error
+    if selected.step < 0:  # torch tensors take no negative steps
+        raise ValueError(f"{name} must be a slice with a positive step, got {value}")
+    return selected
+
+
 def placed(weight: torch.Tensor, shape: tuple[int, ...], *index: slice) -> torch.Tensor:
-    """A zero tensor of ``shape`` holding ``weight`` at ``index`` (a block of the stream)."""
+    """A zero tensor of ``shape`` holding ``weight`` at ``index`` (a block of the stream): one
+    slice per leading dim of ``shape``, selecting exactly ``weight``'s shape."""
+    _validate.instance("weight", weight, torch.Tensor)
+    if not isinstance(shape, tuple) or not all(
+            isinstance(s, int) and not isinstance(s, bool) for s in shape):
+        raise TypeError(f"shape must be a tuple of ints, got {shape!r}")
+    if any(s < 0 for s in shape):
+        raise ValueError(f"shape must have sizes >= 0, got {shape}")
+    if len(index) > len(shape):
+        raise ValueError(f"index has {len(index)} slices for a shape of {len(shape)} dims")
+    block = tuple(len(_slice_of("index", i, size)) for i, size in zip(index, shape, strict=False))
+    if block + shape[len(index):] != tuple(weight.shape):
+        raise ValueError(f"weight of shape {tuple(weight.shape)} does not fit index {index} of "
+                         f"shape {shape}, which selects {block + shape[len(index):]}")
     out = weight.new_zeros(shape)
     out[index] = weight
     return out
 
 
+def _stream_slices(read: object, write: object, D: object, d_in: int, d_out: int) -> None:
+    """Check that ``read`` and ``write`` select ``d_in`` and ``d_out`` of ``D`` coordinates."""
+    D = _validate.positive_int("D", D)
+    for name, value, width in (("read", read, d_in), ("write", write, d_out)):
+        selected = len(_slice_of(name, value, D))
+        if selected != width:
+            raise ValueError(f"{name} must select {width} of the D={D} residual coordinates, "
+                             f"got {value}, which selects {selected}")
+
+
 def attention_block(name: str, layer: Attention, D: int, read: slice, write: slice
                     ) -> AttentionBlock:
-    """``layer`` reading residual coordinates ``read`` and writing ``write``."""
+    """``layer`` reading residual coordinates ``read`` and writing ``write`` (of ``D``)."""
+    from constructions.layers import Attention  # layers imports this module
+
+    _validate.instance("name", name, str)
+    _validate.instance("layer", layer, Attention)
     if layer.kind != "softmax":
         feature = {"linear": LINEAR_ATTENTION,
                    "hardmax": "hardmax (average-hard) attention"}[layer.kind]
         raise UnsupportedConstructionError(name, [feature])
-    H, _, k = layer.W_Q.shape
+    H, d, k = layer.W_Q.shape
     v = layer.W_V.shape[2]
+    _stream_slices(read, write, D, d, layer.W_O.shape[2])
     return AttentionBlock(
         W_Q=placed(layer.W_Q.detach(), (H, D, k), slice(None), read),
         W_K=placed(layer.W_K.detach(), (H, D, k), slice(None), read),
@@ -159,10 +201,15 @@ def attention_block(name: str, layer: Attention, D: int, read: slice, write: sli
 
 
 def mlp_block(name: str, mlp: MLP, D: int, read: slice, write: slice) -> MlpBlock:
-    """``mlp`` reading residual coordinates ``read`` and writing ``write``."""
+    """``mlp`` reading residual coordinates ``read`` and writing ``write`` (of ``D``)."""
+    from constructions.layers import MLP  # layers imports this module
+
+    _validate.instance("name", name, str)
+    _validate.instance("mlp", mlp, MLP)
     if mlp.activation not in ("relu", "gelu"):  # TransformerLens: relu; gelu is F.gelu (erf)
         raise UnsupportedConstructionError(name, [f"an MLP with activation {mlp.activation!r}"])
     h = mlp.W_in.shape[1]
+    _stream_slices(read, write, D, mlp.W_in.shape[0], mlp.W_out.shape[1])
     return MlpBlock(W_in=placed(mlp.W_in.detach(), (D, h), read),
                     b_in=mlp.b_in.detach().clone(),
                     W_out=placed(mlp.W_out.detach(), (h, D), slice(None), write),
@@ -172,11 +219,17 @@ def mlp_block(name: str, mlp: MLP, D: int, read: slice, write: slice) -> MlpBloc
 
 def context_length(name: str, n_ctx: int | None, default: int) -> int:
     """The export's context length: ``n_ctx`` (validated), else ``default``."""
+    _validate.instance("name", name, str)
+    default = _validate.positive_int("default", default)
     return default if n_ctx is None else _validate.positive_int("n_ctx", n_ctx)
 
 
 def fixed_context_length(name: str, n_ctx: int | None, fixed: int) -> int:
     """``fixed``, the length a positional embedding sets; ``n_ctx`` may only repeat it."""
+    _validate.instance("name", name, str)
+    fixed = _validate.positive_int("fixed", fixed)
+    if n_ctx is not None:
+        _validate.positive_int("n_ctx", n_ctx)
     if n_ctx is not None and n_ctx != fixed:
         raise ValueError(f"n_ctx of {name} is fixed by its positional embedding to {fixed}, "
                          f"got {n_ctx}")

@@ -1,14 +1,15 @@
 r"""Scan and Snap: the Y/Z one-layer model (Tian, Wang, Chen, Du 2023, arXiv:2305.16380).
 
-The model follows ``YZBlock`` of the authors' code (facebookresearch/luckmatters,
-``ssl/real-dataset/decoder_wiki_yz.py``): one-hot tokens :math:`X\in\{0,1\}^{T\times M}`, no
-positional encoding, attention logits :math:`XZX^\top` (so key :math:`l` gets the logit
-:math:`Z[\text{query token}, l]`), a row softmax, ``combined = attn X`` (plus ``X`` with
-``residual``), each row optionally divided by its norm (``normalize``), and output logits
-``combined Y^T``; ``Y, Z`` are :math:`M\times M`, zero-initialised with ``zero_init``. The code
-computes every causal position; the analysis is about the last one (the query predicting the
-next token), which is the only position this module computes. The query attends to the
-:math:`T - 1` context tokens before it (the code's ``attn_include_base_token=False``).
+The model is ``Model2`` of the authors' code (facebookresearch/luckmatters,
+``ssl/real-dataset/decoder_only.py``, the synthetic-data experiment; its ``K1`` is ``Y`` and
+its ``K2`` is ``Z``): one-hot tokens :math:`X\in\{0,1\}^{T\times M}`, no positional encoding,
+the last token (the query) attends to the :math:`T - 1` context tokens before it
+(``attn_include_base_token=False``) with logits :math:`Z[\text{query}, l]` for key :math:`l`,
+a softmax, ``combined = attn X`` (plus the query's one-hot with ``residual``), divided by its
+norm with ``normalize``, and output logits ``combined Y^T``; ``Y, Z`` are :math:`M\times M`,
+zero-initialised with ``zero_init``. (``YZBlock`` in ``decoder_wiki_yz.py``, the WikiText
+model, differs: it computes every causal position, factorises ``Y`` and ``Z`` through an
+embedding, and with ``residual`` also adds ``combined`` to the output logits.)
 
 Two exact facts (catalogue SS.2, ours):
 
@@ -39,7 +40,7 @@ from constructions._validate import float_dtype, positive_int, real_tensor, toke
 
 
 class YZModel(nn.Module):
-    """The query position of ``YZBlock``: ``forward(tokens)`` returns the next-token logits
+    """``Model2`` of the module docstring: ``forward(tokens)`` returns the next-token logits
     ``(B, M)``; :meth:`attention` the query's attention over the context ``(B, T-1)``."""
 
     def __init__(self, vocab_size: int, *, normalize: bool = True, residual: bool = False,

@@ -23,8 +23,9 @@ The bridge sees token models' inputs as the ``HookedTransformer`` export does; i
 floating tensor is taken as input embeddings, to which the bridge adds the export's positional
 embedding, which is zero for every such layout): :func:`transformer_bridge_inputs`.
 
-Which export needs which major: :func:`~constructions.transformer_lens.to_transformer_lens`
-needs TransformerLens 2.x or 3.x, :func:`to_transformer_bridge` 3.9 or 4.x.
+Which export needs which major: :func:`to_transformer_bridge` needs TransformerLens 3.9 or 4.x;
+:func:`~constructions.transformer_lens.to_transformer_lens` builds a ``HookedTransformer`` on
+2.x and 3.x and, on 4.x, returns this module's bridge.
 
 A layout with LayerNorm (the mean-field transformer) exports in float64. The native model's own
 ``NativeLayerNormPre`` normalises in float32 (``x.to(torch.float32)``,
@@ -52,6 +53,7 @@ from constructions.transformer_lens import (
     TransformerLensLayout,
     transformer_lens_inputs,
     transformer_lens_layout,
+    transformer_lens_version,
 )
 
 # Layout keys whose values the conversion may drop, provided they are exactly zero: the native
@@ -74,6 +76,9 @@ def _heads_out(weight: torch.Tensor) -> torch.Tensor:
 def bridge_state_dict(layout: TransformerLensLayout) -> dict[str, torch.Tensor]:
     """The layout's ``HookedTransformer`` state dict under the native bridge's keys
     (``nn.Linear`` weights are ``(out, in)``; heads are concatenated along ``out``)."""
+    if not isinstance(layout, TransformerLensLayout):
+        raise TypeError(f"layout must be a TransformerLensLayout (from transformer_lens_layout), "
+                        f"got {type(layout).__name__}")
     state = layout.state_dict
     out = {"embed.weight": state["embed.W_E"], "pos_embed.weight": state["pos_embed.W_pos"],
            "unembed.weight": state["unembed.W_U"].T, "unembed.bias": state["unembed.b_U"]}
@@ -133,7 +138,8 @@ def transformer_bridge_inputs(model: nn.Module, x: torch.Tensor) -> dict[str, An
 def to_transformer_bridge(model: nn.Module, *, n_ctx: int | None = None):
     """Export ``model`` as a ``transformer_lens.model_bridge.TransformerBridge`` (TransformerLens
     3.9 or 4.x) that computes the same function, in compatibility mode without weight
-    processing (module docstring).
+    processing (module docstring). On 4.x this is what
+    :func:`~constructions.transformer_lens.to_transformer_lens` returns too.
 
     Feed it :func:`transformer_bridge_inputs` ``(model, x)`` and map its logits back with
     :func:`~constructions.transformer_lens.transformer_lens_outputs`.
@@ -141,13 +147,23 @@ def to_transformer_bridge(model: nn.Module, *, n_ctx: int | None = None):
     lacks, and ``ImportError`` without TransformerLens 3.9 or later.
     """
     layout = transformer_lens_layout(model, n_ctx=n_ctx)
-    name = construction_name(model)
+    return _bridge(layout, construction_name(model))
+
+
+def _bridge(layout: TransformerLensLayout, name: str):
+    """``layout`` loaded into a native ``TransformerBridge`` (:func:`to_transformer_bridge`)."""
     try:
         from transformer_lens.config import TransformerBridgeConfig
         from transformer_lens.model_bridge import TransformerBridge
     except ImportError as error:
-        raise ImportError(f"to_transformer_bridge needs transformer-lens 3.9 or 4.x: "
-                          f"{INTEROP_HINT}") from error
+        installed = transformer_lens_version()
+        raise ImportError(
+            "to_transformer_bridge needs transformer-lens 3.9 or 4.x, "
+            + (f"not {installed}: pip install 'transformer-lens>=3.9,<5'" if installed
+               else INTEROP_HINT)) from error
+    if not hasattr(TransformerBridge, "boot_native"):
+        raise ImportError(f"to_transformer_bridge needs transformer-lens 3.9 or 4.x "
+                          f"(TransformerBridge.boot_native), not {transformer_lens_version()}")
     config = dict(layout.config)
     dtype, device = config.pop("dtype"), config.pop("device")
     W_pos = layout.state_dict["pos_embed.W_pos"]
@@ -176,7 +192,9 @@ def to_transformer_bridge(model: nn.Module, *, n_ctx: int | None = None):
     if layout.config["normalization_type"] and not _bridge_layer_norm_keeps(bridge, dtype):
         raise UnsupportedConstructionError(name, [
             f"LayerNorm in {str(dtype).removeprefix('torch.')} (this TransformerLens's bridge "
-            f"normalises in float32)"], hint="to_transformer_lens exports it exactly")
+            f"normalises in float32)"],
+            hint="to_transformer_lens on transformer-lens 2.x or 3.x (a HookedTransformer) "
+                 "exports it exactly")
     bridge.load_state_dict(converted, strict=True)
     bridge.enable_compatibility_mode(disable_warnings=True, no_processing=True)
     loaded = bridge.state_dict()

@@ -2,7 +2,10 @@ r"""Constructions as TransformerLens models.
 
 **TransformerLens** (:func:`to_transformer_lens`). Constructions that are embeddings, causal
 or bidirectional softmax attention, ReLU/GELU MLPs on a residual stream, an optional Pre-LN
-``LayerNorm`` and an unembedding map one-to-one onto a ``HookedTransformer``. The export
+``LayerNorm`` and an unembedding map one-to-one onto a ``HookedTransformer``. On
+TransformerLens 4.x, which removed ``HookedTransformer``, :func:`to_transformer_lens` returns
+the same weights as a ``TransformerBridge`` in compatibility mode
+(:mod:`constructions.transformer_bridge`), so the example below runs on every major. The export
 
 * folds each layer's score scale, and TransformerLens's division by :math:`\sqrt{d_{head}}`,
   into :math:`W_Q`: :math:`W_Q^{TL} = \mathrm{scale}\cdot\sqrt{d_{head}}\;W_Q`;
@@ -35,7 +38,7 @@ Example (the README's)::
     >>> from constructions.induction_heads import two_layer_induction
     >>> from constructions.export import to_transformer_lens
     >>> model = two_layer_induction(vocab_size=4, max_len=8)
-    >>> tl_model = to_transformer_lens(model)      # a transformer_lens.HookedTransformer
+    >>> tl_model = to_transformer_lens(model)      # a HookedTransformer; on TL 4.x a bridge
     >>> tokens = torch.tensor([[0, 1, 2, 3, 0, 1, 2]])
     >>> bos = torch.full((1, 1), model.vocab_size)  # the construction's BOS, token 4
     >>> logits, cache = tl_model.run_with_cache(torch.cat([bos, tokens], dim=1))
@@ -69,6 +72,7 @@ import torch
 from torch import nn
 
 import constructions
+from constructions import _validate
 from constructions.files import INTEROP_HINT
 from constructions.layers import Attention, L2Norm, LayerNorm, Looped
 from constructions.recording import construction_name
@@ -96,6 +100,8 @@ class TransformerLensLayout:
 def scanned_features(model: nn.Module) -> list[str]:
     """What a module of a class without ``residual_layout`` or ``transformer_lens_lacks`` uses
     that TransformerLens lacks."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     features = []
     tensors = [*model.parameters(), *model.buffers()]
     if any(t.is_complex() for t in tensors):
@@ -130,6 +136,8 @@ def construction_classes(method: str) -> set[type]:
     """The classes of the modules of :mod:`constructions` that define ``method`` themselves
     (``"residual_layout"``: the exportable ones; ``"transformer_lens_lacks"``: the others),
     found by importing every module of the package."""
+    if not isinstance(method, str):
+        raise TypeError(f"method must be a str, got {type(method).__name__}")
     found = set()
     for info in pkgutil.iter_modules(constructions.__path__):
         module = importlib.import_module(f"constructions.{info.name}")
@@ -210,48 +218,108 @@ def transformer_lens_layout(model: nn.Module, *, n_ctx: int | None = None
     return TransformerLensLayout(config, state, spec.interface)
 
 
+def transformer_lens_version() -> str | None:
+    """The installed TransformerLens's version, or ``None`` (read from its package metadata,
+    without importing it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("transformer-lens")
+    except PackageNotFoundError:
+        return None
+
+
+def _hooked_transformer_class():
+    """``(HookedTransformer, HookedTransformerConfig)``, or ``None`` where the installed
+    TransformerLens has none (4.0 removed it; its ``__getattr__`` raises ``ImportError``)."""
+    try:
+        from transformer_lens import HookedTransformer, HookedTransformerConfig
+    except (ImportError, AttributeError):
+        return None
+    return HookedTransformer, HookedTransformerConfig
+
+
 def to_transformer_lens(model: nn.Module, *, n_ctx: int | None = None,
                         circuit_hooks: bool = False):
-    """Export ``model`` as a ``transformer_lens.HookedTransformer`` that computes the same
+    """Export ``model`` as the installed TransformerLens's model class, computing the same
     function (module docstring): same dtype and device, weights loaded without processing.
+
+    * TransformerLens 2.x and 3.x: a ``transformer_lens.HookedTransformer``.
+    * TransformerLens 4.x: a ``transformer_lens.model_bridge.TransformerBridge``, the one
+      :func:`~constructions.transformer_bridge.to_transformer_bridge` builds, in compatibility
+      mode without weight processing. 4.0 removed ``HookedTransformer`` and names the bridge in
+      compatibility mode as its replacement; there ``run_with_cache``, ``cache["pattern", L]``,
+      the ``blocks.L.hook_*`` names, ``cfg`` and :func:`transformer_lens_inputs` (including
+      ``start_at_layer=0`` for models of real vectors) work as on a ``HookedTransformer``.
+
+    Why one function returns either class: a user who asks for "this construction in
+    TransformerLens" gets the model class of the TransformerLens that ``pip`` installed, and the
+    README's ``to_transformer_lens(model).run_with_cache(...)`` runs as written on every major;
+    raising on 4.x would break that call where most users are. Code that needs the
+    ``HookedTransformer`` class itself (its weight-processing methods, in-place edits of
+    ``W_Q``) needs TransformerLens < 4; :func:`transformer_lens_layout` gives the weights under
+    either.
 
     ``circuit_hooks=True`` turns on the hooks that circuit-discovery tools (ACDC, edge
     attribution patching) read and patch: ``use_attn_result`` (``hook_result``, the per-head
     outputs), ``use_split_qkv_input`` (``hook_q_input``/``hook_k_input``/``hook_v_input``, a
     copy of the residual stream per head) and, where the construction has MLPs,
     ``use_hook_mlp_in``. TransformerLens then sums the heads' results itself, another
-    summation order, so the outputs agree to rounding rather than bit for bit.
+    summation order, so the outputs agree to rounding rather than bit for bit. It needs
+    ``HookedTransformer`` (2.x, 3.x): the native bridge of 3.9 and 4.x has no per-head result
+    or split-QKV hooks (``examples/bridge_lacks_per_head_hooks.py``), so on 4.x it raises
+    ``ImportError`` saying so.
 
     Feed it :func:`transformer_lens_inputs` ``(model, x)`` and map its logits back with
     :func:`transformer_lens_outputs`. Raises :class:`UnsupportedConstructionError` (a
-    ``ValueError``) naming what TransformerLens lacks, and ``ImportError`` without the
-    ``interop`` extra.
+    ``ValueError``) naming what TransformerLens lacks, and ``ImportError`` without
+    TransformerLens (the ``interop`` extra).
     """
     if not isinstance(circuit_hooks, bool):
         raise TypeError(f"circuit_hooks must be a bool, got {type(circuit_hooks).__name__}")
     layout = transformer_lens_layout(model, n_ctx=n_ctx)
-    try:
-        from transformer_lens import HookedTransformer, HookedTransformerConfig
-    except ImportError as error:
-        raise ImportError(f"to_transformer_lens needs transformer-lens 2.x or 3.x (4.0 removed "
-                          f"HookedTransformer): {INTEROP_HINT}") from error
+    return _export(layout, construction_name(model), circuit_hooks=circuit_hooks)
+
+
+def _export(layout: TransformerLensLayout, name: str, *, circuit_hooks: bool = False):
+    """``layout`` loaded into the installed TransformerLens's model class
+    (:func:`to_transformer_lens`)."""
+    installed = transformer_lens_version()
+    if installed is None:
+        raise ImportError(f"to_transformer_lens needs transformer-lens: {INTEROP_HINT}")
+    if _hooked_transformer_class() is not None:
+        return _hooked_transformer(layout, name, circuit_hooks=circuit_hooks)
+    if circuit_hooks:
+        raise ImportError(
+            f"to_transformer_lens(..., circuit_hooks=True) needs transformer-lens 2.x or 3.x "
+            f"(HookedTransformer; pip install 'transformer-lens>=3.9,<4'): the native "
+            f"TransformerBridge of transformer-lens {installed} has no per-head result or "
+            f"split-QKV hooks")
+    from constructions.transformer_bridge import _bridge  # imports this module
+
+    return _bridge(layout, name)
+
+
+def _hooked_transformer(layout: TransformerLensLayout, name: str, *, circuit_hooks: bool):
+    """``layout`` loaded into a ``HookedTransformer`` (TransformerLens 2.x, 3.x)."""
+    HookedTransformer, HookedTransformerConfig = _hooked_transformer_class()
     hooks = {}
     if circuit_hooks:
         hooks = {"use_attn_result": True, "use_split_qkv_input": True,
                  "use_hook_mlp_in": not layout.config["attn_only"]}
     config = HookedTransformerConfig(**layout.config, **hooks)
     with warnings.catch_warnings():
-        # 3.x warns that HookedTransformer goes away in 4.0; the interop extra pins < 4.
+        # 3.x warns that HookedTransformer goes away in 4.0 (where the bridge is used instead)
         warnings.filterwarnings("ignore", message="HookedTransformer is deprecated",
                                 category=DeprecationWarning)
         tl_model = HookedTransformer(config)
     state = tl_model.state_dict()
-    parameters = {name for name, _ in tl_model.named_parameters()}
+    parameters = {key for key, _ in tl_model.named_parameters()}
     if parameters - set(layout.state_dict) or set(layout.state_dict) - set(state):
         missing = sorted(parameters - set(layout.state_dict))
         unknown = sorted(set(layout.state_dict) - set(state))
-        raise RuntimeError(f"the export of {construction_name(model)} does not match this "
-                           f"TransformerLens's parameters: missing {missing}, unknown {unknown}")
+        raise RuntimeError(f"the export of {name} does not match this TransformerLens's "
+                           f"parameters: missing {missing}, unknown {unknown}")
     state.update(layout.state_dict)  # buffers (masks) stay TransformerLens's own
     tl_model.load_state_dict(state, strict=True)
     return tl_model.eval()
@@ -266,8 +334,14 @@ def transformer_lens_inputs(model: nn.Module, x: torch.Tensor) -> dict[str, Any]
 
 def transformer_lens_outputs(model: nn.Module, logits: torch.Tensor) -> torch.Tensor:
     """The export's logits as ``model``'s output (BOS position dropped, scalar outputs
-    squeezed), batched: ``(B, n, ...)``."""
-    return residual_layout(model, None).interface.outputs(logits)
+    squeezed), batched: ``(B, n, ...)``. ``logits`` is ``(B, positions, d_vocab_out)``; NaN and
+    inf pass through as they are."""
+    spec = residual_layout(model, None)
+    logits = _validate.real_tensor("logits", logits, finite=False,
+                                   shape=(None, None, spec.W_U.shape[1]))
+    if spec.interface.bos is not None and logits.shape[1] < 1:
+        raise ValueError("logits must include the BOS position, got 0 positions")
+    return spec.interface.outputs(logits)
 
 
 def export_lines() -> dict[str, str]:
@@ -291,6 +365,9 @@ def __getattr__(name: str):
 def export_line(construction: str) -> str | None:
     """The one-line export of a claim's construction (``"module:builder"``) for its docs page,
     with its imports, or ``None`` when the construction does not export."""
+    if not isinstance(construction, str):
+        raise TypeError(f"construction must be a str 'module:builder', "
+                        f"got {type(construction).__name__}")
     line = export_lines().get(construction)
     if line is None:
         return None

@@ -11,8 +11,9 @@ then ``scratch`` zero coordinates; it applies
     Y = E + \mathrm{Attn}(E),\qquad T(X) = \big(Y + \mathrm{FFN}(Y)\big)_{[:, :d]},
 
 with :class:`constructions.layers.Attention` (softmax) and :class:`constructions.layers.MLP`
-(ReLU), and reads out the first :math:`d` coordinates. Without the lift every step is
-permutation-equivariant, so :math:`T(P_\sigma X) = P_\sigma T(X)`.
+(ReLU), and reads out the first :math:`d` coordinates. Without the lift and without a causal
+mask every step is permutation-equivariant, so :math:`T(P_\sigma X) = P_\sigma T(X)`; either
+one breaks that symmetry.
 
 **The copy construction** (:func:`copy_first_token`, ours [D]). With the lift of scale
 :math:`s` and :math:`d` scratch coordinates (:math:`D = 2d + n`): the query of every token is
@@ -114,11 +115,12 @@ def _check_positions(positions: float | None, max_len: int | None) -> tuple:
 
 def random_single_layer(d: int, *, n_heads: int = 1, d_head: int = 4, d_ff: int = 16,
                         scratch: int = 0, positions: float | None = None,
-                        max_len: int | None = None, seed: int = 0, weight_std: float = 1.0,
-                        dtype: torch.dtype = torch.float64, device=None
+                        max_len: int | None = None, causal: bool = False, seed: int = 0,
+                        weight_std: float = 1.0, dtype: torch.dtype = torch.float64, device=None
                         ) -> SingleLayerTransformer:
     r"""A layer with i.i.d. :math:`\mathcal N(0, \sigma^2/D)` weights and biases
-    (:math:`\sigma` = ``weight_std``), from a CPU generator seeded with ``seed``."""
+    (:math:`\sigma` = ``weight_std``), from a CPU generator seeded with ``seed``; ``causal``
+    masks the keys :math:`j > i` (then the layer is not permutation-equivariant)."""
     d = _validate.positive_int("d", d)
     n_heads = _validate.positive_int("n_heads", n_heads)
     d_head = _validate.positive_int("d_head", d_head)
@@ -126,6 +128,7 @@ def random_single_layer(d: int, *, n_heads: int = 1, d_head: int = 4, d_ff: int 
     scratch = _validate.positive_int("scratch", scratch, minimum=0)
     positions, max_len = _check_positions(positions, max_len)
     weight_std = _validate.positive_float("weight_std", weight_std)
+    causal = _validate.boolean("causal", causal)
     kw = resolve(dtype, device)
     width = d + (max_len if positions is not None else 0) + scratch
     generator = torch.Generator().manual_seed(_validate.seed("seed", seed))
@@ -135,7 +138,8 @@ def random_single_layer(d: int, *, n_heads: int = 1, d_head: int = 4, d_ff: int 
         return (weight_std / width ** 0.5 * draw).to(**kw)
 
     attention = Attention(gaussian(n_heads, width, d_head), gaussian(n_heads, width, d_head),
-                          gaussian(n_heads, width, d_head), gaussian(n_heads, d_head, width))
+                          gaussian(n_heads, width, d_head), gaussian(n_heads, d_head, width),
+                          causal=causal)
     ffn = MLP(gaussian(width, d_ff), gaussian(d_ff), gaussian(d_ff, width), gaussian(width))
     return SingleLayerTransformer(attention, ffn, d, positions=positions, max_len=max_len,
                                   scratch=scratch)

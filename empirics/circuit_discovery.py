@@ -1,38 +1,49 @@
 r"""Circuit-discovery methods scored against exact ground-truth circuits.
 
 Every case of :data:`constructions.circuit_cases.CASES` (a construction, its circuit under a
-corruption, a prompt sampler and a metric :math:`m`) is exported with
-``to_transformer_lens(model, circuit_hooks=True)`` and each method scores every edge
+corruption, a prompt sampler and a metric :math:`m`) is wrapped by **nnsight**, which reads
+and replaces any torch module's activations, at the construction's own hook points
+(:mod:`constructions.layers`, named as in TransformerLens), and each method scores every edge
 :math:`e = u \to v\langle x\rangle` of the model's graph on one batch of (clean, corrupted)
 prompts, with :math:`\bar m` the batch mean of the metric:
 
-* **activation patching** (``activation-patching``): TransformerLens's own
-  ``transformer_lens.patching.generic_activation_patch`` runs the clean prompts once per edge
-  with that edge patched: a patch setter on ``blocks.L.hook_{x}_input[:, :, h]`` (or the final
-  ``hook_resid_post`` for logits) adds the corrupted-minus-clean output of :math:`u`
-  (``hook_resid_pre`` of block 0 for input, ``attn.hook_result[:, :, h]`` for a head). Score
-  :math:`|\bar m(\emptyset) - \bar m(\{e\})|`.
+* **activation patching** (``activation-patching``): the clean prompts run once per edge
+  with that edge patched (:meth:`Setup.patched_metric`): :math:`(\mathrm{out}^{corr}_u -
+  \mathrm{out}_u)W^h_x` added to head :math:`h`'s projected input ``layers[l].hook_x[:, :,
+  h]`` (by linearity, its input with :math:`u`'s term replaced), or the difference added to
+  the final residual stream ``hook_resid_post[-1]`` for logits; :math:`\mathrm{out}_u` is
+  ``hook_resid_pre[0]`` for input and ``layers[l].hook_result[:, :, h]`` for a head (per-head
+  outputs on, as TransformerLens's ``use_attn_result``). Score :math:`|\bar m(\emptyset) -
+  \bar m(\{e\})|`.
 * **edge attribution patching** (``eap``, Syed, Rager, Conmy 2023): one clean forward and
   backward pass; score :math:`|\langle \mathrm{out}^{corr}_u - \mathrm{out}_u,\
   \partial \bar m / \partial\, \mathrm{in}_{v,x} \rangle|`, the first-order estimate of the
-  same effect, read from the same hooks.
+  same effect, read at the same hook points (:func:`edge_attribution`).
 
-Scored against the ground truth :math:`C` (:func:`scores`): the ROC AUC of the edge scores
+Scored against the ground truth :math:`C` (:func:`evaluate`): the ROC AUC of the edge scores
 (Mann–Whitney, ties counted one half), the precision of the top :math:`|C|` edges (ties at the
 boundary broken against the method), and the faithfulness of that top-:math:`|C|` circuit
 :math:`\hat C`: :math:`(\bar m(\overline{\hat C}) - \bar m_{corr}) / (\bar m_{clean} -
 \bar m_{corr})`, the share of the clean-versus-corrupted gap recovered when every edge outside
-:math:`\hat C` is patched at once (recomputing every node, in TransformerLens hooks too).
+:math:`\hat C` is patched at once (recomputing every node). **Any other method** is scored
+the same way by :func:`score_edges` (a case id and a score per edge).
 
-**Cases that do not export to TransformerLens** (the LayerNorm majority head, one-step-GD
-linear attention and their variants; ``CircuitCase.native`` is set) are scored the same way on
-their native hook points (:mod:`constructions.native_cases`) through **nnsight**, which patches
-any torch module's activations (:class:`NativeSetup`): activation patching replaces one hook
-point's activation by the corrupted run's inside an nnsight trace, and EAP saves every hook
+**TransformerLens is not needed.** Until 2026-12 the harness ran on the TransformerLens export
+(``HookedTransformer`` with per-head ``attn.hook_result`` and split-QKV ``hook_{q,k,v}_input``
+hooks, and ``transformer_lens.patching.generic_activation_patch``); TransformerLens 4 removed
+``HookedTransformer`` and its ``TransformerBridge`` has neither hook kind
+(``examples/bridge_lacks_per_head_hooks.py``), so the same patches are now made on the
+native hook points. The two differ only in where a difference meets the read map
+(:math:`(\mathrm{in} + \delta)W` there, :math:`\mathrm{in}W + \delta W` here) and in that
+TransformerLens stored each activation-patched metric in float32: rounding.
+
+**Cases with a hook point per edge** (the LayerNorm majority head, one-step-GD linear
+attention and their variants; ``CircuitCase.native`` is set; :mod:`constructions.native_cases`)
+have a 1-layer graph in which each edge is one hook point, so patching an edge replaces that
+hook point's activation by the corrupted run's (:class:`NativeSetup`), and EAP saves every hook
 point's activation inside one trace (each replaced by a distinct copy, so that hook points
 fed the same tensor get their own gradients) and differentiates the metric with
-``torch.autograd.grad``. In a 1-layer graph each edge is one hook point, so these are the
-edge-level methods above; a zero map with no hook point (the majority head's
+``torch.autograd.grad``; a zero map with no hook point (the majority head's
 ``input -> logits``, there is no residual) scores 0 under both.
 
 A third-party implementation (auto-circuit's ACDC and EAP) is not run: auto-circuit 1.0.1
@@ -41,106 +52,31 @@ A third-party implementation (auto-circuit's ACDC and EAP) is not run: auto-circ
 (tqdm 4.70.1 here would be replaced by 4.66.2's code under the other name), pins
 ``kaleido==0.2.1``, and pulls ``tracr-pypi`` (JAX, dm-haiku, chex) and ``plotly``.
 
-Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
-load from other jobs; CPU seconds do not count waiting):
+Measured full-config cost (this project's 2-core CPU machine, under load from other jobs):
 
-* ``circuit-discovery``: 434 CPU-s for three seeds (about 145 a seed); published with three seeds.
+* ``circuit-discovery``: 434 CPU-s for three seeds (about 145 a seed) on the TransformerLens
+  path (2026-12-01); on the nnsight path, 339 s wall for three seeds in two worker processes
+  (2026-12-04, the published run). Published with three seeds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Sequence
+import numbers
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 
+from constructions import _validate
 from constructions.circuit_cases import CircuitCase, all_cases
-from constructions.circuits import Circuit, Edge, attention_graph
+from constructions.circuits import QKV, Circuit, Edge, attention_graph
+from constructions.files import INTEROP_HINT
 from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 
 METHODS = ("activation-patching", "eap")
-
-
-# --- the TransformerLens side ------------------------------------------------------------------
-
-class Setup:
-    """A case's model exported to TransformerLens, one prompt batch and its two caches."""
-
-    def __init__(self, case: CircuitCase, model, clean: torch.Tensor, corrupted: torch.Tensor):
-        from constructions.export import (
-            to_transformer_lens,
-            transformer_lens_inputs,
-            transformer_lens_outputs,
-        )
-
-        self.case, self.model = case, model
-        self.tl = to_transformer_lens(model, circuit_hooks=True)
-        device = next(model.parameters()).device
-        self.clean, self.corrupted = clean.to(device), corrupted.to(device)
-        self.clean_input = transformer_lens_inputs(model, self.clean)["input"]
-        self.corrupted_input = transformer_lens_inputs(model, self.corrupted)["input"]
-        self._outputs = transformer_lens_outputs
-        self.n_layers, self.n_heads = self.tl.cfg.n_layers, self.tl.cfg.n_heads
-        self.graph = attention_graph(self.n_layers, self.n_heads)
-        with torch.no_grad():
-            _, clean_cache = self.tl.run_with_cache(self.clean_input)
-            _, self.corrupted_cache = self.tl.run_with_cache(self.corrupted_input)
-        self.clean_sources = self.sources(clean_cache)
-        self.corrupted_sources = self.sources(self.corrupted_cache)
-
-    def sources(self, cache) -> dict[str, torch.Tensor]:
-        """Each source node's output ``(B, n+1, d)`` in a cache."""
-        out = {"input": cache["blocks.0.hook_resid_pre"]}
-        for layer in range(self.n_layers):
-            result = cache[f"blocks.{layer}.attn.hook_result"]              # (B, n+1, H, d)
-            for head in range(self.n_heads):
-                out[f"a{layer}.h{head}"] = result[:, :, head]
-        return out
-
-    def metric(self, logits: torch.Tensor) -> torch.Tensor:
-        """The batch mean of the case's metric on TransformerLens logits."""
-        return self.case.metric(self._outputs(self.model, logits), self.clean,
-                                self.corrupted).mean()
-
-    def patched_metric(self, patched: Sequence[Edge]) -> float:
-        """:math:`\\bar m` of the clean run with every edge in ``patched`` carrying the
-        corrupted output of its source, every node recomputed from its (patched) inputs."""
-        current: dict[str, torch.Tensor] = {}
-        by_target: dict[str, list[tuple[int | None, str]]] = {}
-        for edge in patched:
-            if edge.target == "logits":
-                name, head = f"blocks.{self.n_layers - 1}.hook_resid_post", None
-            else:
-                layer, head = _head(edge.target)
-                name = f"blocks.{layer}.hook_{edge.input}_input"
-            by_target.setdefault(name, []).append((head, edge.source))
-
-        def record_input(act, hook):
-            current["input"] = act
-
-        def record_result(act, hook):
-            layer = int(hook.name.split(".")[1])
-            for head in range(self.n_heads):
-                current[f"a{layer}.h{head}"] = act[:, :, head]
-
-        def patch(act, hook):
-            act = act.clone()
-            for head, source in by_target[hook.name]:
-                delta = self.corrupted_sources[source] - current[source]      # (B, n+1, d)
-                if head is None:
-                    act = act + delta
-                else:
-                    act[:, :, head] = act[:, :, head] + delta
-            return act
-
-        hooks = [("blocks.0.hook_resid_pre", record_input)]
-        hooks += [(f"blocks.{layer}.attn.hook_result", record_result)
-                  for layer in range(self.n_layers)]
-        hooks += [(name, patch) for name in by_target]
-        with torch.no_grad():
-            logits = self.tl.run_with_hooks(self.clean_input, fwd_hooks=hooks)
-        return float(self.metric(logits))
 
 
 def _head(node: str) -> tuple[int, int]:
@@ -148,7 +84,7 @@ def _head(node: str) -> tuple[int, int]:
     return int(layer), int(head)
 
 
-# --- the nnsight side (cases that do not export) ------------------------------------------------
+# --- the one-layer cases with a hook point per edge (CircuitCase.native) ----------------------
 
 def _envoy(root, path: str):
     """The nnsight envoy of the submodule at a dotted ``path`` (digits index a ModuleList)."""
@@ -162,8 +98,6 @@ class NativeSetup:
     at every edge's hook point (``case.native``)."""
 
     def __init__(self, case: CircuitCase, model, clean: torch.Tensor, corrupted: torch.Tensor):
-        from nnsight import NNsight
-
         self.case = case
         module, hooks = case.native(model)
         device = next(module.parameters()).device
@@ -175,7 +109,7 @@ class NativeSetup:
                              f"1-layer, {n_heads}-head graph")
         self.hooks = dict(hooks)
         self.live = [(name, path) for name, path in hooks.items() if path is not None]
-        self.model = NNsight(module)
+        self.model = _nnsight()(module)
         self.clean_acts = self._activations(self.clean)
         self.corrupted_acts = self._activations(self.corrupted)
 
@@ -235,77 +169,167 @@ def native_edge_attribution(setup: NativeSetup) -> dict[str, float]:
     return out
 
 
-# --- the methods --------------------------------------------------------------------------------
+# --- the multi-layer cases: nnsight on the residual-stream graph's native hook points ----------
+
+def _nnsight():
+    """nnsight's ``NNsight`` wrapper, or an ImportError that says how to install it."""
+    try:
+        from nnsight import NNsight
+    except ImportError as error:
+        raise ImportError(f"the circuit-discovery harness patches through nnsight: "
+                          f"{INTEROP_HINT}") from error
+    return NNsight
+
+
+@contextlib.contextmanager
+def _per_head_results(model) -> Iterator[None]:
+    """Route every layer's head outputs through its ``hook_result`` (TransformerLens's
+    ``use_attn_result``) for the duration, and restore the flags after."""
+    before = [layer.use_attn_result for layer in model.layers]
+    try:
+        for layer in model.layers:
+            layer.use_attn_result = True
+        yield
+    finally:
+        for layer, flag in zip(model.layers, before, strict=True):
+            layer.use_attn_result = flag
+
+
+class Setup:
+    r"""A multi-layer case's model (an attention-only
+    :class:`~constructions.induction_heads.model.InductionTransformer`: its gauge and spurious-head
+    variants too) wrapped by nnsight, one prompt batch, and each source node's output in the
+    clean and the corrupted run.
+
+    The hook points are the construction's own (:mod:`constructions.layers`): a source's output
+    is ``hook_resid_pre[0]`` (``input``) or ``layers[l].hook_result[:, :, h]`` (``a{l}.h{h}``,
+    with ``use_attn_result`` on, as TransformerLens's circuit hooks have it); the input
+    :math:`\langle x\rangle` of head :math:`h` of layer :math:`l` is read through its projection
+    ``layers[l].hook_{x}[:, :, h]`` :math:`= \mathrm{in}_{v,x} W^h_x`, and ``logits`` through
+    ``hook_resid_post[-1]`` (no final LayerNorm; the unembedding reads it).
+    """
+
+    def __init__(self, case: CircuitCase, model, clean: torch.Tensor, corrupted: torch.Tensor):
+        self.case, self.module = case, model
+        device = next(model.parameters()).device
+        self.clean, self.corrupted = clean.to(device), corrupted.to(device)
+        self.n_layers, self.n_heads = len(model.layers), model.layers[0].n_heads
+        self.graph = attention_graph(self.n_layers, self.n_heads)
+        self.model = _nnsight()(model)
+        self.clean_sources = self._sources(self.clean)
+        self.corrupted_sources = self._sources(self.corrupted)
+
+    def _sources(self, prompt: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Each source node's output ``(B, n+1, d)`` in an unpatched run."""
+        saved: dict = {}
+        with _per_head_results(self.module), torch.no_grad(), self.model.trace(prompt):
+            saved["input"] = self.model.hook_resid_pre[0].output.save()
+            for layer in range(self.n_layers):
+                saved[layer] = self.model.layers[layer].hook_result.output.save()
+        out = {"input": saved["input"].clone()}
+        for layer in range(self.n_layers):
+            for head in range(self.n_heads):
+                out[f"a{layer}.h{head}"] = saved[layer][:, :, head].clone()
+        return out
+
+    def weight(self, edge: Edge) -> torch.Tensor:
+        """The read map ``(d, d_x)`` of a head input edge's target: :math:`W^h_x`."""
+        layer, head = _head(edge.target)
+        return getattr(self.module.layers[layer], f"W_{edge.input.upper()}")[head]
+
+    def metric(self, logits: torch.Tensor) -> torch.Tensor:
+        """The batch mean of the case's metric."""
+        return self.case.metric(logits, self.clean, self.corrupted).mean()
+
+    def patched_metric(self, patched: Sequence[Edge]) -> float:
+        r""":math:`\bar m` of the clean run with every edge in ``patched`` carrying the
+        corrupted output of its source, every node recomputed from its (patched) inputs.
+
+        Patching :math:`u \to v\langle x\rangle` adds :math:`(\mathrm{out}^{corr}_u -
+        \mathrm{out}_u) W^v_x` to head :math:`v`'s ``hook_x`` (by linearity, its input with
+        :math:`u`'s term replaced), :math:`\mathrm{out}_u` being :math:`u`'s output in this
+        run; :math:`u \to \mathrm{logits}` adds the difference to the final residual stream.
+        These are :func:`~constructions.circuits.edge_patched_logits`'s operations, in its
+        order (differences of one target summed first), inside one nnsight trace."""
+        by_target: dict[tuple[int | str, str | None], list[tuple[int, str]]] = {}
+        for edge in patched:
+            if edge.target == "logits":
+                by_target.setdefault(("logits", None), []).append((-1, edge.source))
+            else:
+                layer, head = _head(edge.target)
+                by_target.setdefault((layer, edge.input), []).append((head, edge.source))
+        saved: dict = {}
+        with _per_head_results(self.module), torch.no_grad(), self.model.trace(self.clean):
+            current = {"input": self.model.hook_resid_pre[0].output}
+
+            def delta(sources):
+                return sum(self.corrupted_sources[u] - current[u] for u in sources)
+
+            for layer in range(self.n_layers):   # in forward order, as nnsight requires
+                block, weights = self.model.layers[layer], self.module.layers[layer]
+                for x in QKV:
+                    targets = by_target.get((layer, x))
+                    if not targets:
+                        continue
+                    envoy = getattr(block, f"hook_{x}")
+                    act = envoy.output.clone()                          # (B, n+1, H, d_x)
+                    W = getattr(weights, f"W_{x.upper()}")
+                    for head in sorted({h for h, _ in targets}):
+                        sources = [u for h, u in targets if h == head]
+                        act[:, :, head] = act[:, :, head] + delta(sources) @ W[head]
+                    envoy.output = act
+                result = block.hook_result.output                       # (B, n+1, H, d)
+                for head in range(self.n_heads):
+                    current[f"a{layer}.h{head}"] = result[:, :, head]
+            if ("logits", None) in by_target:
+                final = self.model.hook_resid_post[self.n_layers - 1]
+                final.output = final.output + delta([u for _, u in by_target[("logits", None)]])
+            saved["metric"] = self.metric(self.model.output).save()
+        return float(saved["metric"])
+
 
 def activation_patching(setup: Setup) -> dict[str, float]:
-    """Edge name -> :math:`|\\bar m(\\emptyset) - \\bar m(\\{e\\})|`, each patched run made by
-    ``transformer_lens.patching.generic_activation_patch`` (one call per target hook kind)."""
-    import pandas as pd
-    from transformer_lens import patching
-
-    nodes = list(setup.clean_sources)
-    with torch.no_grad():
-        base = float(setup.metric(setup.tl(setup.clean_input)))
-    # TransformerLens stores each patched metric in a default-dtype (float32) tensor: round the
-    # base the same way, so an edge that changes nothing scores exactly 0.
-    base = float(torch.tensor(base, dtype=torch.get_default_dtype()))
-    groups: dict[str, list[Edge]] = {}
-    for edge in setup.graph:
-        groups.setdefault("resid_post" if edge.target == "logits" else f"{edge.input}_input",
-                          []).append(edge)
-    out = {}
-    for activation, edges in groups.items():
-        rows = []
-        for edge in edges:
-            layer, head = ((setup.n_layers - 1, -1) if edge.target == "logits"
-                           else _head(edge.target))
-            rows.append({"layer": layer, "head": head, "source": nodes.index(edge.source)})
-
-        def setter(act, index, corrupted_act):
-            _, head, source = index
-            delta = (setup.corrupted_sources[nodes[source]]
-                     - setup.clean_sources[nodes[source]])                 # (B, n+1, d)
-            if head < 0:
-                return act + delta
-            act = act.clone()
-            act[:, :, head] = act[:, :, head] + delta
-            return act
-
-        with torch.no_grad():
-            values = patching.generic_activation_patch(
-                setup.tl, setup.clean_input, setup.corrupted_cache, setup.metric, setter,
-                activation, index_df=pd.DataFrame(rows))
-        out.update({e.name: abs(base - float(v)) for e, v in zip(edges, values, strict=True)})
-    return out
+    r"""Edge name -> :math:`|\bar m(\emptyset) - \bar m(\{e\})|`, each patched run one nnsight
+    trace (:meth:`Setup.patched_metric`)."""
+    base = setup.patched_metric(())
+    return {edge.name: abs(base - setup.patched_metric([edge])) for edge in setup.graph}
 
 
 def edge_attribution(setup: Setup) -> dict[str, float]:
-    """Edge name -> :math:`|\\langle \\Delta\\mathrm{out}_u, \\partial\\bar m/\\partial
-    \\mathrm{in}_{v,x}\\rangle|` from one clean forward and backward pass (EAP)."""
-    kept: dict[str, torch.Tensor] = {}
-
-    def keep(act, hook):
-        act.retain_grad()
-        kept[hook.name] = act
-
-    final = f"blocks.{setup.n_layers - 1}.hook_resid_post"
-    names = [final, *(f"blocks.{layer}.hook_{x}_input" for layer in range(setup.n_layers)
-                      for x in "qkv")]
-    setup.tl.zero_grad(set_to_none=True)
-    with torch.enable_grad():
-        logits = setup.tl.run_with_hooks(setup.clean_input,
-                                         fwd_hooks=[(n, keep) for n in names])
-        setup.metric(logits).backward()
+    r"""Edge name -> :math:`|\langle \Delta\mathrm{out}_u\, W^v_x, \partial\bar m/\partial
+    q^v_x\rangle|` from one clean forward and backward pass (EAP), :math:`q^v_x =
+    \mathrm{in}_{v,x} W^v_x` head :math:`v`'s ``hook_x``: by the chain rule this is
+    :math:`|\langle \Delta\mathrm{out}_u, \partial\bar m/\partial\,\mathrm{in}_{v,x}\rangle|`;
+    for ``logits`` the gradient at the final residual stream."""
+    kept: dict = {}
+    final = setup.model.hook_resid_post[setup.n_layers - 1]
+    with _per_head_results(setup.module), torch.enable_grad(), setup.model.trace(setup.clean):
+        for layer in range(setup.n_layers):
+            for x in QKV:
+                envoy = getattr(setup.model.layers[layer], f"hook_{x}")
+                # a copy that requires grad: a leaf where nothing upstream does (layer 0),
+                # else a node of the graph, so earlier hook points' gradients flow through it
+                act = envoy.output.clone().requires_grad_()
+                envoy.output = act
+                kept[(layer, x)] = act.save()
+        act = final.output.clone().requires_grad_()
+        final.output = act
+        kept["logits"] = act.save()
+        kept["metric"] = setup.metric(setup.model.output).save()
+    names = [name for name in kept if name != "metric"]
+    grads = dict(zip(names, torch.autograd.grad(kept["metric"], [kept[n] for n in names],
+                                                allow_unused=True), strict=True))
     out = {}
     for edge in setup.graph:
+        delta = setup.corrupted_sources[edge.source] - setup.clean_sources[edge.source]
         if edge.target == "logits":
-            grad = kept[final].grad                                        # (B, n+1, d)
+            grad = grads["logits"]                                         # (B, n+1, d)
         else:
             layer, head = _head(edge.target)
-            grad = kept[f"blocks.{layer}.hook_{edge.input}_input"].grad[:, :, head]
-        delta = setup.corrupted_sources[edge.source] - setup.clean_sources[edge.source]
-        out[edge.name] = abs(float((delta * grad).sum()))
-    setup.tl.zero_grad(set_to_none=True)
+            grad = grads[(layer, edge.input)]
+            grad = None if grad is None else grad[:, :, head]              # (B, n+1, d_x)
+            delta = delta @ setup.weight(edge)
+        out[edge.name] = 0.0 if grad is None else abs(float((delta * grad).sum()))
     return out
 
 
@@ -317,7 +341,8 @@ NATIVE_METHOD_FUNCTIONS: dict[str, Callable[[NativeSetup], dict[str, float]]] = 
 
 def setup_for(case: CircuitCase, model, clean: torch.Tensor, corrupted: torch.Tensor
               ) -> Setup | NativeSetup:
-    """The TransformerLens setup, or the nnsight one for a case with native hook points."""
+    """The residual-graph setup, or the per-edge one for a case with ``native`` hook points
+    (both nnsight)."""
     kind = Setup if case.native is None else NativeSetup
     return kind(case, model, clean, corrupted)
 
@@ -370,16 +395,107 @@ def _faithfulness_curve(setup: Setup | NativeSetup, order: Sequence[str]) -> lis
     return curve
 
 
-def scores(setup: Setup, circuit: Circuit, method: str) -> dict:
-    """One method on one case: its edge scores, AUC, precision and faithfulness at |C|."""
-    functions = NATIVE_METHOD_FUNCTIONS if isinstance(setup, NativeSetup) else METHOD_FUNCTIONS
-    edge_scores = functions[method](setup)
+def evaluate(setup: Setup | NativeSetup, circuit: Circuit, edge_scores: Mapping[str, float]
+             ) -> dict:
+    """Edge scores (every edge of ``setup.graph`` by name) against the ground truth: the
+    ranking, AUC, precision and faithfulness at :math:`|C|`, and the faithfulness curve."""
+    edge_scores = dict(edge_scores)
     truth, k = circuit.edge_names, len(circuit.edges)
     order = ranked(edge_scores, truth)
     curve = faithfulness_curve(setup, order)
     return {"scores": edge_scores, "order": order, "auc": roc_auc(edge_scores, truth),
             "precision": precision_at(edge_scores, truth, k), "faithfulness": curve[k],
             "curve": curve, "k": k}
+
+
+def scores(setup: Setup | NativeSetup, circuit: Circuit, method: str) -> dict:
+    """One method on one case: its edge scores, AUC, precision and faithfulness at |C|."""
+    functions = NATIVE_METHOD_FUNCTIONS if isinstance(setup, NativeSetup) else METHOD_FUNCTIONS
+    return evaluate(setup, circuit, functions[method](setup))
+
+
+def case_setup(case: CircuitCase, size: str | Mapping[str, Any], batch: int, seed: int,
+               device: torch.device | str = "cpu") -> tuple[Setup | NativeSetup, Circuit]:
+    """(setup, circuit) of a registered case on the harness's prompts: a ``batch`` drawn with
+    ``torch.Generator().manual_seed(1000 seed + i)``, ``i`` the case's index in
+    :func:`~constructions.circuit_cases.all_cases` (so each case has its own stream)."""
+    index = list(all_cases()).index(case.name)
+    model, circuit = case.instance(size)
+    model = model.to(device)
+    generator = torch.Generator().manual_seed(seed * 1000 + index)
+    clean, corrupted = case.prompts(generator, batch, size)
+    return setup_for(case, model, clean, corrupted), circuit
+
+
+def score_edges(case: str | CircuitCase, scores: Mapping[str | Edge, float], *,
+                size: str | Mapping[str, Any] = "full", batch: int = 64, seed: int = 0
+                ) -> dict[str, Any]:
+    r"""Score any method's edge scores on a circuit case, as the harness scores its own.
+
+    ``case`` is a registered :class:`~constructions.circuit_cases.CircuitCase` or its id
+    (``sorted(all_cases())``); ``scores`` maps every edge of the case's graph
+    (:func:`~constructions.circuits.attention_graph`, by MIB name such as
+    ``"a0.h0->a1.h0<k>"`` or as an :class:`~constructions.circuits.Edge`) to a finite score,
+    larger meaning more important. With :math:`C` the ground-truth circuit and :math:`\bar m`
+    the batch mean of the case's metric, it returns
+
+    * ``auc``: :math:`P(s_e > s_{e'})` for :math:`e \in C`, :math:`e' \notin C`, ties counted
+      one half (Mann–Whitney);
+    * ``precision``: the share of :math:`C` among the top :math:`|C|` edges (ties at the
+      boundary broken against the method);
+    * ``faithfulness``: :math:`(\bar m(\overline{\hat C}) - \bar m_{corr}) / (\bar m_{clean}
+      - \bar m_{corr})` for :math:`\hat C` the top :math:`|C|` edges, every edge outside it
+      patched with the corrupted run's value (NaN when the corruption does not move
+      :math:`\bar m`);
+    * ``k`` :math:`= |C|`, ``scores`` (by edge name), ``order`` (the ranking) and ``curve``
+      (the faithfulness of the top :math:`k` edges, :math:`k = 0..E`).
+
+    The prompts are the harness's: ``size``, ``batch`` and ``seed`` as in a
+    ``circuit-discovery`` run (the defaults are the published ``full`` config's, seed 0), and
+    the functions are the harness's own (:func:`roc_auc`, :func:`precision_at`,
+    :func:`faithfulness_curve`), so the harness's scores give its published numbers. Needs
+    nnsight (the ``interop`` extra) for the faithfulness runs.
+    """
+    cases = all_cases()
+    if isinstance(case, str):
+        if case not in cases:
+            raise ValueError(f"case must be a registered case id, one of {sorted(cases)}; "
+                             f"got {case!r}")
+        case = cases[case]
+    elif isinstance(case, CircuitCase):
+        if cases.get(case.name) is not case:
+            raise ValueError(f"case must be registered (CircuitCase.register), got the "
+                             f"unregistered case {case.name!r}")
+    else:
+        raise TypeError(f"case must be a case id or a CircuitCase, got {type(case).__name__}")
+    if not isinstance(scores, Mapping):
+        raise TypeError(f"scores must be a mapping of edges to scores, got "
+                        f"{type(scores).__name__}")
+    batch = _validate.positive_int("batch", batch)
+    seed = _validate.seed("seed", seed)
+    _, circuit = case.instance(size)                       # validates size
+    graph = [e.name for e in attention_graph(circuit.n_layers, circuit.n_heads)]
+    by_name: dict[str, float] = {}
+    for edge, value in scores.items():
+        if not isinstance(edge, (str, Edge)):
+            raise TypeError(f"scores must be keyed by edge names or Edges, got "
+                            f"{type(edge).__name__}")
+        name = edge.name if isinstance(edge, Edge) else edge
+        if name in by_name:
+            raise ValueError(f"scores must name each edge once, got {name!r} twice")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"scores must map edges to real numbers, got "
+                            f"{type(value).__name__} for {name!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"scores must be finite, got {value} for {name!r}")
+        by_name[name] = float(value)
+    missing = [e for e in graph if e not in by_name]
+    extra = sorted(set(by_name) - set(graph))
+    if missing or extra:
+        raise ValueError(f"scores must give every edge of the case's {len(graph)}-edge graph "
+                         f"and no other: missing {missing}, not in the graph {extra}")
+    setup, circuit = case_setup(case, size, batch, seed)
+    return evaluate(setup, circuit, {name: by_name[name] for name in graph})
 
 
 # --- the experiment ---------------------------------------------------------------------------
@@ -416,13 +532,9 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
     if unknown:
         raise ValueError(f"cases {unknown} are not registered; known: {sorted(cases)}")
     rows = []
-    for index, name in enumerate(chosen):
+    for name in chosen:
         case = cases[name]
-        model, circuit = case.instance(config["size"])
-        model = model.to(device)
-        generator = torch.Generator().manual_seed(seed * 1000 + index)
-        clean, corrupted = case.prompts(generator, config["batch"], config["size"])
-        setup = setup_for(case, model, clean, corrupted)
+        setup, circuit = case_setup(case, config["size"], config["batch"], seed, device)
         for method in config["methods"]:
             scored = scores(setup, circuit, method)
             for key in ("auc", "precision", "faithfulness"):
@@ -438,11 +550,10 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
 
 CIRCUIT_DISCOVERY = Experiment(
     name="circuit-discovery",
-    description=("Activation patching (TransformerLens's patching utilities, or nnsight on "
-                 "the cases that do not export) and edge "
-                 "attribution patching scored against the exact ground-truth circuits of the "
-                 "circuit cases: ROC AUC, precision and faithfulness at the true circuit "
-                 "size."),
+    description=("Activation patching and edge attribution patching (both through nnsight, on "
+                 "the constructions' native hook points) scored against the exact "
+                 "ground-truth circuits of the circuit cases: ROC AUC, precision and "
+                 "faithfulness at the true circuit size."),
     configs={
         "smoke": {"cases": "all", "size": "smoke", "batch": 8, "methods": list(METHODS)},
         # Every case at its full size. The batch is 64, not GPU-sized: a circuit edge's effect

@@ -8,6 +8,9 @@ default) or the conditioned scheme of :func:`constructions.conditioned_init.cond
 (semi-orthogonal :math:`W_Q, W_K`, :math:`W_V` a slice of the identity) [S]. Every seed trains
 both arms from the same embeddings, :math:`W_O` and data stream (a matched seed budget); the
 effect size is the mean difference of steps-to-target over its standard deviation across seeds.
+A seed's model initialisation, data and held-out batch, and conditioned weights come from
+independent streams: children of ``numpy.random.SeedSequence(seed)`` (:func:`seed_streams`),
+not one integer reused, so no two of them replay the same generator.
 
 Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
 load from other jobs; CPU seconds do not count waiting):
@@ -40,13 +43,29 @@ FULL = {"vocab_size": 16, "length": 64, "d_model": 64, "n_heads": 2, "steps": 30
 ARMS = ("gaussian", "conditioned")
 
 
+def _torch_seed(stream: np.random.SeedSequence) -> int:
+    """A 63-bit torch seed drawn from a SeedSequence."""
+    return int(stream.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def seed_streams(seed: int) -> dict[str, int]:
+    """Independent torch seeds for one training seed: ``model`` (its initialisation), ``data``
+    (the training stream and held-out batch) and ``condition`` (the conditioned weights)."""
+    names = ("model", "data", "condition")
+    children = np.random.SeedSequence(seed).spawn(len(names))
+    return {name: _torch_seed(child) for name, child in zip(names, children, strict=True)}
+
+
 def condition(model, seed: int) -> None:
-    """Overwrite every head's W_Q, W_K, W_V with the conditioned scheme (in place)."""
+    """Overwrite every head's W_Q, W_K, W_V with the conditioned scheme (in place); each head's
+    weights from its own child of ``SeedSequence(seed)``."""
     with torch.no_grad():
-        for index, layer in enumerate(model.layers):
+        heads_per_layer = [layer.W_Q.shape[0] for layer in model.layers]
+        streams = iter(np.random.SeedSequence(seed).spawn(sum(heads_per_layer)))
+        for layer in model.layers:
             heads, d, width = layer.W_Q.shape
             for h in range(heads):
-                W_Q, W_K, _ = conditioned_init(d, width, width, seed=1000 * seed + 10 * index + h)
+                W_Q, W_K, _ = conditioned_init(d, width, width, seed=_torch_seed(next(streams)))
                 layer.W_Q[h].copy_(W_Q)
                 layer.W_K[h].copy_(W_K)
                 layer.W_V[h].copy_(torch.eye(d, heads * width)[:, h * width:(h + 1) * width])
@@ -58,13 +77,14 @@ def run(config: dict, device: torch.device, seed: int, *, conditioner=condition)
     steps = {arm: [] for arm in ARMS}
     curves = {arm: [] for arm in ARMS}
     for k in range(config["seeds"]):
+        streams = seed_streams(seed + k)
         for arm in ARMS:
             model = attention_only(config["vocab_size"], config["length"],
                                    d_model=config["d_model"], n_layers=2,
-                                   n_heads=config["n_heads"], seed=seed + k)
+                                   n_heads=config["n_heads"], seed=streams["model"])
             if arm == "conditioned":
-                conditioner(model, seed + k)
-            record = _train(model, config, device, seed + k)
+                conditioner(model, streams["condition"])
+            record = _train(model, config, device, streams["data"])
             hit = [s for s, a in zip(*record.series("eval_accuracy"), strict=True)
                    if a >= config["target"]]
             steps[arm].append(float(hit[0]) if hit else math.inf)
@@ -73,6 +93,8 @@ def run(config: dict, device: torch.device, seed: int, *, conditioner=condition)
     diff = g - c                                   # positive: conditioned is faster
     finite = np.isfinite(diff)
     for arm, values in (("gaussian", g), ("conditioned", c)):
+        for k, value in enumerate(values):  # per seed: what an interval over seeds needs
+            result.metrics[metric_key(arm, "steps", ("seed", k))] = float(value)
         result.metrics[metric_key(arm, "steps_mean")] = float(np.mean(values))
         result.metrics[metric_key(arm, "steps_std")] = float(np.std(values))
         result.metrics[metric_key(arm, "reached")] = float(np.isfinite(values).mean())

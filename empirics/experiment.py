@@ -53,7 +53,7 @@ from typing import Any
 import torch
 
 from empirics.plots import pyplot
-from empirics.provenance import git_sha, json_ready, save_figure, utc_now
+from empirics.provenance import git_sha, interop_versions, json_ready, save_figure, utc_now
 from empirics.training import pick_device
 
 CONFIG_NAMES = ("smoke", "full")
@@ -280,10 +280,12 @@ def get(name: str) -> Experiment:
 
 
 def run_record(device: torch.device) -> dict[str, Any]:
-    """Where and when a result was produced: device, versions, commit and date."""
+    """Where and when a result was produced: device, versions (TransformerLens's and nnsight's
+    ``None`` where not installed), commit and date."""
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {"device": str(device), "device_name": name, "torch": torch.__version__,
-            "python": platform.python_version(), "git_sha": git_sha(), "date": utc_now()}
+            "python": platform.python_version(), **interop_versions(), "git_sha": git_sha(),
+            "date": utc_now()}
 
 
 # --- several seeds ---------------------------------------------------------------------------

@@ -54,6 +54,24 @@ def versions() -> dict[str, str]:
     return found
 
 
+# The interop packages whose versions a result records: record key -> distribution name.
+INTEROP_PACKAGES = {"transformer_lens": "transformer-lens", "nnsight": "nnsight"}
+
+
+def interop_versions() -> dict[str, str | None]:
+    """TransformerLens's and nnsight's installed versions, ``None`` where one is not installed,
+    read from the package metadata (neither is imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str | None] = {}
+    for key, distribution in INTEROP_PACKAGES.items():
+        try:
+            found[key] = version(distribution)
+        except PackageNotFoundError:
+            found[key] = None
+    return found
+
+
 def json_ready(value: Any) -> Any:
     """A JSON-ready copy: non-finite floats become the strings ``"nan"``, ``"inf"``, ``"-inf"``,
     tuples become lists, and numpy or torch scalars become Python numbers."""

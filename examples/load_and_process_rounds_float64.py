@@ -6,12 +6,21 @@ numbers. ``to_transformer_lens`` loads them with ``load_state_dict`` and keeps e
 loading the same state dict with ``load_and_process_state_dict(fold_ln=False,
 center_writing_weights=False, center_unembed=False, fold_value_biases=False)`` changes them.
 
+This reproducer needs TransformerLens < 4 (HookedTransformer): 4.0 removed the class and its
+``load_and_process_state_dict`` with it. Without it the script says so and exits 2.
+
 Run: ``python examples/load_and_process_rounds_float64.py``; it exits 1 while the gap is there.
 """
 
 import sys
 
 import torch
+
+try:
+    from transformer_lens import HookedTransformer  # noqa: F401 (4.x raises ImportError here)
+except ImportError:
+    print("this reproducer needs TransformerLens < 4 (HookedTransformer), which 4.0 removed")
+    sys.exit(2)
 
 from constructions.export import to_transformer_lens, transformer_lens_layout
 from constructions.induction_heads import compact_induction

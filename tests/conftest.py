@@ -1,6 +1,6 @@
 """Session summaries for the tests in this folder (the soundness harness's counts), and the
-``transformer_lens`` fixture the circuit tests share (tests/test_export.py keeps its own, which
-also skips on TransformerLens 4 under ``THEOREMS_REQUIRE_EXTRAS``).
+``transformer_lens`` and ``nnsight`` fixtures the circuit tests share (tests/test_export.py
+keeps its own).
 
 The counts are taken from the test reports, which reach the controller under pytest-xdist too,
 so ``pytest -n auto`` prints them as a serial run does.
@@ -77,14 +77,34 @@ def _mutants_stop_at_the_first_failure(request: pytest.FixtureRequest):
         settings.load_profile(name)
 
 
+def _interop(name: str):
+    """The interop extra's module ``name``; missing, the test skips and says how to install it,
+    or fails under ``THEOREMS_REQUIRE_EXTRAS`` (every extra is meant to be installed)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if os.environ.get("THEOREMS_REQUIRE_EXTRAS"):
+            pytest.fail(f"{name} is missing, but THEOREMS_REQUIRE_EXTRAS says every extra is "
+                        f"installed")
+        pytest.skip(f"{name} is not installed: {INTEROP_HINT}")
+
+
 @pytest.fixture(scope="module")
 def transformer_lens():
+    """TransformerLens with ``HookedTransformer`` (2.x, 3.x), which ``to_transformer_lens``
+    builds; 4.x removed it, so there the test skips and says so, CI or not."""
+    module = _interop("transformer_lens")
     try:
-        module = importlib.import_module("transformer_lens")
         module.HookedTransformer  # noqa: B018 (4.x removed it; to_transformer_lens needs it)
-    except (ImportError, AttributeError):
-        if os.environ.get("THEOREMS_REQUIRE_EXTRAS"):
-            pytest.fail("transformer-lens 2.x/3.x is missing, but THEOREMS_REQUIRE_EXTRAS says "
-                        "every extra is installed")
-        pytest.skip(f"transformer-lens with HookedTransformer is not installed: {INTEROP_HINT}")
+    except (AttributeError, ImportError):
+        from importlib.metadata import version
+
+        pytest.skip(f"transformer-lens {version('transformer-lens')} has no HookedTransformer "
+                    f"(4.0 removed it), which to_transformer_lens builds")
     return module
+
+
+@pytest.fixture(scope="module")
+def nnsight():
+    """nnsight, which the circuit-discovery harness patches through."""
+    return _interop("nnsight")

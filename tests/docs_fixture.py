@@ -19,8 +19,7 @@ declares. It covers every status and every kind of evidence a page can show:
   them (where a tool is missing, the real check was skipped, and so is the fixture's);
 * ``SKIPPED_PROOF`` (a claim with a Coq proof) has its proof check skipped, as the plugin
   records one when ``coqc`` is missing: it must show as skipped, never as proved;
-* where the registry knows the status ``inconclusive`` (contract 1), ``INCONCLUSIVE`` gets a
-  sampled check whose interval does not decide;
+* ``INCONCLUSIVE`` gets a sampled check whose interval does not decide (contract 1);
 * the file also holds a record for a claim that no longer exists.
 """
 
@@ -32,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from theorems.claims import STATUSES, Registry
+from theorems.claims import Registry
 from theorems.evidence import declared_checks
 from theorems.evidence_file import SCHEMA_VERSION, claim_records
 
@@ -165,12 +164,12 @@ def write_evidence(registry: Registry, directory: Path, proofs: dict[str, dict] 
         if check["tier"] == "proved":  # as the plugin records a skip: no proof record
             check.pop("proof", None)
             check.update(outcome="skipped", message=SKIPPED_PROOF_MESSAGE, examples=0)
-    if "inconclusive" in STATUSES:  # contract 1: a sampled check whose interval straddles
-        checks[part["inconclusive"]].append(_check(
-            part["inconclusive"], "empirical", 98, outcome="inconclusive", margin=None,
-            ratio=None, message="inconclusive: the 95% interval [0.48, 0.56] contains the "
-                                "threshold 0.5",
-            intervals=[INTERVAL]))
+    # a sampled check whose interval straddles its threshold (contract 1)
+    checks[part["inconclusive"]].append(_check(
+        part["inconclusive"], "empirical", 98, outcome="inconclusive", margin=None,
+        ratio=None, message="inconclusive: the 95% interval [0.48, 0.56] contains the "
+                            "threshold 0.5",
+        intervals=[INTERVAL]))
     checks[part["failing"]].append(_check(
         part["failing"], "property", 99, outcome="failed", falsifying_example=FALSIFYING,
         message="AssertionError: margin -0.5 < 0", margin={"worst": -0.5, "last": -0.5,

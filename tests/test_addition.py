@@ -9,6 +9,7 @@ from constructions.addition import column_sums, failure_probability, per_digit_a
 from theorems.areas.addition import (
     failure_set_exhaustive_check,
     failure_set_property_check,
+    linear_formula_check,
     linear_probability_refutation,
     per_digit_exhaustive_check,
     per_digit_value_check,
@@ -37,6 +38,14 @@ def test_dropping_use_sum9_breaks_the_failure_set():
 def test_a_perturbed_probability_is_caught_by_enumeration():
     expect_failure(probability_exhaustive_check(lambda n: failure_probability(n)
                                                 + Fraction(1, 10**9)), 3)
+
+
+@pytest.mark.mutant("addition.failure-probability")
+def test_a_probability_off_the_linear_formula_is_caught():
+    """Off by 1e-9 at every n_d: the symbolic check fails at n_d = 2, on the formula."""
+    report = expect_failure(linear_formula_check(lambda n: failure_probability(n)
+                                                 + Fraction(1, 10**9)))
+    assert "is not (n_d - 2) 0.0045" in report, report
 
 
 def one_wrong_digit_per_failure(n_digits):

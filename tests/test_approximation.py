@@ -47,15 +47,34 @@ def test_a_positional_encoding_breaks_equivariance():
     expect_failure(ua.lower_bound_check(build=positioned_layer))
 
 
-def copy_with_positions(d, *, max_len, **_):
-    """The copy construction (with positions) in place of a position-free layer."""
-    return copy_first_token(d, max_len)
+@pytest.mark.mutant("approximation.equivariance-lower-bound")
+def test_a_causal_mask_breaks_equivariance():
+    expect_failure(ua.lower_bound_check(build=partial(random_single_layer, causal=True)))
+
+
+@pytest.mark.mutant("approximation.equivariance-lower-bound")
+@pytest.mark.parametrize("layer_class", [ua.LayerClass(positions=True),
+                                         ua.LayerClass(causal=True)], ids=["positions", "causal"])
+def test_the_generic_layer_with_positions_or_a_mask_is_not_equivariant(layer_class):
+    report = expect_failure(ua.equivariance_symbolic_check(layer_class))
+    assert "the generic layer's difference is" in report
 
 
 @pytest.mark.mutant("approximation.single-layer-universal")
-def test_the_refutation_fails_once_the_layer_sees_positions():
-    # with positions the as-stated check passes on the pinned pair, so the refutation must fail
-    expect_failure(ua.refutation(build=copy_with_positions))
+@pytest.mark.parametrize("layer_class", [ua.LayerClass(positions=True),
+                                         ua.LayerClass(causal=True)], ids=["positions", "causal"])
+def test_the_refutation_fails_once_the_lemma_fails(layer_class):
+    # with positions or a causal mask T(X')_2 = T(X)_1 no longer follows: the lemma step fails
+    report = expect_failure(ua.refutation(layer_class))
+    assert "does not follow for every layer" in report
+
+
+@pytest.mark.mutant("approximation.single-layer-universal")
+def test_the_refutation_fails_for_a_target_one_layer_computes():
+    # g(X) = X is computed exactly by a layer with zero attention and FFN; its targets on the
+    # pinned pair agree (g(X)_1 = g(X')_2 = 1), so the exact step must find a common value
+    report = expect_failure(ua.refutation(target=lambda x: x))
+    assert "within eps = 0.25 of both targets" in report
 
 
 @pytest.mark.mutant("approximation.positional-copy")

@@ -48,6 +48,18 @@ def test_a_relu_breaks_the_quadratic_form():
     expect_failure(quadratic_form_check(rebuilt(GatedByRelu)))
 
 
+@pytest.mark.mutant("bilinear.quadratic-form")
+def test_a_wrong_tensor_breaks_polarization():
+    """The layer itself is right (homogeneous of degree 2), its tensor is not: only the
+    polarization identity, which reads B^s from the tensor, can fail."""
+    check = quadratic_form_check(rebuilt(FirstWeightTwice))
+    expect_failure(check)
+    x, y = torch.tensor([1.0, 0.0], dtype=torch.float64), torch.tensor([0.0, 1.0],
+                                                                      dtype=torch.float64)
+    with pytest.raises(AssertionError, match=r"^f\(x\+y\)"):
+        check.hypothesis.inner_test(case=(3, 2, 2, 0, x, y), alpha=-1.0)
+
+
 @pytest.mark.parametrize("call, error, name", [
     (lambda: bilinear_layer(0, 3), ValueError, "d_in"),
     (lambda: bilinear_layer(3, 2, 1.5), TypeError, "d_out"),

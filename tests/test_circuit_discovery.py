@@ -1,14 +1,15 @@
-"""The circuit-discovery harness: cases, scoring, the two methods at smoke size, the diagram.
+"""The circuit-discovery harness: cases, scoring, the two methods at smoke size, the diagram,
+and :func:`~empirics.circuit_discovery.score_edges`.
 
-The methods run on the TransformerLens export (the ``interop`` extra); without
-transformer-lens those tests skip and say why, except under ``THEOREMS_REQUIRE_EXTRAS``.
+The methods run through nnsight (the ``interop`` extra) on the constructions' native hook
+points; without nnsight those tests skip and say why, except under
+``THEOREMS_REQUIRE_EXTRAS``. TransformerLens is not needed.
 """
 
 from __future__ import annotations
 
-import importlib
+import json
 import math
-import os
 
 import pytest
 import torch
@@ -21,10 +22,10 @@ from constructions.circuit_cases import (
     sample_next_token_pairs,
 )
 from constructions.circuit_diagram import circuit_dot, layout
-from constructions.circuits import induction_circuit
-from constructions.files import INTEROP_HINT
+from constructions.circuits import edge_patched_logits, induction_circuit, logit_difference
 from constructions.induction_heads.task import previous_occurrence
 from empirics import circuit_discovery as cd
+from empirics.experiment import RESULTS_DIR
 
 CASE = CASES["two-layer-induction"]
 
@@ -50,7 +51,7 @@ PUBLIC_API_ACCEPTED = {
 
 
 @pytest.fixture(scope="module")
-def smoke(transformer_lens):
+def smoke(nnsight):
     return cd.CIRCUIT_DISCOVERY("smoke", device="cpu")
 
 
@@ -75,15 +76,24 @@ def test_both_methods_recover_the_exact_induction_circuit(smoke):
             assert smoke.metrics[f"two-layer-induction/{method}/{key}"] == 1.0, (method, key)
         # Bit for bit 1: the top-2 edges are the circuit, and patching the other 10 reaches
         # the final logits only through products with exact zero weights or as exact zero
-        # differences (the argument of circuits.induction-sufficient, on TL's hooks here).
+        # differences (the argument of circuits.induction-sufficient: each added
+        # (out_corr - out) W has a zero factor in every term, so it adds exact zeros).
         assert smoke.metric("two-layer-induction", method, "faithfulness") == 1.0
         assert f"two-layer-induction-{method}" in smoke.figures
     rows = smoke.tables["scores"]["rows"]
     assert {(r[0], r[1]) for r in rows} >= {("two-layer-induction", m) for m in cd.METHODS}
+    # Under the earlier-occurrence corruption the circuit starts in layer 0 (input ->
+    # a0.h0<v>), so EAP needs the gradient through layer 1. Off the circuit every score is an
+    # exact 0 (each edge's change either meets a zero read row or reaches only logits the
+    # metric does not read, circuits.earlier-occurrence-sufficient), and every circuit edge
+    # moves the metric (circuits.earlier-occurrence-necessary): the ranking is exact.
+    for method in cd.METHODS:
+        for key in ("auc", "precision"):
+            assert smoke.metric("two-layer-induction-earlier-occurrence", method, key) == 1.0
 
 
 @pytest.mark.interop
-def test_scores_against_a_wrong_circuit_fall(transformer_lens):
+def test_scores_against_a_wrong_circuit_fall(nnsight):
     """A mutant ground truth (one circuit edge swapped for a zero edge) is not what the methods
     find: AUC and precision can fail."""
     model, circuit = CASE.instance("smoke")
@@ -99,7 +109,7 @@ def test_scores_against_a_wrong_circuit_fall(transformer_lens):
 
 
 @pytest.mark.interop
-def test_patching_every_edge_moves_the_metric_by_the_necessity_margin(transformer_lens):
+def test_patching_every_edge_moves_the_metric_by_the_necessity_margin(nnsight):
     model, _ = CASE.instance("smoke")
     clean, corrupted = CASE.prompts(torch.Generator().manual_seed(2), 4)
     setup = cd.Setup(CASE, model, clean, corrupted)
@@ -187,17 +197,6 @@ def test_the_page_section_shows_the_published_scores_and_either_diagram(monkeypa
 NATIVE = [name for name, case in all_cases().items() if case.native is not None]
 
 
-@pytest.fixture(scope="module")
-def nnsight():
-    try:
-        return importlib.import_module("nnsight")
-    except ImportError:
-        if os.environ.get("THEOREMS_REQUIRE_EXTRAS"):
-            pytest.fail("nnsight is missing, but THEOREMS_REQUIRE_EXTRAS says every extra is "
-                        "installed")
-        pytest.skip(f"nnsight is not installed: {INTEROP_HINT}")
-
-
 def test_the_majority_head_and_one_step_gd_cases_and_their_variants_are_registered():
     assert set(NATIVE) >= {"majority-head", "majority-head-qk-gauge",
                            "majority-head-ln-rotation", "one-step-gd",
@@ -269,3 +268,117 @@ def test_a_mis_scored_method_gets_an_auc_below_one(nnsight, monkeypatch):
     assert inverted["auc"] == 0.0 and inverted["precision"] == 0.0
     # the method found the wrong circuit: patching everything else leaves none of the gap
     assert inverted["faithfulness"] == 0.0
+
+
+# --- the multi-layer cases: nnsight on the residual-stream graph ------------------------------
+
+@pytest.mark.interop
+def test_nnsight_patching_is_the_native_edge_patching(nnsight):
+    for name in ("two-layer-induction-spurious-heads", "compact-induction-rotated"):
+        case = all_cases()[name]
+        model, circuit = case.instance("smoke")
+        clean, corrupted = case.prompts(torch.Generator().manual_seed(4), 4)
+        setup = cd.setup_for(case, model, clean, corrupted)
+        assert isinstance(setup, cd.Setup)
+        for patched in [(), circuit.edges[:1], circuit.complement(), setup.graph]:
+            direct = logit_difference(edge_patched_logits(model, clean, corrupted, patched),
+                                      clean, corrupted).mean()
+            # the same operations on the same operands in the same order (Setup.
+            # patched_metric's docstring), so bit for bit; and the model is left as it was
+            assert setup.patched_metric(patched) == float(direct), (name, len(patched))
+        assert not any(layer.use_attn_result for layer in model.layers)
+
+
+@pytest.mark.interop
+def test_the_published_result_is_reproduced_without_transformer_lens(nnsight):
+    """The full result of the two-layer induction case (seed 0, batch 64) as the
+    TransformerLens path published it (empirics/results/circuit-discovery at commit e670189;
+    republished since from the nnsight path, with the same numbers for this case) comes out
+    of the nnsight path bit for bit."""
+    path = RESULTS_DIR / "circuit-discovery" / "full-seed0.json"
+    published = json.loads(path.read_text())["metrics"]
+    config = cd.CIRCUIT_DISCOVERY.configs["full"]
+    setup, circuit = cd.case_setup(CASE, "full", config["batch"], 0)
+    for method in cd.METHODS:
+        scored = cd.scores(setup, circuit, method)
+        for key in ("auc", "precision", "faithfulness"):
+            # The derived tolerance is 0: off-circuit edges add exact zeros (each term of
+            # (out_corr - out) W has a zero factor) and so score exactly 0 under both methods
+            # and paths, the two circuit edges move the metric by 2w > 1 (circuits.induction-
+            # necessary): AUC and precision are exactly 1; patching the complement adds only
+            # those zeros, so faithfulness is (m_clean - m_corr) / (m_clean - m_corr) = 1.
+            assert published[f"two-layer-induction/{method}/{key}"] == 1.0
+            assert scored[key] == 1.0, (method, key)
+
+
+# --- score_edges: any method's scores, scored as the harness scores its own -------------------
+
+GRAPH = [e.name for e in cd.attention_graph(2, 1)]
+
+
+@pytest.mark.interop
+def test_the_harness_scores_through_score_edges_give_the_harness_numbers(smoke):
+    config = cd.CIRCUIT_DISCOVERY.configs["smoke"]
+    for name in ("two-layer-induction-rotated", "one-step-gd-spurious-head"):
+        case = all_cases()[name]
+        setup, circuit = cd.case_setup(case, "smoke", config["batch"], 0)
+        for method in cd.METHODS:
+            own = cd.scores(setup, circuit, method)["scores"]
+            # by name and by Edge, with the case as its id and as the CircuitCase
+            edges = {e.name: e for e in setup.graph}
+            for key, scores in ((name, own), (case, {edges[e]: s for e, s in own.items()})):
+                scored = cd.score_edges(key, scores, size="smoke", batch=config["batch"],
+                                        seed=0)
+                for metric in ("auc", "precision", "faithfulness"):
+                    assert scored[metric] == smoke.metric(name, method, metric), (
+                        name, method, metric)
+
+
+@pytest.mark.interop
+def test_score_edges_can_fail_a_method(nnsight):
+    circuit = CASE.instance("smoke")[1]
+    zero_maps = {"a0.h0->a1.h0<q>", "a0.h0->a1.h0<v>"}  # induction_mechanism's docstring
+    ranked_last = {name: 0.0 if name in circuit.edge_names else 2.0 if name in zero_maps
+                   else 1.0 for name in GRAPH}
+    scored = cd.score_edges(CASE.name, ranked_last, size="smoke", batch=8)
+    assert scored["auc"] == 0.0 and scored["precision"] == 0.0
+    assert scored["k"] == 2 and scored["order"][-2:] == sorted(circuit.edge_names)
+    # The top-|C| edges are the two zero maps into L1H0: patched, each adds (out_corr - out)
+    # W with a zero factor in every term, exact zeros; so keeping them clean patches what
+    # patching the whole graph patches, and recovers none of the gap, bit for bit.
+    assert set(scored["order"][:2]) == zero_maps and scored["faithfulness"] == 0.0
+
+
+def _all_but(name, value=0.0):
+    return {e: (value if e == name else 1.0) for e in GRAPH}
+
+
+@pytest.mark.parametrize("call, error, name", [
+    (lambda: cd.score_edges("no-such-case", dict.fromkeys(GRAPH, 0.0)), ValueError, "case"),
+    (lambda: cd.score_edges(3, dict.fromkeys(GRAPH, 0.0)), TypeError, "case"),
+    (lambda: cd.score_edges(CircuitCase(**{**vars(CASE), "name": "unregistered"}),
+                            dict.fromkeys(GRAPH, 0.0)), ValueError, "case"),
+    (lambda: cd.score_edges(CASE.name, [0.0] * 12), TypeError, "scores"),
+    (lambda: cd.score_edges(CASE.name, dict.fromkeys(GRAPH[1:], 0.0), size="smoke"),
+     ValueError, "scores"),
+    (lambda: cd.score_edges(CASE.name, {**dict.fromkeys(GRAPH, 0.0), "input->a2.h0<q>": 1.0},
+                            size="smoke"), ValueError, "scores"),
+    (lambda: cd.score_edges(CASE.name, _all_but(GRAPH[0], math.nan), size="smoke"),
+     ValueError, "scores"),
+    (lambda: cd.score_edges(CASE.name, _all_but(GRAPH[0], math.inf), size="smoke"),
+     ValueError, "scores"),
+    (lambda: cd.score_edges(CASE.name, _all_but(GRAPH[0], "1"), size="smoke"), TypeError,
+     "scores"),
+    (lambda: cd.score_edges(CASE.name, _all_but(GRAPH[0], True), size="smoke"), TypeError,
+     "scores"),
+    (lambda: cd.score_edges(CASE.name, {3: 0.0}, size="smoke"), TypeError, "scores"),
+    (lambda: cd.score_edges(CASE.name, dict.fromkeys(GRAPH, 0.0), size="huge"), ValueError,
+     "size"),
+    (lambda: cd.score_edges(CASE.name, dict.fromkeys(GRAPH, 0.0), batch=0), ValueError,
+     "batch"),
+    (lambda: cd.score_edges(CASE.name, dict.fromkeys(GRAPH, 0.0), seed=-1), ValueError,
+     "seed"),
+])
+def test_score_edges_names_the_bad_parameter(call, error, name):
+    with pytest.raises(error, match=rf"^{name}\b"):
+        call()

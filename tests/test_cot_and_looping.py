@@ -88,6 +88,14 @@ def test_a_halved_clamp_allowance_breaks_the_leak_bound():
         bound=lambda m, t, b, B: cot2.step_leak_bound(m, t, b, B) / 2)))
 
 
+@pytest.mark.mutant("cot-and-looping.cot2-one-layer")
+def test_the_complement_is_not_the_subset_sum_mapping():
+    # (sum a - s)/2 is the sum of the digits signed -1: the wrong side of the bijection
+    report = expect_failure(cot2_checks.subset_sum_mapping_check(
+        to_subset=lambda total, s: (total - s) // 2))
+    assert "but the subset sums to" in report
+
+
 @pytest.mark.mutant("cot-and-looping.cot2-catalogue-leak-bound")
 def test_the_refutation_needs_the_factor_two():
     # with the sound bound in its place, the as-stated check passes and the refutation fails

@@ -270,8 +270,6 @@ def test_a_skipped_proof_shows_as_skipped_and_is_not_counted(site):
     assert not next(n for n in focus if n["id"] == claim.id)["proved"]
 
 
-@pytest.mark.skipif("inconclusive" not in STATUSES,
-                    reason="theorems.claims.STATUSES has no 'inconclusive' yet (contract 1)")
 def test_inconclusive_claims_show_their_intervals_everywhere(site):
     site_dir, _, evidence = site
     registry = load_all()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import math
 import os
@@ -253,11 +254,29 @@ def toy():
     EXPERIMENTS.pop(experiment.name, None)
 
 
+def test_the_record_names_missing_interop_packages_as_none(toy, monkeypatch):
+    real = importlib.metadata.version
+
+    def without_nnsight(name):
+        if name == "nnsight":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+    monkeypatch.setattr(importlib.metadata, "version", without_nnsight)
+    record = toy("smoke", device="cpu", seed=0).record
+    assert "nnsight" in record and record["nnsight"] is None
+
+
 def test_an_experiment_run_carries_its_record_and_saves_json_and_png(toy, tmp_path):
     result = toy("smoke", device="cpu", seed=3)
     record = result.record
     assert {"device", "torch", "python", "git_sha", "date", "wall_time",
             "code_fingerprint"} <= set(record)
+    for key, distribution in {"transformer_lens": "transformer-lens",
+                              "nnsight": "nnsight"}.items():  # None where not installed
+        try:
+            assert record[key] == importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            assert record[key] is None
     assert result.config_name == "smoke" and result.seed == 3
     path = result.save(tmp_path)
     assert path == tmp_path / "toy-engine-test" / "smoke-seed3.json"

@@ -8,8 +8,11 @@ loader that ignores the saved weights, a saver that rounds through float32) and 
 ``expect_failure`` that the check then fails.
 
 Tests that need the ``interop`` extra are marked ``interop``; without transformer-lens or
-safetensors they skip and say why, except under ``CI``, where ``.ci/run`` installs the extra,
-so there a missing package fails.
+safetensors they skip and say why, except under ``THEOREMS_REQUIRE_EXTRAS``, where ``.ci/run``
+installs the extra, so there a missing package fails (``tests/interop_support.py``). Every
+export test runs on TransformerLens 4.x, where ``to_transformer_lens`` returns a
+``TransformerBridge``; the few that test ``HookedTransformer`` itself (its weight processing, its
+circuit hooks) skip there, saying that they need TransformerLens < 4.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -29,13 +33,19 @@ import pytest
 import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from interop_support import (
+    NEEDS_HOOKED_TRANSFORMER,
+    edited_export,
+    has_hooked_transformer,
+    require_hooked_transformer,
+    required,
+)
 from torch import nn
 
 from constructions import boltzmann as bz
 from constructions import export
 from constructions import fact_mlps as fm
 from constructions.export import (
-    INTEROP_HINT,
     UnsupportedConstructionError,
     build,
     build_call,
@@ -64,33 +74,24 @@ INDUCTION = {"two_layer": two_layer_induction, "compact": compact_induction}
 MUTANT = without_shrinking(max_examples=budget(0.5).max_examples)
 
 
-def _interop(module: str):
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        if os.environ.get("THEOREMS_REQUIRE_EXTRAS"):
-            pytest.fail(f"{module} is missing, but THEOREMS_REQUIRE_EXTRAS says every extra "
-                        "is installed")
-        pytest.skip(f"{module} is not installed; it is in the interop extra: {INTEROP_HINT}")
+@pytest.fixture(scope="module")
+def transformer_lens():
+    """TransformerLens, any major: ``to_transformer_lens`` builds a ``HookedTransformer`` on
+    2.x/3.x and a ``TransformerBridge`` on 4.x."""
+    return required("transformer_lens")
 
 
 @pytest.fixture(scope="module")
-def transformer_lens():
-    """TransformerLens with ``HookedTransformer`` (2.x, 3.x), which ``to_transformer_lens``
-    builds; TransformerLens 4 removed it, so there these tests skip, CI or not."""
-    module = _interop("transformer_lens")
-    try:
-        module.HookedTransformer  # noqa: B018 (4.x raises ImportError here)
-    except (AttributeError, ImportError):
-        pytest.skip(f"transformer-lens {_version('transformer-lens')} has no HookedTransformer "
-                    f"(4.0 removed it); to_transformer_bridge covers 4.x")
-    return module
+def hooked_transformer():
+    """TransformerLens with ``HookedTransformer`` (2.x, 3.x); on 4.x the test skips, saying
+    that it needs TransformerLens < 4, under ``THEOREMS_REQUIRE_EXTRAS`` too."""
+    return require_hooked_transformer()
 
 
 @pytest.fixture(scope="module")
 def transformer_bridge():
     """TransformerLens with ``TransformerBridge.boot_native`` (3.9, 4.x)."""
-    module = _interop("transformer_lens.model_bridge")
+    module = required("transformer_lens.model_bridge")
     if not hasattr(module.TransformerBridge, "boot_native"):
         if os.environ.get("THEOREMS_REQUIRE_EXTRAS"):
             pytest.fail("every extra is installed (THEOREMS_REQUIRE_EXTRAS), so transformer-lens "
@@ -107,7 +108,7 @@ def _version(package: str) -> str:
 
 @pytest.fixture(scope="module")
 def safetensors():
-    return _interop("safetensors")
+    return required("safetensors")
 
 
 def _gaussian(seed: int, *shape: int) -> torch.Tensor:
@@ -322,17 +323,18 @@ def test_induction_exports_round_trip(transformer_lens):
     induction_roundtrip_check()()
 
 
-def unfolded_scale(model):
-    """Mutant: W_Q without the sqrt(d_head) that TransformerLens divides the scores by."""
-    tl_model = to_transformer_lens(model)
-    with torch.no_grad():
-        for block in tl_model.blocks:
-            block.attn.W_Q.div_(math.sqrt(tl_model.cfg.d_head))
-    return tl_model
+def _unfold_scale(state, config, model):
+    for key in state:
+        if key.endswith("attn.W_Q"):
+            state[key].div_(math.sqrt(config["d_head"]))
+
+
+# Mutant: W_Q without the sqrt(d_head) that TransformerLens divides the scores by.
+unfolded_scale = edited_export(_unfold_scale)
 
 
 def processed(**flags):
-    """Mutant: the layout loaded through TransformerLens's load_and_process_state_dict."""
+    """Mutant: the layout loaded through ``HookedTransformer.load_and_process_state_dict``."""
     def export_model(model):
         tl_model = to_transformer_lens(model)
         layout = transformer_lens_layout(model)
@@ -341,20 +343,42 @@ def processed(**flags):
     return export_model
 
 
+def bridge_processed(model):
+    """Mutant: the bridge with TransformerLens's default weight processing (LayerNorm folding,
+    centring of the writing weights and of the unembedding)."""
+    bridge = to_transformer_lens(model)
+    bridge.process_weights()
+    return bridge
+
+
 def without_bos(model, tokens):
     """Mutant: the tokens without the BOS the construction prepends."""
     return {"input": tokens}
 
 
 @pytest.mark.interop
+def test_an_unfolded_scale_fails_the_induction_round_trip(transformer_lens):
+    expect_failure(induction_roundtrip_check(unfolded_scale, config=MUTANT))
+
+
+@pytest.mark.interop
 @pytest.mark.parametrize("export_model", [
-    unfolded_scale,
     processed(),  # TransformerLens's defaults: the unembedding is centred (issue #557)
     processed(fold_ln=False, center_writing_weights=False, center_unembed=False,
               fold_value_biases=False),  # no processing, yet weights round through float32
-], ids=["unfolded-scale", "default-processing", "processing-off"])
-def test_broken_exports_fail_the_induction_round_trip(transformer_lens, export_model):
+], ids=["default-processing", "processing-off"])
+def test_processed_exports_fail_the_induction_round_trip(hooked_transformer, export_model):
     expect_failure(induction_roundtrip_check(export_model, config=MUTANT))
+
+
+@pytest.mark.interop
+def test_a_processed_bridge_fails_the_induction_round_trip(transformer_bridge):
+    """The bridge twin: ``process_weights()`` with TransformerLens's defaults, which
+    ``enable_compatibility_mode(no_processing=True)`` leaves out."""
+    if has_hooked_transformer():
+        pytest.skip("needs TransformerLens 4.x (to_transformer_lens builds a HookedTransformer "
+                    "here; test_processed_exports_fail_the_induction_round_trip covers it)")
+    expect_failure(induction_roundtrip_check(bridge_processed, config=MUTANT))
 
 
 @pytest.mark.interop
@@ -479,16 +503,14 @@ def test_every_family_exports_round_trip(transformer_lens):
 @pytest.mark.interop
 @pytest.mark.parametrize("family", FAMILIES)
 def test_unfolded_scale_fails_each_family(transformer_lens, family):
-    def unfolded(model):  # the scale matters only where scores are not all zero
-        tl_model = unfolded_scale(model)
+    def unfold(state, config, model):  # the scale matters only where scores are not all zero
+        _unfold_scale(state, config, model)
         if family == "mean_field_transformer":  # W_Q = 0: break its MLP instead
-            with torch.no_grad():
-                tl_model.blocks[0].mlp.W_out.mul_(2)
-        elif tl_model.cfg.d_head == 1:  # sqrt(1) = 1: break the folded rank-1 scale instead
-            with torch.no_grad():
-                tl_model.blocks[-1].attn.W_Q.mul_(2)
-        return tl_model
-    expect_failure(family_roundtrip_check(unfolded, families=(family,), config=MUTANT))
+            state["blocks.0.mlp.W_out"].mul_(2)
+        elif config["d_head"] == 1:  # sqrt(1) = 1: break the folded rank-1 scale instead
+            state[f"blocks.{config['n_layers'] - 1}.attn.W_Q"].mul_(2)
+    expect_failure(family_roundtrip_check(edited_export(unfold), families=(family,),
+                                          config=MUTANT))
 
 
 @pytest.mark.interop
@@ -515,13 +537,13 @@ def test_mean_field_export_uses_pre_layer_norm(transformer_lens):
     assert not tl_model.cfg.attn_only and tl_model.cfg.act_fn == "relu"
 
 
-# --- the 3.x export with the hooks circuit tools need ---------------------------------------------
+# --- the 2.x/3.x export with the hooks circuit tools need -----------------------------------------
 
 circuit_export = functools.partial(to_transformer_lens, circuit_hooks=True)
 
 
 @pytest.mark.interop
-def test_circuit_hook_exports_round_trip(transformer_lens):
+def test_circuit_hook_exports_round_trip(hooked_transformer):
     """With per-head results, split QKV inputs and hook_mlp_in, the export still computes the
     construction (TransformerLens sums the heads' results: the same sums as the fused head
     contraction in another order, within the same acceptance bound)."""
@@ -532,7 +554,7 @@ def test_circuit_hook_exports_round_trip(transformer_lens):
 
 
 @pytest.mark.interop
-def test_circuit_hooks_are_in_the_cache(transformer_lens):
+def test_circuit_hooks_are_in_the_cache(hooked_transformer):
     model = mean_field_transformer("pre", depth=2, d=8)
     tl_model = circuit_export(model)
     assert tl_model.cfg.use_attn_result and tl_model.cfg.use_split_qkv_input
@@ -549,14 +571,23 @@ def test_circuit_hooks_are_in_the_cache(transformer_lens):
 
 
 @pytest.mark.interop
-def test_unfolded_scale_fails_the_circuit_hook_round_trip(transformer_lens):
-    def unfolded(model):
-        tl_model = circuit_export(model)
-        with torch.no_grad():
-            for block in tl_model.blocks:
-                block.attn.W_Q.div_(math.sqrt(tl_model.cfg.d_head))
-        return tl_model
+def test_unfolded_scale_fails_the_circuit_hook_round_trip(hooked_transformer):
+    unfolded = edited_export(_unfold_scale, circuit_hooks=True)
     expect_failure(induction_roundtrip_check(unfolded, config=MUTANT))
+
+
+@pytest.mark.interop
+def test_circuit_hooks_on_transformer_lens_4_say_what_they_need(transformer_lens):
+    """The 4.x bridge has no per-head result or split-QKV hooks: ``circuit_hooks=True`` says
+    that it needs TransformerLens < 4, and which version is installed."""
+    if has_hooked_transformer():
+        pytest.skip("needs TransformerLens 4.x (this one has HookedTransformer)")
+    from constructions.transformer_lens import transformer_lens_version
+
+    with pytest.raises(ImportError, match=r"circuit_hooks=True\) needs transformer-lens 2.x or "
+                       rf"3.x .* transformer-lens {re.escape(transformer_lens_version())} has no "
+                       "per-head result"):
+        circuit_export(two_layer_induction(3, 4))
 
 
 # --- TransformerBridge (TransformerLens 3.9 and 4.x) ----------------------------------------------
@@ -744,11 +775,8 @@ def test_the_upstream_reproducers_run(transformer_bridge, script, capsys):
     """Each reproducer in examples/ runs and exits 1 (the gap is there) or 0 (fixed upstream)."""
     import runpy
 
-    if "import to_transformer_lens" in script.read_text():
-        try:
-            importlib.import_module("transformer_lens").HookedTransformer  # noqa: B018
-        except (AttributeError, ImportError):
-            pytest.skip("needs HookedTransformer (transformer-lens 2.x/3.x)")
+    if NEEDS_HOOKED_TRANSFORMER in script.read_text():  # its docstring says so
+        require_hooked_transformer()
     with pytest.raises(SystemExit) as exited:
         runpy.run_path(str(script), run_name="__main__")
     assert exited.value.code in (0, 1)
@@ -759,7 +787,8 @@ def test_the_upstream_reproducers_run(transformer_bridge, script, capsys):
 
 @pytest.mark.interop
 def test_the_module_example_runs_as_written(transformer_lens):
-    """The README's example is the module docstring's, run as a doctest."""
+    """The README's example is the module docstring's, run as a doctest (on 4.x through the
+    bridge that ``to_transformer_lens`` returns there)."""
     result = doctest.testmod(export, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 8 and result.failed == 0, result
 
@@ -769,7 +798,9 @@ def test_the_module_example_runs_as_written(transformer_lens):
 def test_each_docs_line_exports(transformer_lens, construction):
     namespace: dict = {}
     exec(export.export_line(construction), namespace)
-    assert isinstance(namespace["tl_model"], transformer_lens.HookedTransformer)
+    expected = (transformer_lens.HookedTransformer if has_hooked_transformer() else
+                importlib.import_module("transformer_lens.model_bridge").TransformerBridge)
+    assert isinstance(namespace["tl_model"], expected)
 
 
 def test_every_exporter_has_a_docs_line():
@@ -795,7 +826,7 @@ from constructions.induction_heads import two_layer_induction
 from constructions.export import to_transformer_lens
 
 model = two_layer_induction(vocab_size=4, max_len=8)
-tl_model = to_transformer_lens(model)           # a transformer_lens.HookedTransformer
+tl_model = to_transformer_lens(model)           # TL 4: TransformerBridge; 3: HookedTransformer
 tokens = torch.tensor([[0, 1, 2, 3, 0, 1, 2]])
 bos = torch.full((1, 1), model.vocab_size)      # the construction's own BOS: token 4
 logits, cache = tl_model.run_with_cache(torch.cat([bos, tokens], dim=1))
@@ -818,10 +849,9 @@ def _readme_examples(export_name: str = "to_transformer_lens") -> list[str]:
 @pytest.mark.interop
 @pytest.mark.parametrize("snippet", _readme_examples())
 def test_the_readme_example_runs_as_written(transformer_lens, snippet, capsys):
+    """On every major: a HookedTransformer (2.x/3.x) or the bridge (4.x) prints the same."""
     exec(snippet, {})
-    printed = capsys.readouterr().out.splitlines()
-    if snippet == README_SNIPPET:
-        assert printed == README_OUTPUT
+    assert capsys.readouterr().out.splitlines() == README_OUTPUT
 
 
 @pytest.mark.interop
@@ -1126,3 +1156,81 @@ def test_recorded_builders_keep_their_signature_and_copy_tensor_arguments():
     model = build(bz.contextual_mapping, vocabulary, 2)
     vocabulary.add_(1.0)  # the caller's later edits do not reach the record
     assert torch.equal(build_call(model).args[0], _gaussian(0, 4, 3))
+
+
+# --- valid example arguments for tests/test_public_api.py ---------------------------------------
+
+def _two_layer() -> nn.Module:
+    return two_layer_induction(3, 4)
+
+
+def _attention() -> Attention:
+    return Attention(_gaussian(0, 1, 2, 2), _gaussian(1, 1, 2, 2), _gaussian(2, 1, 2, 2),
+                     _gaussian(3, 1, 2, 2))
+
+
+def _mlp():
+    from constructions.layers import MLP
+
+    return MLP(_gaussian(4, 2, 3), _gaussian(5, 3), _gaussian(6, 3, 2), _gaussian(7, 2))
+
+
+_BUILDER = "constructions.induction_heads:two_layer_induction"
+PUBLIC_API_EXAMPLES = {
+    "recording.build": lambda: {"builder": _BUILDER, "args": (3, 4), "kwargs": {}},
+    "recording.build_call": lambda: {"model": _two_layer()},
+    "recording.construction_name": lambda: {"model": _two_layer()},
+    "recording.import_builder": lambda: {"path": _BUILDER},
+    "recording.public_module": lambda: {"obj": two_layer_induction},
+    "recording.recorded": lambda: {"builder": two_layer_induction},
+    "residual_layout.attention_block": lambda: {"name": "a", "layer": _attention(), "D": 4,
+                                                "read": slice(0, 2), "write": slice(2, 4)},
+    "residual_layout.mlp_block": lambda: {"name": "m", "mlp": _mlp(), "D": 4,
+                                          "read": slice(0, 2), "write": slice(2, 4)},
+    "residual_layout.placed": lambda: {"weight": _gaussian(0, 2, 2), "shape": (3, 4),
+                                       "index": (slice(0, 2), slice(1, 3))},
+    "residual_layout.context_length": lambda: {"name": "m", "n_ctx": 4, "default": 8},
+    "residual_layout.fixed_context_length": lambda: {"name": "m", "n_ctx": 8, "fixed": 8},
+    "transformer_lens.construction_classes": lambda: {"method": "residual_layout"},
+    "transformer_lens.export_line": lambda: {"construction": _BUILDER},
+    "transformer_lens.residual_layout": lambda: {"model": _two_layer(), "n_ctx": None},
+    "transformer_lens.scanned_features": lambda: {"model": _two_layer()},
+    "transformer_lens.to_transformer_lens": lambda: {
+        "model": majority_head(3, 8, normalize=False), "n_ctx": 8},
+    "transformer_lens.transformer_lens_inputs": lambda: {"model": _two_layer(),
+                                                         "x": torch.tensor([[0, 1, 2]])},
+    "transformer_lens.transformer_lens_layout": lambda: {"model": _two_layer()},
+    "transformer_lens.transformer_lens_outputs": lambda: {"model": _two_layer(),
+                                                          "logits": _gaussian(0, 1, 4, 4)},
+    "transformer_bridge.bridge_state_dict": lambda: {
+        "layout": transformer_lens_layout(_two_layer())},
+    "transformer_bridge.to_transformer_bridge": lambda: {
+        "model": majority_head(3, 8, normalize=False), "n_ctx": 8},
+    "transformer_bridge.transformer_bridge_inputs": lambda: {"model": _two_layer(),
+                                                             "x": torch.tensor([[0, 1, 2]])},
+}
+PUBLIC_API_ACCEPTED = {
+    # a builder's own arguments, passed on as they are: their errors are the builder's
+    ("recording.build", "args"): ("wrong-type",),
+    ("recording.build", "kwargs"): ("wrong-type",),
+    # a name only labels the construction in error messages: any string is one
+    **{(f"residual_layout.{f}", "name"): ("unknown",) for f in (
+        "attention_block", "mlp_block", "context_length", "fixed_context_length")},
+    # placement moves weights as they are: non-finite ones stay non-finite, as in any layer
+    ("residual_layout.placed", "weight"): ("nan", "inf"),
+    # any method name is a question: no class defines "no-such-option", so the set is empty
+    ("transformer_lens.construction_classes", "method"): ("unknown",),
+    # None answers "no such exportable builder" (the docs page of a non-exporting claim)
+    ("transformer_lens.export_line", "construction"): ("unknown",),
+    # one more token is still within max_len = 4, and an empty sequence is just the BOS
+    ("transformer_lens.transformer_lens_inputs", "x"): ("mismatched", "empty"),
+    ("transformer_bridge.transformer_bridge_inputs", "x"): ("mismatched", "empty"),
+    # the export's logits may be anything a float computation gives
+    ("transformer_lens.transformer_lens_outputs", "logits"): ("nan", "inf"),
+}
+# Valid calls that build a TransformerLens model: tests/test_export.py makes them (round trips,
+# on every major), so the fuzzer makes only their bad calls, which fail before any import.
+PUBLIC_API_VALID_ELSEWHERE = {
+    "transformer_lens.to_transformer_lens": "test_every_family_exports_round_trip",
+    "transformer_bridge.to_transformer_bridge": "test_bridge_exports_round_trip",
+}

@@ -5,8 +5,8 @@ The hook points return their input itself, so attaching them changes no output b
 one rewritten operation, the attention output, is split into the two contractions that
 ``torch.einsum`` already made (``test_attention_is_bit_identical_to_the_fused_contraction``).
 The nnsight tests read, ablate and patch through the hook points and assert what the
-construction's own math predicts. They need nnsight (``pip install nnsight``), and skip
-without it, saying so.
+construction's own math predicts. They need nnsight (the ``interop`` extra), and skip without
+it, saying so (under ``THEOREMS_REQUIRE_EXTRAS`` they fail instead).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from interop_support import required
 from torch import nn
 
 from constructions import bigram_backcopy as bb
@@ -407,23 +408,26 @@ def test_cot2_hook_points_left_the_rollout_bit_identical(digits):
     assert model(digits) == old(digits)
 
 
-class RightToLeft(nn.Module):
-    """Mutant of the old-forward comparison: the LSA update multiplied right to left,
-    :math:`W_{PV}(G(W_{KQ}Z))`, the same map in another summation order."""
+class OneUlpOff(nn.Module):
+    """Mutant of the old-forward comparison: the LSA forward with one output entry moved to the
+    next float up, the least change a forward can make. (It replaces a mutant that multiplied
+    the update right to left, whose output differs only where a machine's kernels happen to
+    round the two orders differently.)"""
 
     def __init__(self, layer):
         super().__init__()
         self.layer = layer
 
     def forward(self, Z):
-        n, layer = Z.shape[-1] - 1, self.layer
-        return Z + layer.W_PV @ (_key_moment(Z, n, layer.mask_query) @ (layer.W_KQ @ Z))
+        out = self.layer(Z).clone()
+        out.view(-1)[0] = torch.nextafter(out.view(-1)[0], out.new_tensor(math.inf))
+        return out
 
 
-def test_another_association_fails_the_old_forward_comparison():
+def test_a_one_ulp_change_fails_the_old_forward_comparison():
     model, call = CONSTRUCTIONS["linear_self_attention"]
     with torch.no_grad():
-        assert not torch.equal(call(RightToLeft(model)),
+        assert not torch.equal(call(OneUlpOff(model)),
                                call(_Recorder(model, OLD_FORWARDS["linear_self_attention"])))
 
 
@@ -465,7 +469,9 @@ def test_per_head_results_sum_to_the_output():
 
 @pytest.fixture(scope="module")
 def nnsight():
-    return pytest.importorskip("nnsight", reason="the nnsight tests need pip install nnsight")
+    """nnsight (the ``interop`` extra), or a skip saying so (a failure under
+    ``THEOREMS_REQUIRE_EXTRAS``)."""
+    return required("nnsight")
 
 
 def test_nnsight_reads_the_previous_token_pattern(nnsight):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import os
 from fractions import Fraction
 
 import numpy as np
@@ -19,6 +18,7 @@ import pytest
 import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from interop_support import edited_export, required
 
 from constructions import bigram_backcopy as bb
 from constructions import delay_copy as dc
@@ -195,7 +195,17 @@ def test_a_sink_for_every_token_fails_the_construction_check():
 
 @pytest.mark.mutant("induction-variants.bb-value-drain")
 def test_the_refutation_fails_without_its_counterexample():
-    expect_failure(bb_checks.drain_refutation(counterexample=[1.0] + [0.0] * 31))
+    # v = e_0 does break exactness: the statement holds there, and the refutation must fail
+    report = expect_failure(bb_checks.drain_refutation(counterexample=[1.0] + [0.0] * 31))
+    assert "expected to fail" in report
+
+
+@pytest.mark.mutant("induction-variants.bb-value-drain")
+def test_the_refutation_fails_when_pinned_at_a_zero_value():
+    # v = 0 keeps every prediction exact, but the statement excludes it: the check must see
+    # that the head is dormant there
+    report = expect_failure(bb_checks.drain_refutation(counterexample=[0.0] * 32))
+    assert "v is no nonzero BOS value" in report
 
 
 def half_drain(a, b, n, s2, lib=math):
@@ -376,16 +386,10 @@ def test_shuffled_cells_or_a_frozen_gather_fail_the_training_check(control):
 # --- TransformerLens export ----------------------------------------------------------------------
 
 def _transformer_lens():
-    """TransformerLens, or a skip naming the extra (a failure where every extra must be
-    installed, as in tests/test_export.py)."""
-    try:
-        import transformer_lens
-    except ImportError:
-        if os.environ.get("THEOREMS_REQUIRE_EXTRAS"):
-            pytest.fail("transformer_lens is missing, but THEOREMS_REQUIRE_EXTRAS says every "
-                        "extra is installed")
-        pytest.skip("transformer_lens is not installed; it is in the interop extra")
-    return transformer_lens
+    """TransformerLens (any major: ``to_transformer_lens`` returns a ``HookedTransformer`` on
+    2.x/3.x and a ``TransformerBridge`` on 4.x), or a skip naming the extra (a failure under
+    ``THEOREMS_REQUIRE_EXTRAS``)."""
+    return required("transformer_lens")
 
 
 def bb_export_bound(model: bb.ActiveDormantHead, logits: torch.Tensor) -> torch.Tensor:
@@ -455,14 +459,10 @@ def test_the_active_dormant_export_round_trips():
 @pytest.mark.interop
 def test_an_export_without_its_sink_channel_fails_the_round_trip():
     _transformer_lens()
-    from constructions.export import to_transformer_lens
 
-    def without_sink(model):  # the key's BOS flag dropped: no query can find the sink
-        tl_model = to_transformer_lens(model)
-        with torch.no_grad():
-            tl_model.blocks[0].attn.W_K[:, :, model.max_len] = 0.0
-        return tl_model
-    expect_failure(bb_export_roundtrip_check(without_sink))
+    def without_sink(state, config, model):  # the key's BOS flag dropped: no query finds the sink
+        state["blocks.0.attn.W_K"][:, :, model.max_len] = 0.0
+    expect_failure(bb_export_roundtrip_check(edited_export(without_sink)))
 
 
 def _softmax_rounding(n: int, largest: float, dtype) -> float:
@@ -555,16 +555,14 @@ def test_the_spatial_induction_export_round_trips():
     sih_export_roundtrip_check()()
 
 
-def _without_recency(model):
-    """The export with the gather's recency term dropped: the slab 3 back ties."""
-    from constructions.export import to_transformer_lens
-
-    tl_model = to_transformer_lens(model)
+def _drop_recency(state, config, model):
     F = model.features.shape[1]
     start = model.export_blocks()["features"].start
-    with torch.no_grad():
-        tl_model.blocks[0].attn.W_Q[:, start + F - 1, F - 2] = 0.0
-    return tl_model
+    state["blocks.0.attn.W_Q"][:, start + F - 1, F - 2] = 0.0
+
+
+# The export with the gather's recency term dropped: the slab 3 back ties.
+_without_recency = edited_export(_drop_recency)
 
 
 @pytest.mark.interop

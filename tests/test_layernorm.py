@@ -50,6 +50,24 @@ def test_without_layer_norm_attention_is_not_uniform():
     expect_failure(uniform_attention_check(partial(majority_head, normalize=False)))
 
 
+def rolled_values(vocab_size, d, **kwargs):
+    """Values e_{t+1 mod V} instead of the one-hot e_t: attention stays uniform and the output
+    is still the mean of the values, but it is the frequency vector shifted by one token."""
+    model = majority_head(vocab_size, d, **kwargs)
+    with torch.no_grad():
+        model.attention.W_O.copy_(model.attention.W_O.roll(1, dims=-1))
+    return model
+
+
+@pytest.mark.mutant("layernorm.uniform-attention")
+def test_rolled_values_break_the_majority():
+    check = uniform_attention_check(rolled_values)
+    expect_failure(check)
+    # the reason: on a one-token sequence the pattern and the mean are exact, the argmax is not
+    with pytest.raises(AssertionError, match="wrong majority"):
+        check.hypothesis.inner_test(case=(2, 3, 0, torch.tensor([[0]])))
+
+
 @pytest.mark.mutant("layernorm.keys-selectable")
 def test_without_scaling_a_midpoint_key_survives():
     expect_failure(selectable_after_norm_check(centring_only))

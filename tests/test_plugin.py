@@ -23,7 +23,8 @@ import matplotlib.pyplot as plt
 from hypothesis import example, given, strategies as st
 
 from theorems.claims import Claim, Source
-from theorems.evidence import check, evidence, expect_failure
+from theorems.evidence import check, decide, evidence, expect_failure
+from theorems.intervals import Interval
 
 SOURCE = Source(arxiv="2408.14332", where="Theorem 1", tag="V")
 GOOD = Claim(id="demo.good", title="t", statement="s", source=SOURCE, kind="identity")
@@ -33,6 +34,7 @@ REFUTED = Claim(id="demo.refuted", title="t", statement="s", source=SOURCE, kind
 SYMBOLIC = Claim(id="demo.symbolic-only", title="t", statement="s", source=SOURCE,
                  kind="identity")
 UNCHECKED = Claim(id="demo.unchecked", title="t", statement="s", source=SOURCE, kind="identity")
+UNDECIDED = Claim(id="demo.undecided", title="t", statement="s", source=SOURCE, kind="bound")
 
 
 @check(GOOD, "property")
@@ -57,6 +59,7 @@ def test_good_exhaustively():
     ax.plot([0, 1], [0, 1])
     evidence.figure(fig, "line")
     evidence.table("squares", ["n", "n^2"], [[n, n * n] for n in range(3)])
+    assert decide("p", Interval(0.8, 0.7, 0.9, 0.95, 40, "demo"), threshold=0.5) == "above"
 
 
 @check(BAD, "property")
@@ -82,6 +85,17 @@ def test_refutation():
 @check(SYMBOLIC, "symbolic")
 def test_symbolic():
     evidence.cases(1)
+
+
+@check(UNDECIDED, "property")
+def test_undecided_passes():
+    evidence.cases(1)
+
+
+@check(UNDECIDED, "numeric")
+def test_undecided():
+    decide("median ratio", Interval(1.1, 0.9, 1.3, 0.95, 20, "demo"), threshold=1.0)
+    raise AssertionError("decide returned on an interval containing the threshold")
 '''
 
 
@@ -119,11 +133,13 @@ def without_times(data: dict) -> dict:
 
 def test_evidence_file_records_each_check(demo_serial, demo_directory):
     process, data = demo_serial
-    assert "4 passed" in process.stdout and "1 failed" in process.stdout, process.stdout
+    assert "5 passed" in process.stdout and "1 failed" in process.stdout, process.stdout
+    assert "1 skipped" in process.stdout, process.stdout
     claims = data["claims"]
     assert {cid: claims[cid]["status"] for cid in claims if cid.startswith("demo.")} == {
         "demo.good": "verified", "demo.bad": "failing", "demo.refuted": "refuted",
-        "demo.symbolic-only": "unchecked", "demo.unchecked": "unchecked"}
+        "demo.symbolic-only": "unchecked", "demo.unchecked": "unchecked",
+        "demo.undecided": "inconclusive"}
 
     good = {c["tier"]: c for c in claims["demo.good"]["checks"]}
     assert good["property"]["examples"] == 101  # the ci profile's 100, plus the @example
@@ -146,6 +162,19 @@ def test_evidence_file_records_each_check(demo_serial, demo_directory):
     assert "x=50" in bad["falsifying_example"]  # Hypothesis shrinks to the boundary
     assert bad["margin"]["worst"] < 0
 
+    assert good["exhaustive"]["intervals"] == [{
+        "name": "p", "estimate": 0.8, "low": 0.7, "high": 0.9, "threshold": 0.5, "level": 0.95,
+        "trials": 40, "method": "demo", "decided": True}]
+    assert good["property"]["intervals"] == []
+
+    undecided = {c["tier"]: c for c in claims["demo.undecided"]["checks"]}
+    assert undecided["property"]["outcome"] == "passed"
+    assert undecided["numeric"]["outcome"] == "inconclusive"  # a skip, recorded as such
+    assert undecided["numeric"]["message"].startswith("inconclusive: median ratio")
+    assert undecided["numeric"]["intervals"] == [{
+        "name": "median ratio", "estimate": 1.1, "low": 0.9, "high": 1.3, "threshold": 1.0,
+        "level": 0.95, "trials": 20, "method": "demo", "decided": False}]
+
     (refutation,) = claims["demo.refuted"]["checks"]
     assert "x=3" in refutation["counterexample"]
     assert data["run"]["hypothesis_profile"] == "ci"
@@ -159,7 +188,7 @@ def test_a_second_run_gives_the_same_evidence_under_xdist(demo_serial, demo_dire
     out = demo_directory / "again" / "evidence.json"
     process = run_pytest(demo_directory, out, *parallel)
     again = load(out)
-    assert "4 passed" in process.stdout and "1 failed" in process.stdout, process.stdout
+    assert "5 passed" in process.stdout and "1 failed" in process.stdout, process.stdout
     if parallel:
         assert again["run"]["workers"] == 2
     assert without_times(again) == without_times(demo_serial[1])
@@ -339,3 +368,53 @@ def test_the_call_recorder_counts_calls_not_class_bodies(tmp_path):
     with _CallRecorder({str(source): ("recorded_module", False)}) as recorder:
         module.build()
     assert recorder.names() == ["recorded_module:Model", "recorded_module:build"]
+
+
+def test_theorems_claim_selects_the_checks_of_a_claim_by_its_mark(demo_directory):
+    """``--theorems-claim`` (``verify --claim``) runs exactly the checks whose claim mark names
+    it, whatever the test is called; the run is partial and says which claims it selected."""
+    (demo_directory / "test_demo.py").write_text(DEMO)
+    out = demo_directory / "claim" / "evidence.json"
+    result = run_pytest(demo_directory, out, "--theorems-claim=demo.good", "test_demo.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed, 5 deselected" in result.stdout, result.stdout
+    data = load(out)
+    assert [c["name"] for c in data["claims"]["demo.good"]["checks"]] == [
+        "test_good", "test_good_exhaustively"]
+    assert all(not r["checks"] for cid, r in data["claims"].items() if cid != "demo.good")
+    assert data["run"]["partial"] is True
+    assert data["run"]["selection"] == "claims demo.good"
+
+
+INTERRUPTED = '''
+from theorems.claims import Claim, Source
+from theorems.evidence import check
+
+SOURCE = Source(arxiv="2408.14332", where="Theorem 1", tag="V")
+DONE = Claim(id="demo.done", title="t", statement="s", source=SOURCE, kind="identity")
+CUT = Claim(id="demo.cut", title="t", statement="s", source=SOURCE, kind="identity")
+
+
+@check(DONE, "property")
+def test_done():
+    pass
+
+
+@check(CUT, "property")
+def test_cut():
+    raise KeyboardInterrupt  # what Ctrl-C does to the running check
+'''
+
+
+def test_an_interrupted_run_leaves_the_previous_evidence_file(tmp_path):
+    """A run cut short by Ctrl-C after some checks ran writes nothing: the previous file stays
+    (the file is only ever replaced whole, by renaming a complete one over it)."""
+    (tmp_path / "test_interrupted.py").write_text(INTERRUPTED)
+    out = tmp_path / "build" / "evidence.json"
+    out.parent.mkdir()
+    out.write_text("previous")
+    result = run_pytest(tmp_path, out, "test_interrupted.py")
+    assert result.returncode == pytest.ExitCode.INTERRUPTED, result.stdout + result.stderr
+    assert "theorems: interrupted: no evidence written" in result.stdout, result.stdout
+    assert out.read_text() == "previous"
+    assert [p.name for p in out.parent.iterdir()] == ["evidence.json"]

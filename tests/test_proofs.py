@@ -1,18 +1,23 @@
-"""The proved tier: its runner (theorems.proving), and one falsified-statement mutant per proof.
+"""The proved tier: its runner (theorems.proving), the reviewed statements
+(proofs/REVIEWED.json), and one falsified-statement mutant per proof.
 
 A mutant edits the statement of a proof file (an inequality flipped, a constant changed) and
-asserts that the check then fails: the edited file must not compile, or z3 must answer sat.
-Results are cached by content hash, so a mutant costs one compile per change of its file.
+asserts that the check then fails for that reason: the edited statement still elaborates and a
+tactic of its proof fails (not a broken toolchain, not a typo), or z3 answers sat. Results are
+cached by content hash, so a mutant costs one compile per change of its file.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
+import json
 
 import pytest
 
-from theorems import proving
-from theorems.evidence import expect_failure
+from theorems import evidence_file, proof_statements, proving
+from theorems.evidence import declared_checks, expect_failure
+from theorems.proof_statements import Scope
 from theorems.proving import check_coq, coq_proof, smt_proof
 
 needs_coq = pytest.mark.skipif(proving.missing_coq() is not None,
@@ -21,9 +26,16 @@ needs_z3 = pytest.mark.skipif(proving.missing_z3() is not None,
                               reason=proving.missing_z3() or "")
 
 
+MUTANT = Scope("statement", "a falsified statement (a mutant)")
+
+
 def falsified(path: str, theorem: str, old: str, new: str) -> str:
-    """Run the proof of ``theorem`` with its statement edited; it must fail. Returns why."""
-    return expect_failure(coq_proof(path, theorem=theorem, replace=(old, new)))
+    """Run the proof of ``theorem`` with its statement edited; it must fail inside the proof
+    (the edited statement elaborates, a tactic fails). Returns why."""
+    message = expect_failure(coq_proof(path, theorem=theorem, scope=MUTANT,
+                                       replace=(old, new)))
+    assert "does not go through" in message, message
+    return message
 
 
 # --- the runner --------------------------------------------------------------------------
@@ -65,8 +77,9 @@ def test_bad_arguments_are_named():
 
 @needs_coq
 def test_admitted_proof_is_rejected_before_compiling():
-    message = falsified("proofs/coq/hopfield_twicing_identity.v", "twicing_identity",
-                        "Qed.", "Admitted.")
+    message = expect_failure(coq_proof("proofs/coq/hopfield_twicing_identity.v",
+                                       "twicing_identity", scope=MUTANT,
+                                       replace=("Qed.", "Admitted.")))
     assert "not a proof" in message and "Admitted" in message
 
 
@@ -86,6 +99,7 @@ def test_an_axiom_smuggled_in_through_a_module_type_is_rejected(tmp_path, monkey
 
 @needs_coq
 def test_a_cached_proof_is_not_recompiled(tmp_path, monkeypatch):
+    monkeypatch.delenv("THEOREMS_PROOF_CACHE", raising=False)  # the cache is what is tested
     (tmp_path / "trivial.v").write_text("Theorem trivial : True. Proof. exact I. Qed.\n")
     monkeypatch.setattr(proving, "ROOT", tmp_path)
     monkeypatch.setattr(proving, "CACHE_DIR", tmp_path / "cache")
@@ -104,9 +118,142 @@ def test_missing_coq_skips_with_a_reason(monkeypatch):
     try:
         assert "coqc not found" in proving.missing_coq()
         with pytest.raises(pytest.skip.Exception, match="coqc not found"):
-            coq_proof("proofs/coq/hopfield_twicing_identity.v", theorem="twicing_identity")()
+            coq_proof("proofs/coq/hopfield_twicing_identity.v", theorem="twicing_identity",
+                      scope=MUTANT)()
     finally:
         proving.coq_version.cache_clear()
+
+
+def _coq_file(tmp_path, monkeypatch, text: str) -> None:
+    (tmp_path / "small.v").write_text(text)
+    monkeypatch.setattr(proving, "ROOT", tmp_path)
+    monkeypatch.setattr(proving, "CACHE_DIR", tmp_path / "cache")
+
+
+SMALL = ("Lemma helper : 1 = 1. Proof. reflexivity. Qed.\n"
+         "(* the statement *) Theorem small : 2 + 2 = 4.\nProof. reflexivity. Qed.\n")
+
+
+@needs_coq
+@pytest.mark.parametrize(("old", "new", "failure"), [
+    ("2 + 2 = 4", "2 + 2 = 5", "proof"),              # false statement: its proof fails
+    ("2 + 2 = 4", "2 + true = 4", "compile"),         # ill-typed statement: not elaborated
+    ("Proof. reflexivity. Qed.\n(*", "Proof. exact I. Qed.\n(*", "compile"),  # another proof
+    ("Lemma helper", "Require Import NoSuchLibrary.\nLemma helper", "compile"),  # toolchain
+])
+def test_a_mutant_counts_only_when_the_failure_is_inside_the_proof(tmp_path, monkeypatch, old,
+                                                                    new, failure):
+    """A falsified statement is 'not provable' only if it elaborates and a tactic of its proof
+    fails: a missing library, an ill-typed edit or a failure elsewhere is not evidence."""
+    _coq_file(tmp_path, monkeypatch, SMALL)
+    assert check_coq("small.v", theorem="small").ok
+    result = check_coq("small.v", theorem="small", replace=(old, new))
+    assert not result.ok and result.failure == failure, result
+    assert ("does not go through" in result.message) == (failure == "proof"), result.message
+
+
+def test_the_statement_hash_follows_statement_and_definitions_only():
+    base = ("From Coq Require Import Arith.\nDefinition f (n : nat) := n + 1.\n"
+            "Lemma aux : f 0 = 1. Proof. reflexivity. Qed.\n"
+            "Theorem t (n : nat) : f n = S n.\nProof. unfold f. lia. Qed.\n")
+    sha = proof_statements.coq_statement_sha256(base, "t")
+    assert proof_statements.coq_statement(base, "t") == "Theorem t (n : nat) : f n = S n"
+    same = [base.replace("unfold f. lia.", "unfold f; lia."),        # another proof
+            base.replace("Theorem t", "(* a (* nested *) comment *) Theorem t"),
+            base.replace("f n = S n", "f n\n   = S n"),                 # layout
+            base.replace("Lemma aux : f 0 = 1", "Lemma aux : f 1 = 2")]  # another lemma
+    changed = [base.replace("f n = S n", "f n = n + 1"),              # the statement
+               base.replace("n + 1.", "1 + n."),                        # a definition
+               base.replace("Arith", "Lia")]                            # an import
+    assert all(proof_statements.coq_statement_sha256(t, "t") == sha for t in same)
+    assert all(proof_statements.coq_statement_sha256(t, "t") != sha for t in changed)
+    spans = proof_statements.theorem_spans(base, "t")
+    assert base[slice(*spans.proof)].split() == ["Proof.", "unfold", "f.", "lia.", "Qed."]
+    with pytest.raises(ValueError, match="stated 0 times"):
+        proof_statements.theorem_spans(base, "missing")
+
+
+def test_the_python_statement_hash_ignores_docstrings_comments_and_layout(tmp_path,
+                                                                        monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    variants = {"base": "def g(x):\n    return x + 1\n",
+                "doc": 'def g(x):\n    """Doc."""\n    return (x +\n            1)  # why\n',
+                "other": "def g(x):\n    return x + 2\n"}
+    functions = {}
+    for name, source in variants.items():
+        (tmp_path / f"statement_{name}.py").write_text(source)
+        functions[name] = importlib.import_module(f"statement_{name}").g
+    sources = {k: proof_statements.python_source(f) for k, f in functions.items()}
+    assert sources["base"] == sources["doc"] != sources["other"]
+    hashes = {k: proof_statements.python_statement_sha256((f,)) for k, f in functions.items()}
+    assert len(set(hashes.values())) == 3  # the module:qualname is part of what is hashed
+    with pytest.raises(ValueError, match="functions"):
+        proof_statements.python_statement_sha256(())
+
+
+def test_a_proved_check_must_declare_its_scope():
+    with pytest.raises(TypeError, match="scope"):
+        coq_proof("proofs/coq/hopfield_twicing_identity.v", "twicing_identity",
+                  scope=("statement", "all"))
+    with pytest.raises(ValueError, match="covers"):
+        Scope("everything", "all of it")
+    with pytest.raises(ValueError, match="text"):
+        Scope("part", " ")
+    with pytest.raises(ValueError, match="statement"):
+        smt_proof(lambda: [], name="x", source="x", scope=MUTANT, statement=())
+
+
+@pytest.fixture(scope="module")
+def declared():
+    return proof_statements.declared_proofs()
+
+
+def test_every_proved_check_is_reviewed(declared):
+    """Each proved check's statement and scope match proofs/REVIEWED.json: a proof is
+    evidence for its claim only as far as a person read its statement beside the claim."""
+    reviewed = {(e["claim"], e["file"], e["theorem"]): e for e in proof_statements.load_reviewed()}
+    problems = []
+    for claim_id, spec in declared:
+        current = proof_statements.reviewed_entry(claim_id, spec)
+        entry = reviewed.pop((claim_id, spec.file, spec.theorem), None)
+        if entry is None:
+            problems.append(f"{claim_id}: {spec.theorem} ({spec.file}) is not in "
+                            f"proofs/REVIEWED.json; review it, then add:\n{json.dumps(current)}")
+        elif entry != current:
+            changed = sorted(k for k in current if entry.get(k) != current[k])
+            problems.append(f"{claim_id}: {spec.theorem} ({spec.file}) changed {changed} since "
+                            "its review: review the statement against the claim, then update "
+                            f"the hash (and scope) in proofs/REVIEWED.json to\n"
+                            f"{json.dumps(current)}")
+    problems += [f"proofs/REVIEWED.json lists {key}, which no proved check declares"
+                 for key in reviewed]
+    assert not problems, "\n".join(problems)
+    assert len(declared) == 11  # 9 Coq theorems in 6 files, 2 z3 queries
+
+
+def test_a_partial_proof_leaves_its_claim_to_other_checks(declared):
+    """A proof that covers part of a statement, or a special case, cannot be what verifies its
+    claim: the claim must have a check beyond the symbolic tier besides its proofs."""
+    tiers = declared_checks()
+    for claim_id, spec in declared:
+        if spec.scope.covers != "statement":
+            others = set(tiers[claim_id]) - {"symbolic", "proved"}
+            assert others, f"{claim_id}: only a {spec.scope.covers} proof beyond symbolic"
+
+
+def test_proved_counts_only_passed_proofs():
+    def record(*checks):
+        return {"checks": [{"tier": t, "outcome": o, "proof": {"tool": "z3"} if p else None}
+                           for t, o, p in checks]}
+
+    skipped = record(("property", "passed", False), ("proved", "skipped", False))
+    assert evidence_file.proved_checks(skipped) == []
+    assert evidence_file.evidence_tiers(skipped) == ["property"]
+    for outcome in ("failed", "inconclusive"):
+        assert evidence_file.proved_checks(record(("proved", outcome, True))) == []
+    proved = record(("numeric", "failed", False), ("proved", "passed", True))
+    assert len(evidence_file.proved_checks(proved)) == 1
+    assert evidence_file.evidence_tiers(proved) == ["proved"]
 
 
 # --- one falsified statement per proof -----------------------------------------------------
@@ -129,7 +276,15 @@ def test_tensor_with_w2_on_the_wrong_index_is_not_provable():
 @pytest.mark.mutant("bilinear.symmetric-part")
 def test_symmetric_part_with_a_flipped_sign_is_not_provable():
     falsified("proofs/coq/bilinear.v", "symmetric_part",
-              "x x a = layer WO W1 W2 x a ord0.", "x x a = - layer WO W1 W2 x a ord0.")
+              "x x a = layer WO W1 W2 x a ord0) /\\", "x x a = - layer WO W1 W2 x a ord0) /\\")
+
+
+@needs_coq
+@pytest.mark.mutant("bilinear.symmetric-part")
+def test_b_determined_by_f_outright_is_not_provable():
+    """Only B's symmetric part is determined: B + A, A antisymmetric (d >= 2), gives f too."""
+    falsified("proofs/coq/bilinear.v", "symmetric_part",
+              "sym T a j k = sym (tensor WO W1 W2) a j k", "T a j k = tensor WO W1 W2 a j k")
 
 
 @needs_coq
@@ -167,6 +322,14 @@ def test_boltzmann_strictly_below_the_max_is_not_provable():
               "<= boltz beta l <= max_list l.", "<= boltz beta l < max_list l.")
 
 
+def sat(build, name: str, statement: tuple) -> str:
+    """Run an SMT check on ``build``; z3 must answer sat (a model), not any other failure."""
+    message = expect_failure(smt_proof(build, name=name, source="tests/test_proofs.py",
+                                       scope=MUTANT, statement=statement))
+    assert message.startswith("z3 found a counterexample"), message
+    return message
+
+
 def tightened(conditions):
     """The margin conditions with every bound divided by 10: false for the two-layer (A) at
     n = 1 and for the compact (D') at g = 1, where lhs/bound is a constant above 1/10."""
@@ -182,10 +345,8 @@ def test_two_layer_margins_ten_times_tighter_come_back_sat():
     from constructions.induction_heads import two_layer_conditions
     from theorems.areas.induction_heads.exactness import margin_query
 
-    message = expect_failure(smt_proof(
-        functools.partial(margin_query, conditions=tightened(two_layer_conditions)),
-        name="tightened two-layer margins", source="tests/test_proofs.py"))
-    assert "counterexample" in message
+    sat(functools.partial(margin_query, conditions=tightened(two_layer_conditions)),
+        "tightened two-layer margins", (two_layer_conditions, margin_query))
 
 
 @needs_z3
@@ -194,11 +355,9 @@ def test_compact_margins_ten_times_tighter_come_back_sat():
     from constructions.induction_heads import compact_conditions, compact_parameters
     from theorems.areas.induction_heads.exactness import margin_query
 
-    message = expect_failure(smt_proof(
-        functools.partial(margin_query, compact_parameters, tightened(compact_conditions),
+    sat(functools.partial(margin_query, compact_parameters, tightened(compact_conditions),
                           geometry=True),
-        name="tightened compact margins", source="tests/test_proofs.py"))
-    assert "counterexample" in message
+        "tightened compact margins", (compact_conditions, margin_query))
 
 
 def test_sympy_translation_refuses_what_it_cannot_translate_exactly():

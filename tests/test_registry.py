@@ -221,6 +221,12 @@ def checks(*pairs):
     (checks(("symbolic", "passed"), ("proved", "passed")), "verified"),
     (checks(("proved", "skipped")), "unchecked"),  # no coqc: the proof did not run
     (checks(("proved", "failed"), ("property", "passed")), "failing"),
+    # an undecided sampled check: precedence failing > inconclusive > refuted > verified
+    (checks(("numeric", "inconclusive")), "inconclusive"),
+    (checks(("property", "passed"), ("numeric", "inconclusive")), "inconclusive"),
+    (checks(("refutation", "passed"), ("empirical", "inconclusive")), "inconclusive"),
+    (checks(("refutation", "inconclusive"), ("property", "failed")), "failing"),
+    (checks(("symbolic", "passed"), ("refutation", "inconclusive")), "inconclusive"),
 ])
 def test_status_is_derived_from_outcomes(records, status):
     assert derive_status(records) == status

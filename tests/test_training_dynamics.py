@@ -148,7 +148,27 @@ def test_a_column_shift_is_not_a_gauge():
 def test_frozen_attention_does_not_scan():
     report = expect_failure(scan_snap.dynamics_check({"steps": 200, "seeds": 1},
                                                      lr_z_scale=0.0))
-    assert "distinct mass ends at 0.5000" in report
+    assert "(a)" in report and "distinct mass ends at 0.5000" in report
+
+
+#: One stream, the fastest rate, 300 steps: enough for (a), (b) and (c) to hold unmutated.
+SHORT = {"lr_z_ratios": [0.2], "seeds": 1, "steps": 300}
+
+
+@pytest.mark.training
+@pytest.mark.mutant("training-dynamics.scan-snap-dynamics")
+def test_a_z_update_that_ranks_backwards_fails_the_order():
+    # the reversed gradient still raises the distinct mass: only (b) can kill it
+    report = expect_failure(scan_snap.dynamics_check(SHORT, reverse_distinct=True))
+    assert report.startswith("(b)"), report
+
+
+@pytest.mark.training
+@pytest.mark.mutant("training-dynamics.scan-snap-dynamics")
+def test_a_runaway_token_fails_no_winner_takes_all():
+    # the most probable distinct token's logit drifts up: (a) and (b) still hold
+    report = expect_failure(scan_snap.dynamics_check(SHORT, winner_drift=0.05))
+    assert report.startswith("(c)"), report
 
 
 def test_the_synthetic_classes_follow_the_catalogue():
@@ -244,9 +264,66 @@ def test_a_nonlinear_value_path_is_not_a_kronecker_product():
 
 
 @pytest.mark.mutant("training-dynamics.conditioned-init-condition-number")
-def test_an_inverted_condition_number_breaks_the_refutation():
-    report = expect_failure(conditioning.kappa_refutation_check(kappa=inverse_condition_number))
-    assert "expected to fail" in report
+def test_an_inverted_condition_number_is_caught():
+    """The measurement: sigma_min / sigma_max reverses the order of the medians, and the
+    interval then decides the other way (it does not merely fail to decide)."""
+    report = expect_failure(conditioning.kappa_check(kappa=inverse_condition_number))
+    assert "is above the Gaussian one" in report
+
+
+def not_semi_orthogonal(d, d_k, d_v, *, seed=0):
+    """The scheme with W_Q, W_K scaled by 3: every singular value 3, not 1."""
+    W_Q, W_K, W_V = conditioned_init(d, d_k, d_v, seed=seed)
+    return 3 * W_Q, 3 * W_K, W_V
+
+
+@pytest.mark.mutant("training-dynamics.conditioned-init-condition-number")
+def test_a_scheme_that_is_not_semi_orthogonal_is_caught():
+    """The scheme sentence: W_Q, W_K with singular values 3 sharpen the softmax, and the
+    median condition number rises far above the Gaussian one."""
+    report = expect_failure(conditioning.kappa_check(
+        schemes=(gaussian_init, not_semi_orthogonal)))
+    assert "is above the Gaussian one" in report
+
+
+def assert_independent_streams(trial_streams, trials=conditioning.TRIALS):
+    """X and the weights of every trial come from distinct streams, and the Gaussian W_Q is
+    not a copy of X: one torch seed for both made sqrt(d) W_Q[:n] equal X exactly."""
+    per_trial, _ = trial_streams(trials)
+    for data, gaussian, _ in per_trial:
+        X = conditioning.trial_inputs(data)
+        W_Q = gaussian_init(conditioning.SIZE, conditioning.SIZE, conditioning.SIZE,
+                            seed=conditioning.torch_seed(gaussian))[0]
+        rows = (conditioning.SIZE ** 0.5 * W_Q[: conditioning.TOKENS]).flatten()
+        # independent draws: the sample correlation of 96 pairs has standard deviation
+        # about 1/sqrt(96) ~ 0.1, so 0.5 is five of them; a shared stream gives 1
+        correlation = torch.corrcoef(torch.stack([X.flatten(), rows]))[0, 1]
+        assert abs(float(correlation)) < 0.5, f"X and W_Q are correlated ({correlation:.3g})"
+    seeds = [conditioning.torch_seed(s) for trial in per_trial for s in trial]
+    assert len(set(seeds)) == len(seeds), "two streams share a seed"
+
+
+def test_the_condition_number_trials_draw_inputs_and_weights_independently():
+    assert_independent_streams(conditioning.trial_streams)
+
+
+def test_the_stream_test_catches_a_shared_seed():
+    """The design the check replaced: trial t drew X and the weights from seed t."""
+    import numpy as np
+
+    def coupled(trials):
+        shared = [(np.random.SeedSequence(t),) * 3 for t in range(trials)]
+        return shared, np.random.SeedSequence(0)
+
+    with pytest.raises(AssertionError, match="X and W_Q are correlated"):
+        assert_independent_streams(coupled, trials=3)
+
+    def conditioned_like_data(trials):  # X independent of W_Q, but a stream reused
+        per_trial, rest = conditioning.trial_streams(trials)
+        return [(x, g, x) for x, g, _ in per_trial], rest
+
+    with pytest.raises(AssertionError, match="share a seed"):
+        assert_independent_streams(conditioned_like_data, trials=3)
 
 
 @pytest.mark.slow
@@ -257,7 +334,8 @@ def test_a_measurement_crediting_half_the_steps_breaks_the_refutation():
     real = conditioning._speed_result()
 
     def rigged():
-        real.metrics["conditioned/steps_mean"] = real.metrics["conditioned/steps_mean"] / 2
+        for key in [k for k in real.metrics if k.startswith("conditioned/steps")]:
+            real.metrics[key] = real.metrics[key] / 2
         return real
 
     report = expect_failure(conditioning.speed_refutation_check(result_of=rigged))

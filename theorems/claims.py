@@ -8,14 +8,20 @@ status is computed from that evidence by :func:`derive_status`, never set by han
 * ``verified``: every check passed, and at least one is beyond the ``symbolic`` tier (a
   ``proved`` check, a machine-checked proof, counts as beyond it);
 * ``refuted``: a ``refutation`` check passed, so a counterexample to the claim *as stated*
-  is pinned (and no check failed);
+  is pinned (and no check failed or was inconclusive);
+* ``inconclusive``: some check rests on sampled trials or trained seeds and the interval it
+  computed for the compared quantity contains the threshold the verdict turns on, so neither
+  side is established (its record's outcome is ``inconclusive``; no check failed);
 * ``failing``: some check failed;
 * ``unchecked``: no check ran, every check was skipped, or only symbolic checks ran.
 
+Precedence, when checks disagree: failing > inconclusive > refuted > verified > unchecked.
+
 A derived state rides on top of the status: a claim is *verified with all its dependencies*
 (:func:`verified_through_dependencies`) when it and every claim it transitively depends on
-are verified. A verified claim whose dependency is refuted, failing or unchecked is verified
-only on its own: its checks passed, but what it rests on is not established.
+are verified. A verified claim whose dependency is refuted, inconclusive, failing or
+unchecked is verified only on its own: its checks passed, but what it rests on is not
+established.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ TAGS = {
 }
 KINDS = ("identity", "bound", "construction", "lower-bound", "dynamics", "scaling")
 TIERS = ("property", "exhaustive", "symbolic", "numeric", "empirical", "refutation", "proved")
-STATUSES = ("verified", "refuted", "failing", "unchecked")
+STATUSES = ("verified", "refuted", "inconclusive", "failing", "unchecked")
 # What a refutation refutes. A refuted claim (one with a ``correction`` or a refutation check)
 # names one of these, so that nobody reads "refuted" as "the paper is wrong" when it is not.
 REFUTATION_SCOPES = {
@@ -52,7 +58,7 @@ REFUTATION_SCOPES = {
 
 Tag = Literal["V", "S", "R", "D"]
 Kind = Literal["identity", "bound", "construction", "lower-bound", "dynamics", "scaling"]
-Status = Literal["verified", "refuted", "failing", "unchecked"]
+Status = Literal["verified", "refuted", "inconclusive", "failing", "unchecked"]
 Scope = Literal["as-written", "reading", "finite-test"]
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\.[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -343,10 +349,16 @@ def load_all() -> Registry:
 # --- status ------------------------------------------------------------------------------
 
 def derive_status(checks: Iterable[Mapping]) -> Status:
-    """Status of one claim from its check records (each with ``tier`` and ``outcome``)."""
+    """Status of one claim from its check records (each with ``tier`` and ``outcome``).
+
+    Precedence: failing > inconclusive > refuted > verified > unchecked. An ``inconclusive``
+    check ran, but its interval did not decide; it blocks every verdict but ``failing``."""
+    checks = list(checks)
     ran = [c for c in checks if c["outcome"] in ("passed", "failed")]
     if any(c["outcome"] == "failed" for c in ran):
         return "failing"
+    if any(c["outcome"] == "inconclusive" for c in checks):
+        return "inconclusive"
     if any(c["tier"] == "refutation" for c in ran):
         return "refuted"
     if any(c["tier"] != "symbolic" for c in ran):

@@ -4,12 +4,15 @@ dataset, build the docs."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
+import os
 import sys
 import textwrap
 from pathlib import Path
 
+from theorems import audit
 from theorems import evidence_file as ev
 from theorems.catalogue import load_claims
 from theorems.claims import (
@@ -21,7 +24,20 @@ from theorems.claims import (
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STATUS_MARK = {"verified": "✔ verified", "refuted": "✘ refuted", "failing": "! FAILING",
-               "unchecked": "· unchecked"}
+               "inconclusive": "? inconclusive", "unchecked": "· unchecked"}
+
+
+def close_matches(name: str, known: list[str]) -> list[str]:
+    """Known names close to a mistyped ``name``: those containing it, then difflib's."""
+    containing = [k for k in known if name and name in k]
+    similar = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
+    return list(dict.fromkeys(containing + similar))[:5]
+
+
+def _unknown(what: str, name: str, known: list[str]) -> str:
+    """One line: ``name`` is not a known ``what``, and the close matches, if any."""
+    close = close_matches(name, known)
+    return f"unknown {what} {name!r}" + (f"; did you mean {', '.join(close)}?" if close else "")
 
 
 def _format_number(value) -> str:
@@ -68,15 +84,15 @@ def _describe(claim: Claim) -> str:
                   textwrap.indent(textwrap.fill(claim.correction, 96), "  ")]
     if claim.notes:
         lines += ["", "Notes:", textwrap.indent(textwrap.fill(claim.notes, 96), "  ")]
+    if scope := audit.scope(claim.id):
+        lines += ["", "Scope checked:", textwrap.indent(textwrap.fill(scope, 96), "  ")]
     return "\n".join(lines)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     registry = load_claims()
     if args.id not in registry:
-        close = [c.id for c in registry if args.id in c.id]
-        print(f"unknown claim {args.id!r}" + (f"; did you mean {', '.join(close)}?" if close
-                                              else ""), file=sys.stderr)
+        print(_unknown("claim", args.id, [c.id for c in registry]), file=sys.stderr)
         return 2
     print(_describe(registry[args.id]))
     path = Path(args.evidence)
@@ -97,49 +113,139 @@ def cmd_show(args: argparse.Namespace) -> int:
         for name, metric in check["metrics"].items():
             print(f"      {name} = {_format_number(metric['last'])} "
                   f"(worst {_format_number(metric['worst'])})")
+        for line in _proof_lines(check) + _interval_lines(check):
+            print(textwrap.indent(line, "      "))
         for label in ("counterexample", "falsifying_example", "message"):
             if check.get(label):
                 print(textwrap.indent(f"{label}: {check[label]}", "      "))
     return 0
 
 
-def print_table(data: dict) -> None:
+def _proof_lines(check: dict) -> list[str]:
+    """A proof check's tool, theorem, trust base and scope, as far as its record has them. A
+    skipped proof (its tool is missing) says so and why: it is never shown as proved."""
+    proof = check.get("proof")
+    if check.get("tier") != "proved" and not proof:
+        return []
+    if check["outcome"] == "skipped":
+        why = (check.get("message") or "no reason recorded").splitlines()[0]
+        return [f"proof: skipped ({why}), not proved"]
+    if not proof:
+        return [f"proof: {check['outcome']}, but no proof was recorded: not proved"]
+    label = "proved" if check["outcome"] == "passed" else f"proof {check['outcome']}, not proved"
+    tool = " ".join(str(proof[k]) for k in ("tool", "version") if proof.get(k))
+    theorem = f"theorem {proof['theorem']}" if proof.get("theorem") else ""
+    where = f"in {proof['source']}" if proof.get("source") else ""
+    lines = [f"{label}: " + " ".join(part for part in (tool, theorem, where) if part)]
+    trusts = proof.get("trusts")
+    if trusts:  # a list of strings (or, in older files, one string)
+        lines.append("trusts: " + (trusts if isinstance(trusts, str) else "; ".join(trusts)))
+    scope = proof.get("scope")
+    if isinstance(scope, dict) and scope.get("covers"):
+        lines.append(f"scope: {scope['covers']}"
+                     + (f": {scope['text']}" if scope.get("text") else ""))
+    return lines
+
+
+def _interval_lines(check: dict) -> list[str]:
+    """A seed- or trial-based check's intervals: estimate, interval, threshold, decided."""
+    lines = []
+    for interval in check.get("intervals") or ():
+        decided = interval.get("decided")
+        words = {True: "decided", False: "undecided"}.get(decided, "")
+        details = ", ".join(str(interval[k]) + suffix for k, suffix in
+                            (("level", " level"), ("trials", " trials"), ("method", ""))
+                            if interval.get(k) is not None)
+        lines.append(
+            f"interval {interval.get('name', '?')}: estimate "
+            f"{_format_number(interval.get('estimate'))} in "
+            f"[{_format_number(interval.get('low'))}, {_format_number(interval.get('high'))}]"
+            + (f" ({details})" if details else "")
+            + (f", threshold {_format_number(interval['threshold'])}"
+               if interval.get("threshold") is not None else "")
+            + (f": {words}" if words else ""))
+    return lines
+
+
+def print_table(data: dict, only: list[str] | None = None) -> None:
+    """One row per claim (only those in ``only``, when given), then the counts by status."""
+    shown = {cid: record for cid, record in data["claims"].items()
+             if only is None or cid in only}
     rows = []
-    for claim_id, record in data["claims"].items():
+    for claim_id, record in shown.items():
         s = record["summary"]
-        rows.append((STATUS_MARK[record["status"]], claim_id, ",".join(s["tiers"]) or "-",
-                     str(s["examples"]), _format_number(s["worst_margin"]),
-                     f"{s['duration']:.1f}s"))
+        rows.append((STATUS_MARK.get(record["status"], record["status"]), claim_id,
+                     ",".join(ev.evidence_tiers(record)) or "-", str(s["examples"]),
+                     _format_number(s["worst_margin"]), f"{s['duration']:.1f}s"))
     header = ("status", "claim", "tiers", "examples", "worst margin", "time")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
     counts = {}
-    for record in data["claims"].values():
+    for record in shown.values():
         counts[record["status"]] = counts.get(record["status"], 0) + 1
     statuses = {cid: record["status"] for cid, record in data["claims"].items()}
     through = verified_through_dependencies(load_claims(), statuses)
     print("\n" + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-          + f"; {sum(through.values())} {VERIFIED_THROUGH}")
+          + f"; {sum(through.get(cid, False) for cid in shown)} {VERIFIED_THROUGH}")
+
+
+def _selected_claims(args: argparse.Namespace) -> list[str] | str:
+    """The claim ids that ``--claim`` and ``--area`` name (empty: no selection), or a
+    one-line error for an unknown id or area, or for a claim id given to ``-k``."""
+    registry = load_claims()
+    ids, areas = [c.id for c in registry], registry.areas()
+    for claim_id in args.claim:
+        if claim_id not in registry:
+            return _unknown("claim", claim_id, ids)
+    for area in args.area:
+        if area not in areas:
+            return _unknown("area", area, areas)
+    if args.k is not None and args.k.strip() in registry:
+        # pytest's -k matches test names, which do not contain the dotted claim ids
+        return f"-k matches test names, not claim ids: use --claim {args.k.strip()}"
+    return list(dict.fromkeys([*args.claim, *(c.id for c in registry if c.area in args.area)]))
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from theorems.verify import verify
+    from theorems.verify import check_keyword, verify
 
-    report = verify(args.out, profile=args.profile, keyword=args.k, jobs=args.jobs,
-                    slow=args.slow)
+    selected = _selected_claims(args)
+    if isinstance(selected, str):
+        print(f"verify: {selected}", file=sys.stderr)
+        return 2
+    if args.k is not None:
+        try:
+            check_keyword(args.k)
+        except ValueError as error:
+            print(f"verify: {error}", file=sys.stderr)
+            return 2
+    report = verify(args.out, profile=args.profile, keyword=args.k, claims=selected,
+                    jobs=args.jobs, slow=args.slow)
     if report.data is None:
-        print(f"verify: no evidence was written (pytest exit code {report.returncode})",
-              file=sys.stderr)
+        out = report.out
+        kept = (f"{out} is unchanged" if out.exists() else f"{out} was not written")
+        if report.returncode == 5:  # pytest's "no tests collected": the selection is empty
+            print(f"verify: {'-k ' + repr(args.k) if args.k else 'the selection'} selects "
+                  f"no check; {kept}", file=sys.stderr)
+        else:
+            print(f"verify: no evidence was written (pytest exit code {report.returncode}); "
+                  f"{kept}", file=sys.stderr)
         return report.returncode
     print()
-    print_table(report.data)
+    if selected or args.k:  # the claims this run selected, not the rest as unchecked
+        only = (selected if not args.k else
+                [cid for cid, record in report.data["claims"].items() if record["checks"]])
+        print_table(report.data, only=only)
+    else:
+        print_table(report.data)
     from empirics.census import census, summary_line
 
     print(summary_line(census()))
     if ev.is_partial(report.data):
-        print(f"partial run ({report.data['run'].get('selection')}): evidence written to "
-              f"{report.out}")
+        selection = textwrap.shorten(str(report.data["run"].get("selection")), 100,
+                                     placeholder=" ...")  # an area's claims: a long list
+        print(f"partial run ({selection}): evidence written to {report.out}")
     for problem in report.problems:
         print(f"inconsistent: {problem}", file=sys.stderr)
     for warning in report.dependency_warnings:
@@ -193,13 +299,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="run every check and write the evidence file")
     p.add_argument("--profile", default="ci", choices=("dev", "ci", "thorough"),
                    help="Hypothesis profile (default: ci, derandomized)")
-    p.add_argument("-k", default=None, help="only checks matching this pytest -k expression")
+    p.add_argument("--claim", action="append", default=[], metavar="ID",
+                   help="only the checks of this claim (repeatable; ids as `list` prints them)")
+    p.add_argument("--area", action="append", default=[], metavar="NAME",
+                   help="only the checks of this area's claims (repeatable)")
+    p.add_argument("-k", default=None,
+                   help="only checks whose test names match this pytest -k expression")
     p.add_argument("--jobs", "-n", default="auto",
                    help="pytest-xdist workers ('auto', a number, or 0 for serial)")
     p.add_argument("--slow", action="store_true", help="include checks marked slow")
     p.add_argument("--out", default=None,
                    help=f"evidence file (default: {ev.DEFAULT_PATH}, or {ev.PARTIAL_PATH} "
-                        "with -k, so that a subset never replaces what the docs read)")
+                        "with a selection, so that a subset never replaces what the docs "
+                        "read); replaced only when the run completes")
     p.set_defaults(run=cmd_verify)
 
     p = sub.add_parser("export", help="write the evidence as a citable dataset bundle")
@@ -219,6 +331,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _silence_stdout() -> None:
+    """Send the rest of stdout to /dev/null: its reader has gone (``list | head``), and the
+    interpreter's final flush must not raise again (the recipe of Python's signal docs)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture)
+        sys.stdout = open(os.devnull, "w")  # left open: the process is ending
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        code = args.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, while it can still be handled
+        return code
+    except BrokenPipeError:
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
+    except KeyboardInterrupt:
+        print(f"{args.command}: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT

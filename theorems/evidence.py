@@ -24,10 +24,13 @@ broken construction).
 ``evidence`` methods: ``margin(x)`` (worst = min), ``ratio(x)`` (tightness, worst = max),
 ``metric(name, value, worse="higher"|"lower")``, ``figure(fig, name)``,
 ``table(name, header, rows)``, ``cases(n)`` (examples checked without Hypothesis),
-``counterexample(value)`` and ``proof(record)`` (what a proved-tier check compiled or
-solved). Inside a Hypothesis test, each example's smallest margin and largest ratio are also
-passed to ``hypothesis.target``, which steers the search towards the bound. The evidence file
-these records end up in is described in :mod:`theorems.evidence_file`.
+``counterexample(value)``, ``proof(record)`` (what a proved-tier check compiled or
+solved) and ``interval(name, estimate, low, high, *, threshold, level, trials, method)`` (a
+confidence interval a sampled verdict turns on). :func:`decide` records an interval and reads
+the verdict off it, or ends the check as inconclusive. Inside a Hypothesis test, each
+example's smallest margin and largest ratio are also passed to ``hypothesis.target``, which
+steers the search towards the bound. The evidence file these records end up in is described in
+:mod:`theorems.evidence_file`.
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ class Recorder:
     figures: list[str] = field(default_factory=list)
     counterexample_: str | None = None
     proof_: dict | None = None
+    intervals: list[dict] = field(default_factory=list)
     # per-Hypothesis-example extremes, passed to hypothesis.target at the end of the example
     _example_margin: float | None = None
     _example_ratio: float | None = None
@@ -129,6 +133,26 @@ class Recorder:
     def proof(self, record: dict) -> None:
         """What a proved-tier check ran: tool, version, trusted axioms, time (theorems.proving)."""
         self.proof_ = dict(record)
+
+    def interval(self, name: str, estimate: float, low: float, high: float, *,
+                 threshold: float, level: float, trials: int, method: str) -> dict:
+        """Record a confidence interval ``[low, high]`` (at ``level``, from ``trials`` samples,
+        by ``method``) for a quantity estimated by ``estimate``, and the ``threshold`` a
+        verdict compares it with; ``decided``: whether the interval excludes the threshold.
+        Recording the same name again replaces it (a check re-deciding from a cache)."""
+        values = [float(v) for v in (estimate, low, high, threshold, level)]
+        if not values[1] <= values[2] or any(math.isnan(v) for v in values):
+            raise ValueError(f"interval {name!r}: need low <= high and no NaN, got "
+                             f"[{low}, {high}], estimate {estimate}, threshold {threshold}")
+        if not 0 < values[4] < 1:
+            raise ValueError(f"interval {name!r}: level must be in (0, 1), got {level}")
+        record = {"name": str(name), "estimate": values[0], "low": values[1],
+                  "high": values[2], "threshold": values[3], "level": values[4],
+                  "trials": int(trials), "method": str(method),
+                  "decided": values[1] > values[3] or values[2] < values[3]}
+        self.intervals[:] = [r for r in self.intervals if r["name"] != record["name"]]
+        self.intervals.append(record)
+        return record
 
     def figure(self, fig, name: str = "") -> str | None:
         """Save a matplotlib figure as PNG beside the evidence file and close it; ``fig`` may
@@ -174,6 +198,7 @@ class Recorder:
             "figures": self.figures,
             "counterexample": self.counterexample_,
             "proof": self.proof_,
+            "intervals": list(self.intervals),
         }
 
 
@@ -185,6 +210,13 @@ class _NullRecorder(Recorder):
 
     def figure(self, fig, name: str = "") -> None:
         _close(fig)
+
+    def interval(self, name: str, estimate: float, low: float, high: float, *,
+                 threshold: float, level: float, trials: int, method: str) -> dict:
+        record = Recorder.interval(self, name, estimate, low, high, threshold=threshold,
+                                   level=level, trials=trials, method=method)
+        self.intervals.clear()  # validated, kept nowhere
+        return record
 
     def finish_example(self) -> None:
         pass
@@ -224,6 +256,34 @@ def recording(recorder: Recorder | None) -> Iterator[Recorder | None]:
         yield recorder
     finally:
         _CURRENT.reset(token)
+
+
+# --- sampled verdicts -------------------------------------------------------------------
+
+INCONCLUSIVE = "inconclusive:"  # how the skip reason of an undecided check begins
+
+
+def decide(name: str, interval, *, threshold: float) -> str:
+    """Record ``interval`` (a :class:`theorems.intervals.Interval`) under ``name`` and return
+    which side of ``threshold`` the quantity it covers is on: ``"above"`` when ``low >
+    threshold``, ``"below"`` when ``high < threshold``.
+
+    When the closed interval contains the threshold the sampled evidence does not decide, and
+    the check ends here: it is skipped with a reason starting ``inconclusive:``, which the
+    plugin records as outcome ``inconclusive`` (and the claim's status becomes inconclusive,
+    :func:`theorems.claims.derive_status`). The skip is not an AssertionError, so it also
+    passes through :func:`expect_failure`: a claim *as stated* that its own interval cannot
+    decide is not refuted either.
+    """
+    record = evidence.interval(name, interval.estimate, interval.low, interval.high,
+                               threshold=threshold, level=interval.level,
+                               trials=interval.trials, method=interval.method)
+    side = interval.side(threshold)
+    if side is None:
+        pytest.skip(f"{INCONCLUSIVE} {name}: the {record['level']:.0%} interval "
+                    f"[{interval.low:.4g}, {interval.high:.4g}] ({interval.method}, "
+                    f"{interval.trials} trials) contains the threshold {threshold:.4g}")
+    return side
 
 
 # --- linking checks to claims -------------------------------------------------------------

@@ -16,13 +16,16 @@ Schema (version 1)
               "selection": str|null},     # the -k / -m expressions and paths that made it so
       "claims": {
         "<claim id>": {
-          "status": "verified" | "refuted" | "failing" | "unchecked",
+          "status": "verified" | "refuted" | "inconclusive" | "failing" | "unchecked",
           "refutes": "as-written" | "reading" | "finite-test" | null,  # what a refutation
                                       # refutes (theorems.claims.REFUTATION_SCOPES)
           "summary": {"tiers": [...], "checks": int, "passed": int, "examples": int,
                       "worst_margin": float|null, "max_ratio": float|null, "duration": float},
           "checks": [{
-              "nodeid", "name", "tier", "outcome": "passed"|"failed"|"skipped",
+              "nodeid", "name", "tier",
+              "outcome": "passed"|"failed"|"skipped"|"inconclusive",  # inconclusive: an
+                                      # interval it decides on contains its threshold
+                                      # (theorems.evidence.decide; pytest reports a skip)
               "examples": int,            # Hypothesis test cases run + cases() reported
               "margin": {"worst", "last", "count"} | null,
               "ratio": {"worst", "last", "count"} | null,
@@ -30,8 +33,14 @@ Schema (version 1)
               "tables": {"<name>": {"header": [...], "rows": [[...]]}},
               "figures": ["<path relative to the evidence file>"],
               "counterexample": str|null,     # pinned by a refutation check
-              "proof": {"tool", "version", "source", "theorem", "trusts", "assumptions",
-                        "seconds", "sha256", "cached"} | null,  # a proved-tier check
+              "proof": {"tool", "version", "source", "theorem", "trusts": [str],
+                        "assumptions", "seconds", "sha256", "statement_sha256",
+                        "scope": {"covers": "statement" | "part" | "special-case",
+                                  "text": str},
+                        "cached"} | null,  # a proved-tier check (theorems.proving)
+              "intervals": [{"name", "estimate", "low", "high", "threshold", "level",
+                             "trials", "method", "decided"}],  # confidence intervals a
+                                      # sampled verdict turns on (additive within version 1)
               "falsifying_example": str|null, # Hypothesis' report when the check failed
               "message": str|null,            # failure or skip reason, first lines
               "calls": ["module:qualname"],   # constructions' public functions and classes
@@ -51,7 +60,14 @@ sorted by node id, so runs under pytest-xdist give the same file as serial runs.
 same file apart from those. ``partial`` and ``selection`` were added within version 1: a reader
 treats a file without them as complete. ``refutes`` was added within version 1 too (an
 additive field, so the version stays 1): a reader treats a file without it as saying nothing
-about scope. The JSON Schema of this format is :func:`json_schema`.
+about scope. A proof's ``scope`` (what it covers of the claim), ``trusts`` (a list; it was one
+string before) and ``statement_sha256`` were added within version 1 too; a proof without a
+``scope`` says nothing about what it covers. So were the status and check outcome
+``inconclusive`` and ``intervals`` (a reader treats a check without ``intervals`` as having
+recorded none). Whether a claim is *proved* is derived by :func:`proved_checks` only: a
+skipped, failed or inconclusive proof never counts, whatever ``summary.tiers`` (every tier
+that has a check, skipped ones included) lists. The JSON Schema of this format is
+:func:`json_schema`.
 
 Where it goes: a complete run writes :data:`DEFAULT_PATH`, which the docs read; a partial run
 writes :data:`PARTIAL_PATH` instead, so that ``pytest -k foo`` never replaces the evidence the
@@ -74,8 +90,8 @@ DEFAULT_PATH = Path("build") / "evidence.json"
 PARTIAL_PATH = Path("build") / "evidence-partial.json"
 
 __all__ = ["DEFAULT_PATH", "PARTIAL_PATH", "SCHEMA_CHANGELOG", "SCHEMA_VERSION", "as_float",
-           "claim_records", "is_partial", "json_schema", "load", "run_metadata", "summarize",
-           "write"]
+           "claim_records", "evidence_tiers", "is_partial", "json_schema", "load", "proved_checks",
+           "run_metadata", "summarize", "write"]
 
 # Every change to the format, newest last. An additive field (one a reader may ignore, whose
 # absence means "not recorded") stays within a version; anything else bumps SCHEMA_VERSION.
@@ -85,6 +101,11 @@ SCHEMA_CHANGELOG = (
     (1, "claims.<id>.refutes: what a refutation refutes (additive)"),
     (1, "checks[].calls and direct_calls: the constructions module:qualname names a check "
         "called, and those it called from its own code (additive)"),
+    (1, "checks[].proof.scope and proof.statement_sha256 (additive); proof.trusts is a list "
+        "of what the proof trusts (it was one string)"),
+    (1, "status and check outcome inconclusive, and checks[].intervals: the confidence "
+        "intervals a sampled verdict turns on (a new value and a new field; the version "
+        "stays 1)"),
 )
 
 
@@ -103,6 +124,26 @@ def summarize(checks: Sequence[Mapping]) -> dict:
         "max_ratio": extreme("ratio", max),
         "duration": round(sum(c["duration"] for c in checks), 3),
     }
+
+
+def proved_checks(record: Mapping) -> list[Mapping]:
+    """A claim record's passed machine-checked proofs: its checks of tier ``proved`` that
+    passed and carry a proof record. A proof that was skipped (its tool missing), failed or
+    was inconclusive is not one. This is the one derivation of "proved": the CLI's table and
+    the site's chips, counts and headers all call it."""
+    return [c for c in record.get("checks", ())
+            if c["tier"] == "proved" and c["outcome"] == "passed" and c.get("proof")]
+
+
+def evidence_tiers(record: Mapping) -> list[str]:
+    """The tiers a claim's evidence comes from: those of its passed checks, in
+    :data:`~theorems.claims.TIERS` order, with ``proved`` only when :func:`proved_checks`
+    finds a proof. ``summary.tiers`` lists every tier that has a check, skipped ones too."""
+    passed = {c["tier"] for c in record.get("checks", ())
+              if c["outcome"] == "passed" and c["tier"] != "proved"}
+    if proved_checks(record):
+        passed.add("proved")
+    return sorted(passed, key=TIERS.index)
 
 
 def claim_records(checks_by_claim: Mapping[str, list[dict]], claim_ids: Sequence[str],
@@ -183,7 +224,7 @@ def json_schema() -> dict:
         "properties": {
             "nodeid": {"type": "string"}, "name": {"type": "string"},
             "tier": {"enum": list(TIERS)},
-            "outcome": {"enum": ["passed", "failed", "skipped"]},
+            "outcome": {"enum": ["passed", "failed", "skipped", "inconclusive"]},
             "examples": {"type": "integer", "minimum": 0},
             "margin": stat, "ratio": stat,
             "metrics": {"type": "object", "additionalProperties": {
@@ -198,7 +239,21 @@ def json_schema() -> dict:
             "counterexample": string_or_null, "falsifying_example": string_or_null,
             "message": string_or_null, "duration": {"type": "number"},
             "calls": {"type": "array", "items": {"type": "string"}},
+            "proof": {"type": ["object", "null"], "properties": {
+                "trusts": {"type": "array", "items": {"type": "string"}},
+                "scope": {"type": "object", "required": ["covers", "text"],
+                          "properties": {"covers": {"enum": ["statement", "part",
+                                                             "special-case"]},
+                                         "text": {"type": "string"}}}}},
             "direct_calls": {"type": "array", "items": {"type": "string"}},
+            "intervals": {"type": "array", "items": {
+                "type": "object",
+                "required": ["name", "estimate", "low", "high", "threshold", "level",
+                             "trials", "method", "decided"],
+                "properties": {"name": {"type": "string"}, "estimate": number, "low": number,
+                               "high": number, "threshold": number, "level": number,
+                               "trials": {"type": "integer"}, "method": {"type": "string"},
+                               "decided": {"type": "boolean"}}}},
         },
     }
     claim = {

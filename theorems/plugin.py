@@ -25,13 +25,22 @@ aggregates them. A complete run writes the evidence file the docs read
 subset of the areas, or ``-m`` deselecting every check of some claim, as the project's
 default ``-m`` does for the claims whose only checks are slow or in the training tier) writes
 :data:`~theorems.evidence_file.PARTIAL_PATH` instead, marked ``partial``, unless
-``--evidence-out`` names the file. ``verify`` runs those checks (every training-tier one, and a
+``--evidence-out`` names the file. A check that :func:`theorems.evidence.decide` ended as
+inconclusive (pytest reports it skipped, with a reason starting ``inconclusive:``) is recorded
+with outcome ``inconclusive``. ``verify`` runs those checks (every training-tier one, and a
 slow one that is a claim's sole evidence) and writes the complete file.
+
+``--theorems-claim ID`` (repeatable) runs only the checks whose ``claim`` mark names one of
+those claims, matched by id at collection rather than by a ``-k`` substring; such a run is
+partial too. The file is written to a temporary file beside it and renamed over it only once
+it is complete, so a run that is interrupted (Ctrl-C) or runs no check leaves the previous file
+as it was.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -170,6 +179,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "evidence.json for a complete run, evidence-partial.json otherwise)")
     group.addoption("--no-evidence", action="store_true",
                     help="do not write the evidence file")
+    group.addoption("--theorems-claim", action="append", default=[], metavar="ID",
+                    help="run only the checks of this claim (repeatable)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -212,6 +223,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             problems.append(f"{item.nodeid}: a check names unknown claim {mark.args[0]!r}")
     if problems:
         raise pytest.UsageError("invalid claim marks:\n  " + "\n  ".join(problems))
+    # --theorems-claim: the checks of those claims, by their mark (``python -m theorems verify
+    # --claim`` has checked the ids against the registry before starting pytest)
+    selected = set(config.getoption("theorems_claim", default=None) or ())
+    if selected:
+        keep, dropped = [], []
+        for item in items:
+            mark = _claim_mark(item)
+            (keep if mark is not None and mark.args[0] in selected else dropped).append(item)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
 
 
 @pytest.hookimpl(wrapper=True)
@@ -244,7 +266,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if not is_result:
         return report
     from empirics.provenance import json_ready
-    from theorems.evidence import FAILURE_NOTE_PREFIXES, Recorder, failure_text
+    from theorems.evidence import FAILURE_NOTE_PREFIXES, INCONCLUSIVE, Recorder, failure_text
 
     recorder = item.stash.get(_RECORDER, None) or Recorder(mark.args[0], mark.kwargs["tier"])
     record = {"nodeid": item.nodeid, "name": item.name, "claim": mark.args[0],
@@ -262,6 +284,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                                              else None)
         message = str(getattr(error, "msg", None) or error).strip()
         record["message"] = "\n".join(message.splitlines()[:6]) or type(error).__name__
+        if report.outcome == "skipped" and message.startswith(INCONCLUSIVE):
+            record["outcome"] = "inconclusive"  # theorems.evidence.decide: undecided interval
     report.user_properties.append((PROPERTY_KEY, json.dumps(json_ready(record))))
     return report
 
@@ -313,6 +337,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if not state.checks or config.getoption("--no-evidence"):
         return  # no check ran: keep the last evidence file as it is, and write nothing
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return  # Ctrl-C: what ran is not this selection's evidence; keep the last file
     _write(session, state, exitstatus)
 
 
@@ -331,7 +357,7 @@ def _write(session: pytest.Session, state: _State, exitstatus: int) -> None:
     # unchecked: such a run is partial and leaves the evidence `docs` reads alone.
     uncollected = claim_ids - state.collected_claims
     deselected = state.collected_claims - set(state.checks)
-    stopped = bool(session.shouldstop or session.shouldfail) or exitstatus == 2
+    stopped = bool(session.shouldstop or session.shouldfail)
     partial = bool(selection or uncollected or deselected or stopped)
     if state.out is not None:
         out = state.out
@@ -349,8 +375,16 @@ def _write(session: pytest.Session, state: _State, exitstatus: int) -> None:
         hypothesis_profile=(hypothesis.settings.get_current_profile_name()
                             if hypothesis is not None else None),
         hypothesis_seed=None if seed is None else str(seed), device=device)
-    state.written = evidence_file.write(
-        out, run, evidence_file.claim_records(state.checks, sorted(claim_ids), refutes))
+    # Written beside the file and renamed over it only when complete: a reader (or a run
+    # killed while writing) never sees half a file, and the previous one stays until then.
+    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        evidence_file.write(temporary, run,
+                            evidence_file.claim_records(state.checks, sorted(claim_ids), refutes))
+        os.replace(temporary, out)
+    finally:
+        temporary.unlink(missing_ok=True)
+    state.written = out
 
 
 def _why_partial(uncollected: set[str], deselected: set[str], stopped: bool) -> str | None:
@@ -367,13 +401,20 @@ def _why_partial(uncollected: set[str], deselected: set[str], stopped: bool) -> 
 
 
 def _selection(config: pytest.Config) -> str | None:
-    """The ``-k`` expression, if any: a keyword filter always makes a run partial."""
+    """The ``-k`` expression and the ``--theorems-claim`` ids, if any: either always makes a
+    run partial."""
     keyword = config.getoption("keyword", default="")
-    return f"-k {keyword}" if keyword else None
+    claims = sorted(set(config.getoption("theorems_claim", default=None) or ()))
+    parts = ([f"-k {keyword}"] if keyword else []) + (
+        [f"claims {', '.join(claims)}"] if claims else [])
+    return "; ".join(parts) or None
 
 
-def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
     if state is not None and state.written is not None:
         terminalreporter.write_line(f"theorems: evidence for {len(state.checks)} checked "
                                     f"claims written to {state.written}")
+    elif state is not None and state.checks and exitstatus == pytest.ExitCode.INTERRUPTED:
+        terminalreporter.write_line("theorems: interrupted: no evidence written, the previous "
+                                    "evidence file is unchanged")

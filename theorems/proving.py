@@ -7,8 +7,19 @@ the proof *and* the main theorem rests on nothing but the axioms listed in
 solver answers ``unsat``. It records, through ``evidence.proof``:
 
 * the tool and its version (``coqc --version``, ``z3.get_version_string()``);
-* what it trusts: the Coq kernel plus the axioms ``Print Assumptions`` lists, or the solver;
+* what it trusts (``trusts``, a list): the Coq kernel plus the axioms ``Print Assumptions``
+  lists; or what generated the query (the SymPy rewrite, :func:`z3_from_sympy`) and the solver;
+* its ``scope`` (:class:`~theorems.proof_statements.Scope`, declared by every proved check):
+  whether it covers the claim's whole statement, a part, or a special case, and which;
+* ``statement_sha256``, the hash of the statement it proves, which ``proofs/REVIEWED.json``
+  pins for the reviewed statement (see :mod:`theorems.proof_statements`);
 * the compile (or solve) time, and whether the result came from the cache.
+
+A failed proof says why in ``failure``: ``"proof"`` only when the theorem's statement
+elaborates (the file compiles with that one proof admitted) and coqc's error lies inside the
+proof, so a falsified-statement mutant cannot pass on a broken toolchain or a typo; otherwise
+``"compile"``, ``"not-a-proof"``, ``"axioms"``, ``"timeout"``, or for z3 ``"counterexample"``
+(``sat``) and ``"unknown"``.
 
 Proofs are cached by content hash under ``build/proofs-cache/`` (gitignored): the key covers
 the proof text, the theorem's name, the tool's version, the allowed axioms and
@@ -26,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import inspect
 import json
 import os
 import re
@@ -39,9 +51,17 @@ from pathlib import Path
 
 import pytest
 
+from theorems.proof_statements import (
+    ProofSpec,
+    Scope,
+    coq_statement_sha256,
+    python_statement_sha256,
+    theorem_spans,
+)
+
 ROOT = Path(__file__).resolve().parents[1]
 CACHE_DIR = ROOT / "build" / "proofs-cache"
-RUNNER_VERSION = 1  # bump when what a cached result means changes
+RUNNER_VERSION = 2  # bump when what a cached result means changes (2: trusts, failure)
 
 # The axioms that ``Print Assumptions`` reports for lemmas of Coq 8.16's standard-library
 # reals (``Require Import Reals``): the classical construction of R needs the first two, and
@@ -67,26 +87,32 @@ SMT_TIMEOUT_MS = 120_000
 @dataclass(frozen=True)
 class ProofResult:
     """What a proof check found; ``ok`` False means the proof was rejected (``message`` says
-    why). ``seconds`` is the compile or solve time of the run that produced the result."""
+    why, ``failure`` how: see the module's docstring). ``seconds`` is the compile or solve time
+    of the run that produced the result; ``sha256`` hashes the whole proof text (or query),
+    ``statement_sha256`` only the statement it proves."""
 
     ok: bool
     tool: str
     version: str
     source: str
     theorem: str
-    trusts: str
+    trusts: tuple[str, ...]
     assumptions: tuple[str, ...]
     seconds: float
     sha256: str
+    statement_sha256: str = ""
     message: str = ""
+    failure: str = ""
     cached: bool = False
 
-    def record(self) -> dict:
+    def record(self, scope: Scope) -> dict:
         """The ``evidence.proof`` record (``seconds`` is a time, like ``duration``)."""
         data = asdict(self)
         data["assumptions"] = list(self.assumptions)
-        data.pop("ok")
-        data.pop("message")
+        data["trusts"] = list(self.trusts)
+        data["scope"] = scope.record()
+        for key in ("ok", "message", "failure"):
+            data.pop(key)
         return data
 
 
@@ -155,6 +181,7 @@ def _cached(key: str) -> ProofResult | None:
     try:
         data = json.loads(path.read_text())
         data["assumptions"] = tuple(data["assumptions"])
+        data["trusts"] = tuple(data["trusts"])
         return ProofResult(**{**data, "cached": True})
     except (ValueError, TypeError, KeyError):
         return None  # a corrupt or outdated entry is re-checked
@@ -225,45 +252,48 @@ def check_coq(path: str | os.PathLike, theorem: str, *, replace: tuple[str, str]
     version = coq_version()
     source = file.relative_to(ROOT).as_posix()
     sha = hashlib.sha256(text.encode()).hexdigest()
+    try:
+        statement = coq_statement_sha256(text, theorem)
+    except ValueError:  # not stated exactly once: coqc or Print Assumptions says so below
+        statement = ""
     key = _cache_key("coq", version or "", theorem, text)
     hit = _cached(key)
     if hit is not None:  # the key is the content: the file may have moved since
         return dataclasses.replace(hit, source=source)
 
-    def result(ok: bool, assumptions=None, seconds=0.0, message="") -> ProofResult:
-        if assumptions is None:  # never got as far as Print Assumptions
-            assumptions, trusts = (), "nothing: the proof was not accepted"
-        else:
-            trusts = f"the Coq {version} kernel" + (
-                " and the axioms " + ", ".join(assumptions) if assumptions
-                else "; closed under the global context (no axioms)")
+    def result(ok: bool, assumptions=None, seconds=0.0, message="", failure="") -> ProofResult:
+        trusts = () if assumptions is None else (  # () when the proof was not accepted
+            f"the Coq {version} kernel", *(f"axiom {name}" for name in assumptions))
         return ProofResult(ok=ok, tool="Coq", version=version or "", source=source,
-                           theorem=theorem, trusts=trusts, assumptions=tuple(assumptions),
-                           seconds=round(seconds, 3), sha256=sha, message=message)
+                           theorem=theorem, trusts=trusts, assumptions=tuple(assumptions or ()),
+                           seconds=round(seconds, 3), sha256=sha, statement_sha256=statement,
+                           message=message, failure=failure)
 
     markers = unproved_markers(text)
     if markers:
-        outcome = result(False, message=f"{source} is not a proof: it uses {', '.join(markers)}")
+        outcome = result(False, message=f"{source} is not a proof: it uses {', '.join(markers)}",
+                         failure="not-a-proof")
         _store(key, outcome)
         return outcome
     with tempfile.TemporaryDirectory(prefix="theorems-coq-") as tmp:
         stem = re.sub(r"\W", "_", file.stem)
-        (Path(tmp) / f"{stem}.v").write_text(text)
+        start = time.perf_counter()
+        compiled = _compile(Path(tmp), stem, text)
+        seconds = time.perf_counter() - start
+        if compiled.returncode == 124:  # a timeout may pass on a quieter machine: not cached
+            return result(False, seconds=seconds, failure="timeout",
+                          message=f"coqc timed out on {source}:\n{_tail(compiled)}")
+        if compiled.returncode != 0:
+            failure, why = _where_it_fails(text, theorem, stem, compiled, Path(tmp))
+            outcome = result(False, seconds=seconds, failure=failure,
+                             message=why.format(theorem=theorem, source=source))
+            _store(key, outcome)
+            return outcome
         (Path(tmp) / "Audit.v").write_text(
             f"Require Proofs.{stem}.\nPrint Assumptions Proofs.{stem}.{theorem}.\n")
-        flags = ["-q", "-w", "-notation-overridden,-ambiguous-paths", "-Q", tmp, "Proofs"]
-        start = time.perf_counter()
-        compiled = _run(["coqc", *flags, f"{tmp}/{stem}.v"], cwd=tmp)
-        seconds = time.perf_counter() - start
-        if compiled.returncode != 0:
-            outcome = result(False, seconds=seconds,
-                             message=f"coqc rejected {source}:\n{_tail(compiled)}")
-            if compiled.returncode != 124:  # a timeout may pass on a quieter machine
-                _store(key, outcome)
-            return outcome
-        audit = _run(["coqc", *flags, f"{tmp}/Audit.v"], cwd=tmp)
+        audit = _run(["coqc", *_flags(Path(tmp)), f"{tmp}/Audit.v"], cwd=tmp)
         if audit.returncode != 0:
-            outcome = result(False, seconds=seconds,
+            outcome = result(False, seconds=seconds, failure="compile",
                              message=f"Print Assumptions {theorem} failed:\n{_tail(audit)}")
             _store(key, outcome)
             return outcome
@@ -271,9 +301,70 @@ def check_coq(path: str | os.PathLike, theorem: str, *, replace: tuple[str, str]
     extra = sorted(set(assumptions) - ALLOWED_AXIOMS)
     message = (f"{theorem} rests on axioms outside the standard library's classical reals: "
                f"{', '.join(extra)}") if extra else ""
-    outcome = result(not extra, assumptions, seconds, message)
+    outcome = result(not extra, assumptions, seconds, message, "axioms" if extra else "")
     _store(key, outcome)
     return outcome
+
+
+def _flags(folder: Path) -> list[str]:
+    return ["-q", "-w", "-notation-overridden,-ambiguous-paths", "-Q", str(folder), "Proofs"]
+
+
+def _compile(folder: Path, stem: str, text: str) -> subprocess.CompletedProcess:
+    """Write ``text`` to ``folder/stem.v`` and compile it as ``Proofs.stem``."""
+    folder.mkdir(exist_ok=True)
+    (folder / f"{stem}.v").write_text(text)
+    return _run(["coqc", *_flags(folder), str(folder / f"{stem}.v")], cwd=str(folder))
+
+
+# coqc reports an error as 'File "<path>", line L, characters A-B:' then 'Error: ...' (A, B
+# are byte offsets in line L); warnings carry locations too, hence the look-ahead.
+_ERROR_AT = re.compile(r'File "([^"]*)", line (\d+), characters (\d+)-\d+:\s*(?=Error)')
+
+
+def error_offset(text: str, stem: str, output: str) -> int | None:
+    """The character offset in ``text`` (the file ``stem.v``) of coqc's first error, or None
+    when the output locates no error in that file."""
+    for found in _ERROR_AT.finditer(output):
+        if Path(found.group(1)).name != f"{stem}.v":
+            continue
+        line, column = int(found.group(2)), int(found.group(3))
+        lines = text.split("\n")
+        if line > len(lines):
+            return None
+        before = sum(len(row) + 1 for row in lines[:line - 1])
+        return before + len(lines[line - 1].encode()[:column].decode(errors="ignore"))
+    return None
+
+
+def _where_it_fails(text: str, theorem: str, stem: str, compiled: subprocess.CompletedProcess,
+                    folder: Path) -> tuple[str, str]:
+    """Classify a failed compile: ``("proof", why)`` only when the error lies inside
+    ``theorem``'s proof and the file compiles with that proof admitted (so the statement
+    elaborates and only a tactic of that proof fails); else ``("compile", why)``. ``why`` has
+    ``{theorem}`` and ``{source}`` left to fill."""
+    output = compiled.stdout + compiled.stderr
+    tail = _tail(compiled).replace("{", "{{").replace("}", "}}")
+    offset = error_offset(text, stem, output)
+    try:
+        spans = theorem_spans(text, theorem)
+    except ValueError as error:
+        return "compile", f"coqc rejected {{source}} ({error}):\n{tail}"
+    if offset is None or not spans.proof[0] <= offset < spans.proof[1]:
+        where = ("with no error located in the file" if offset is None else
+                 f"at line {text.count(chr(10), 0, offset) + 1}, outside the proof of "
+                 "{theorem}")
+        return "compile", f"coqc rejected {{source}} {where}:\n{tail}"
+    line = text.count("\n", 0, offset) + 1
+    admitted = text[:spans.proof[0]] + "\nAdmitted." + text[spans.proof[1]:]
+    check = _compile(folder / "admitted", stem, admitted)
+    if check.returncode != 0:
+        return "compile", (f"coqc fails inside the proof of {{theorem}} (line {line}), but "
+                           f"{{source}} does not compile with that proof admitted either:\n"
+                           + _tail(check).replace("{", "{{").replace("}", "}}"))
+    return "proof", (f"the proof of {{theorem}} in {{source}} does not go through: its "
+                      f"statement elaborates (the file compiles with that proof admitted) and "
+                      f"coqc fails inside the proof, at line {line}:\n{tail}")
 
 
 def _run(command: list[str], cwd: str) -> subprocess.CompletedProcess:
@@ -288,49 +379,66 @@ def _tail(process: subprocess.CompletedProcess, lines: int = 12) -> str:
     return "\n".join((process.stdout + process.stderr).strip().splitlines()[-lines:])
 
 
-def _report(result: ProofResult) -> None:
+def _report(result: ProofResult, scope: Scope) -> None:
     from theorems.evidence import evidence
 
-    evidence.proof(result.record())
+    evidence.proof(result.record(scope))
     assert result.ok, result.message
 
 
-def coq_proof(path: str, theorem: str, *, replace: tuple[str, str] | None = None) -> Callable:
+def _require_scope(scope: object) -> Scope:
+    if not isinstance(scope, Scope):
+        raise TypeError("scope must be a theorems.proof_statements.Scope (what the proof "
+                        f"covers of the claim), got {type(scope).__name__}")
+    return scope
+
+
+def coq_proof(path: str, theorem: str, *, scope: Scope,
+              replace: tuple[str, str] | None = None) -> Callable:
     """A check that compiles the Coq file ``path`` and audits ``theorem``.
 
+    ``scope`` says what the theorem covers of the claim's statement (recorded with the
+    evidence and pinned, with the statement's hash, in ``proofs/REVIEWED.json``).
     ``replace = (old, new)`` edits the file's text first: that is how a mutant falsifies the
-    statement (the edited file must then fail to compile). Use as
-    ``test_x = check(CLAIM, "proved")(coq_proof("proofs/coq/x.v", theorem="x"))``.
+    statement (the edited file must then fail inside the proof). Use as
+    ``test_x = check(CLAIM, "proved")(coq_proof("proofs/coq/x.v", theorem="x", scope=...))``.
     """
+    _require_scope(scope)
+
     def run() -> None:
         reason = missing_coq()
         if reason:
             pytest.skip(reason)
-        _report(check_coq(path, theorem, replace=replace))
+        _report(check_coq(path, theorem, replace=replace), scope)
 
     run.__name__ = f"coq_{Path(path).stem.replace('-', '_')}"
     run.__doc__ = f"Coq proof of {theorem} in {path}."
+    run.proof_spec = ProofSpec("Coq", path, theorem, scope)
     return pytest.mark.skipif(missing_coq() is not None, reason=missing_coq() or "")(run)
 
 
 # --- SMT ---------------------------------------------------------------------------------
 
-def check_smt(build: Callable, name: str, source: str,
-              depends: tuple[str, ...] = ()) -> ProofResult:
+def check_smt(build: Callable, name: str, source: str, depends: tuple[str, ...] = (), *,
+              statement: tuple[Callable, ...] = (), trusts: tuple[str, ...] = ()
+              ) -> ProofResult:
     """Ask z3 whether the formulas ``build()`` returns can all hold; ``unsat`` is a proof.
 
     ``build`` returns the statement's negation (with its hypotheses) as a list of z3 Booleans.
     With ``depends`` (paths, relative to the repository root, of every file the query is
     generated from), the cache is keyed on those files' contents and the SymPy and z3
     versions, so a cached proof does not even rebuild its query; without it, on the query's
-    SMT-LIB text.
+    SMT-LIB text. ``statement`` names the functions the query's assertions come from (their
+    source is hashed into ``statement_sha256``); ``trusts`` lists what generating the query
+    trusts, before z3's own answer.
     """
     version = z3_version() or ""
+    statement_sha = python_statement_sha256(statement) if statement else ""
     early_key = None
     if depends:
         contents = [(ROOT / path).read_text() for path in depends]
         early_key = _cache_key("z3-inputs", version, _distribution_version("sympy") or "",
-                               name, source, *depends, *contents)
+                               name, source, statement_sha, *trusts, *depends, *contents)
         hit = _cached(early_key)
         if hit is not None:
             return hit
@@ -342,7 +450,7 @@ def check_smt(build: Callable, name: str, source: str,
     solver.add(*formulas)
     query = solver.to_smt2()
     sha = hashlib.sha256(query.encode()).hexdigest()
-    key = _cache_key("z3", version, name, query)
+    key = _cache_key("z3", version, name, statement_sha, *trusts, query)
     hit = _cached(key)
     if hit is not None:
         return hit
@@ -350,14 +458,17 @@ def check_smt(build: Callable, name: str, source: str,
     answer = solver.check()
     seconds = time.perf_counter() - start
     version = z3.get_version_string()  # the library's own word, recorded with the proof
-    message = ""
+    message, failure = "", ""
     if answer == z3.sat:
         message = f"z3 found a counterexample to {name}: {solver.model()}"
+        failure = "counterexample"
     elif answer != z3.unsat:
         message = f"z3 answered {answer} on {name} ({solver.reason_unknown()})"
+        failure = "unknown"
     outcome = ProofResult(ok=answer == z3.unsat, tool="z3", version=version, source=source,
-                          theorem=name, trusts=f"z3 {version}'s unsat answer", assumptions=(),
-                          seconds=round(seconds, 3), sha256=sha, message=message)
+                          theorem=name, trusts=(*trusts, f"z3 {version}'s unsat answer"),
+                          assumptions=(), seconds=round(seconds, 3), sha256=sha,
+                          statement_sha256=statement_sha, message=message, failure=failure)
     if answer in (z3.sat, z3.unsat):  # an 'unknown' (a timeout) may differ next time
         _store(key, outcome)
         if early_key is not None:
@@ -365,21 +476,33 @@ def check_smt(build: Callable, name: str, source: str,
     return outcome
 
 
-def smt_proof(build: Callable, name: str, source: str, depends: tuple[str, ...] = ()
+def smt_proof(build: Callable, name: str, source: str, depends: tuple[str, ...] = (), *,
+              scope: Scope, statement: tuple[Callable, ...], trusts: tuple[str, ...] = ()
               ) -> Callable:
     """A check that proves ``name`` by z3 answering ``unsat`` on ``build()`` (its negation).
 
     ``source`` names the Python function the query comes from (shown with the evidence);
-    ``depends`` lists the files it is generated from (see :func:`check_smt`).
+    ``depends`` lists the files it is generated from (see :func:`check_smt`); ``scope`` says
+    what it covers of the claim; ``statement`` lists the functions whose source *is* the
+    statement proved (hashed and pinned in ``proofs/REVIEWED.json``); ``trusts`` lists what
+    the query's generation trusts (a rewrite, a translator).
     """
+    _require_scope(scope)
+    if not statement:
+        raise ValueError("statement must list the functions the query's assertions come from")
+
     def run() -> None:
         reason = missing_z3()
         if reason:
             pytest.skip(reason)
-        _report(check_smt(build, name, source, depends))
+        _report(check_smt(build, name, source, depends, statement=statement, trusts=trusts),
+                scope)
 
     run.__name__ = "smt_" + re.sub(r"\W", "_", name)
     run.__doc__ = f"SMT proof of {name} (query from {source})."
+    where = Path(inspect.getsourcefile(getattr(build, "func", build))).resolve()
+    run.proof_spec = ProofSpec("z3", where.relative_to(ROOT).as_posix(), name, scope,
+                               tuple(statement))
     return pytest.mark.skipif(missing_z3() is not None, reason=missing_z3() or "")(run)
 
 

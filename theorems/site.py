@@ -37,12 +37,27 @@ class BuildReport:
     """What a build produced: the site's index page and every warning Sphinx emitted."""
 
     index: Path
-    warnings: tuple[str, ...]
+    warnings: tuple[str, ...]  # one entry per warning (an entry may span several lines)
     status: int  # Sphinx's status code: 0, or 1 when a warning was an error
 
     @property
     def ok(self) -> bool:
         return self.status == 0
+
+
+class WarningLog(io.StringIO):
+    """Sphinx's warning stream, kept one entry per warning: Sphinx's logging handler writes
+    each warning record with a single ``write``, and a record may span several lines (a
+    docutils error quotes the offending block), so lines are not warnings."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries: list[str] = []
+
+    def write(self, text: str) -> int:
+        if text.strip():
+            self.entries.append(text.rstrip("\n"))
+        return super().write(text)
 
 
 class MissingFiguresError(FileNotFoundError):
@@ -100,7 +115,7 @@ def build_site(evidence: str | Path, out: str | Path, *, results: str | Path | N
     work = out.with_name(out.name + "-src")
     shutil.rmtree(work, ignore_errors=True)
     (work / "pages").mkdir(parents=True)
-    status, warnings = io.StringIO(), io.StringIO()
+    status, warnings = io.StringIO(), WarningLog()
     overrides = {"theorems_evidence": str(Path(evidence).resolve()),
                  "theorems_results": str(Path(results).resolve()) if results else "",
                  "theorems_graph_renderer": graph_renderer, "theorems_areas": ",".join(areas)}
@@ -114,7 +129,7 @@ def build_site(evidence: str | Path, out: str | Path, *, results: str | Path | N
         from theorems.dataset import export
 
         export(out / "dataset", evidence)
-    emitted = tuple(line for line in warnings.getvalue().splitlines() if line.strip())
+    emitted = tuple(warnings.entries)
     if not quiet:
         for line in emitted:
             print(line, file=sys.stderr)

@@ -8,7 +8,9 @@
    (the tensor identity) or any numeric field (the claims that divide by 2), so in particular
    over the reals:
    - tensor_identity: f(x)_a = sum_{j,k} B_{ajk} x_j x_k, and with W_O = I, B_{ijk} = W1_ij W2_ik;
-   - symmetric_part: sum_{j,k} Bs_{ajk} x_j x_k = f(x)_a;
+   - symmetric_part: sum_{j,k} Bs_{ajk} x_j x_k = f(x)_a, and B is determined by f only up to
+     its antisymmetric part: a tensor T satisfies sum_{j,k} T_{ajk} x_j x_k = f(x)_a for all x
+     and a iff its symmetric part is Bs;
    - quadratic_form: f(alpha x) = alpha^2 f(x) and f(x + y) - f(x) - f(y) = 2 Bs(x, y),
      with Bs(x, y)_a = sum_{j,k} Bs_{ajk} x_j y_k. *)
 From mathcomp Require Import ssreflect ssrfun ssrbool eqtype ssrnat seq fintype bigop.
@@ -100,11 +102,59 @@ Qed.
 Lemma half_double (c : R) : (c + c) / 2%:R = c.
 Proof. by rewrite -mulr2n -[c *+ 2]mulr_natr mulfK // pnatr_eq0. Qed.
 
-Theorem symmetric_part (WO : 'M[R]_(o, h)) (W1 W2 : 'M[R]_(h, d)) (x : vec) a :
-  contract (sym (tensor WO W1 W2)) x x a = layer WO W1 W2 x a ord0.
+Lemma contract_sym (T : tensor3) (x : vec) a : contract (sym T) x x a = contract T x x a.
+Proof. by rewrite /sym (contract_half T (fun a j k => T a k j)) contract_swap half_double. Qed.
+
+Lemma contract_sym_swap (T : tensor3) (x y : vec) a :
+  contract (sym T) y x a = contract (sym T) x y a.
 Proof.
-rewrite /sym (contract_half (tensor WO W1 W2) (fun a j k => tensor WO W1 W2 a k j)).
-by rewrite (contract_swap (tensor WO W1 W2)) half_double /layer layer_contract.
+rewrite -(contract_swap (sym T) x y) /contract; apply: eq_bigr => j _; apply: eq_bigr => k _.
+by rewrite /sym addrC.
+Qed.
+
+(* e_j^T T_a e_k = T_{ajk} *)
+Lemma contract_delta (T : tensor3) a j k :
+  contract T (delta_mx j ord0) (delta_mx k ord0) a = T a j k.
+Proof.
+rewrite /contract (bigD1 j) //= [X in _ + X]big1 => [|j' nj]; last first.
+  by apply: big1 => k' _; rewrite [delta_mx j _ _ _]mxE (negPf nj) mulr0 mul0r.
+rewrite addr0 (bigD1 k) //= [X in _ + X]big1 => [|k' nk]; last first.
+  by rewrite [delta_mx k _ _ _]mxE (negPf nk) mulr0.
+by rewrite !mxE !eqxx mulr1 mulr1 addr0.
+Qed.
+
+(* polarisation of a symmetric tensor's quadratic form *)
+Lemma polarize (T : tensor3) (x y : vec) a :
+  contract (sym T) (x + y) (x + y) a - contract (sym T) x x a - contract (sym T) y y a
+  = 2%:R * contract (sym T) x y a.
+Proof.
+rewrite contractDl !contractDr (contract_sym_swap T x y) mulr_natl mulr2n.
+set p := contract _ x x a; set q := contract _ x y a; set r := contract _ y y a.
+by rewrite -addrA -opprD [p + q]addrC addrACA addrK.
+Qed.
+
+Lemma sym_determined (S U : tensor3) :
+  (forall (x : vec) a, contract (sym S) x x a = contract (sym U) x x a) ->
+  forall a j k, sym S a j k = sym U a j k.
+Proof.
+move=> same a j k; have two : 2%:R != 0 :> R by rewrite pnatr_eq0.
+apply: (mulfI two); rewrite -(contract_delta (sym S)) -(contract_delta (sym U)) -!polarize.
+by rewrite !same.
+Qed.
+
+(* The identity, and: a tensor T gives f (T(x, x) = f(x) for all x) iff its symmetric part is
+   B's, i.e. B is determined by f only up to its antisymmetric part. *)
+Theorem symmetric_part (WO : 'M[R]_(o, h)) (W1 W2 : 'M[R]_(h, d)) :
+  (forall (x : vec) a, contract (sym (tensor WO W1 W2)) x x a = layer WO W1 W2 x a ord0) /\
+  (forall T : tensor3, (forall (x : vec) a, contract T x x a = layer WO W1 W2 x a ord0) <->
+                       (forall a j k, sym T a j k = sym (tensor WO W1 W2) a j k)).
+Proof.
+have fB (x : vec) a : contract (sym (tensor WO W1 W2)) x x a = layer WO W1 W2 x a ord0.
+  by rewrite contract_sym /layer layer_contract.
+split=> // T; split=> [fT|same x a].
+  by apply: sym_determined => x a; rewrite !contract_sym fT -fB contract_sym.
+rewrite -contract_sym -fB /contract; apply: eq_bigr => j _; apply: eq_bigr => k _.
+by rewrite same.
 Qed.
 
 Theorem quadratic_form :

@@ -28,6 +28,7 @@ from constructions.addition import (
 )
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
+from theorems.proof_statements import Scope
 from theorems.proving import coq_proof
 
 QUIRKE = {"arxiv": "2310.13121", "ref": "Quirke & Barez (2024), ICLR"}
@@ -85,8 +86,7 @@ AD_PER_DIGIT = Claim(
         r"For $a, b$ uniform $n_d$-digit addends, the expected number of wrong digits among "
         r"the $n_d + 1$ answer digits is $W(n_d) = \sum_{p=2}^{n_d}10^{-2}q_{p-2}$ with "
         r"$q_0 = 0$, $q_{j+1} = \tfrac{45}{100} + \tfrac{10}{100}q_j$ ($q_j$ the probability "
-        r"of a true carry into column $j$): digit $p$ is wrong iff columns $p-1$ and $p-2$ "
-        r"sum to 9 and a carry enters column $p-2$. The per-digit accuracy "
+        r"of a true carry into column $j$). The per-digit accuracy "
         r"$1 - W(n_d)/(n_d+1)$ is $1 - 0.014445/6 = 99.75925\%$ at $n_d = 5$, not the "
         r"$1 - P_{\text{fail}}/(n_d+1) = 99.775\%$ of one wrong digit per failing question: "
         r"column sums $(10, 9, 9, 9, 0)$ give two wrong digits."),
@@ -97,6 +97,9 @@ AD_PER_DIGIT = Claim(
     kind="identity",
     construction="constructions.addition:per_digit_accuracy",
     depends_on=("addition.failure-set",),
+    notes=(r"Why: digit $p$ is wrong iff columns $p-1$ and $p-2$ sum to 9 and a carry enters "
+           r"column $p-2$ (the derivation of $W$; the checks assert $W$ and the accuracy, "
+           r"not this rule digit by digit)."),
     result_dependencies={
         "addition.failure-set":
             "the enumeration runs the per-digit algorithm on column sums (algorithm_digits, the "
@@ -215,21 +218,27 @@ test_failure_probability_by_enumeration = check(AD_FAILURE_PROBABILITY, "exhaust
     failure_probability_by_enumeration)
 
 
-def failure_probability_matches_linear_formula_up_to_five_digits():
-    import sympy as sp
+def linear_formula_check(probability=failure_probability):
+    """The automaton's probability is (n_d - 2) 45/100 (1/10)^2 for 2 <= n_d <= 5, and the
+    statement's decimals are that formula's values (exact rationals)."""
+    def run() -> None:
+        import sympy as sp
 
-    n = sp.Symbol("n_d", integer=True, positive=True)
-    linear = (n - 2) * sp.Rational(45, 100) * sp.Rational(1, 10) ** 2
-    for n_digits in range(2, 6):
-        exact = sp.Rational(failure_probability(n_digits).numerator,
-                            failure_probability(n_digits).denominator)
-        assert sp.simplify(linear.subs(n, n_digits) - exact) == 0
-        evidence.cases(1)
+        n = sp.Symbol("n_d", integer=True, positive=True)
+        linear = (n - 2) * sp.Rational(45, 100) * sp.Rational(1, 10) ** 2
+        for n_digits in range(2, 6):
+            exact = sp.Rational(probability(n_digits).numerator,
+                                probability(n_digits).denominator)
+            assert sp.simplify(linear.subs(n, n_digits) - exact) == 0, (
+                f"n_d={n_digits}: {exact} is not (n_d - 2) 0.0045")
+            evidence.cases(1)
+        assert [linear.subs(n, k) for k in (3, 4, 5)] == [
+            sp.Rational("0.0045"), sp.Rational("0.009"), sp.Rational("0.0135")]
+    return run
 
 
 test_failure_probability_matches_linear_formula_up_to_five_digits = check(
-    AD_FAILURE_PROBABILITY, "symbolic")(
-        failure_probability_matches_linear_formula_up_to_five_digits)
+    AD_FAILURE_PROBABILITY, "symbolic")(linear_formula_check())
 
 
 def linear_probability_refutation(probability=failure_probability):
@@ -310,4 +319,6 @@ test_per_digit_accuracy_at_five_digits = check(AD_PER_DIGIT, "exhaustive")(
 # no axioms): the algorithm's carry-in equals the true carry at every column unless a carry
 # meets two 9-sum columns, and base-10 digit strings are unique.
 test_failure_set_proved = check(AD_FAILURE_SET, "proved")(
-    coq_proof("proofs/coq/addition_failure_set.v", theorem="failure_set"))
+    coq_proof("proofs/coq/addition_failure_set.v", theorem="failure_set",
+              scope=Scope("statement", "the iff, for every n_d and all addends of n_d digits "
+                          "(each below 10), with s_{n_d} = 0 and out-of-range terms 0")))

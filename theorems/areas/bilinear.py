@@ -17,6 +17,7 @@ from constructions.bilinear import BilinearLayer, bilinear_form, bilinear_layer,
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma
+from theorems.proof_statements import Scope
 from theorems.proving import coq_proof
 from theorems.strategies import gaussian_matrices, seeds
 
@@ -161,8 +162,18 @@ test_bilinear_layer_is_a_quadratic_form = check(BL_QUADRATIC, "property")(
 # The three identities for every h, d, o, over any commutative ring (numeric field where the
 # statement divides by 2): MathComp matrices and big sums in proofs/coq/bilinear.v.
 test_tensor_identity_proved = check(BL_TENSOR, "proved")(
-    coq_proof("proofs/coq/bilinear.v", theorem="tensor_identity"))
+    coq_proof("proofs/coq/bilinear.v", theorem="tensor_identity",
+              scope=Scope("statement", "both sentences: f(x)_a = sum_jk B_ajk x_j x_k, and "
+                          "B_ijk = (W_1)_ij (W_2)_ik when W_O = I; for every h, d, o and x, "
+                          "over any commutative ring")))
 test_symmetric_part_proved = check(BL_SYMMETRIC, "proved")(
-    coq_proof("proofs/coq/bilinear.v", theorem="symmetric_part"))
+    coq_proof("proofs/coq/bilinear.v", theorem="symmetric_part",
+              scope=Scope("statement", "both parts: sum_jk B^s_ajk x_j x_k = f(x)_a for every "
+                          "x, and B is determined by f only up to its antisymmetric part (a "
+                          "tensor T gives f, T(x, x) = f(x) for all x, iff its symmetric part "
+                          "is B^s); for every h, d, o, over any numeric field")))
 test_quadratic_form_proved = check(BL_QUADRATIC, "proved")(
-    coq_proof("proofs/coq/bilinear.v", theorem="quadratic_form"))
+    coq_proof("proofs/coq/bilinear.v", theorem="quadratic_form",
+              scope=Scope("statement", "both identities, f(alpha x) = alpha^2 f(x) and "
+                          "f(x + y) - f(x) - f(y) = 2 B^s(x, y), for every h, d, o, x, y and "
+                          "alpha, over any numeric field")))

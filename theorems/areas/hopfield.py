@@ -24,6 +24,7 @@ from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
 from theorems.numerics import gamma
 from theorems.profiles import budget
+from theorems.proof_statements import Scope
 from theorems.proving import coq_proof
 from theorems.strategies import gaussian_matrices
 
@@ -438,4 +439,6 @@ test_twicing_leaves_the_convex_hull = check(HP_TWICING_HULL, "refutation")(
 
 # (2A - A^2)V = AV + A(V - AV) for every n, d_v and ring: MathComp matrices.
 test_twicing_identity_proved = check(HP_TWICING, "proved")(
-    coq_proof("proofs/coq/hopfield_twicing_identity.v", theorem="twicing_identity"))
+    coq_proof("proofs/coq/hopfield_twicing_identity.v", theorem="twicing_identity",
+              scope=Scope("statement", "the whole statement: (2A - A^2)V = AV + A(V - AV) for "
+                          "every n, d_v, A and V, over any ring (so over the reals)")))

@@ -23,6 +23,7 @@ from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
 from theorems.numerics import gamma
 from theorems.profiles import budget
+from theorems.proof_statements import Scope
 from theorems.proving import coq_proof
 from theorems.strategies import gaussian_matrices, seeds, tensors
 
@@ -92,14 +93,16 @@ LN_SELECTABLE = Claim(
         r"$q \in \mathbb R^d$ has $q^\top k_i > q^\top k_j$ for all $j \ne i$, i.e. iff $k_i$ "
         r"is an exposed vertex of $\mathrm{conv}\{k_1, \dots, k_m\}$. If the keys are distinct "
         r"and have equal norm, as LayerNorm outputs do ($\lVert\mathrm{LN}(x)\rVert = \sqrt d$), "
-        r"every key is selectable: $q = k_i$ gives "
-        r"$q^\top(k_i - k_j) = \tfrac12\lVert k_i - k_j\rVert^2 > 0$."),
+        r"every key is selectable."),
     source=(Source(where="Section 4 (scaling: no key is unselectable)", tag="V", **BRODY),
             Source(where="precise form via exposed vertices and the LP certificate", tag="D",
                    **BRODY)),
     kind="construction",
     construction="constructions.layernorm_geometry:selectability_margin",
     depends_on=("layernorm.projection-decomposition",),
+    notes=(r"Why: $q = k_i$ gives $q^\top(k_i - k_j) = \tfrac12\lVert k_i - k_j\rVert^2 > 0$ "
+           "for keys of equal norm. The check certifies selectability with the linear "
+           "program's query instead (certified_margin), not with this witness."),
 )
 
 LN_UNNORMALISED_SELECTABLE = Claim(
@@ -293,8 +296,11 @@ def certified_margin(keys: torch.Tensor, index: int) -> float:
     return float((scores - gamma(d + 2) * magnitudes).min())
 
 
-MIDPOINT_KEYS = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.5, 0.5, 0.0]],
-                             dtype=torch.float64)
+# k3 = (k1 + k2)/2. Four coordinates, so that centring (the mean 1/4 or 1/8) and every
+# difference are exact in float64: the centred k3 is still exactly the midpoint, and a mutant
+# that drops the scaling fails on it by exact arithmetic, not by rounding.
+MIDPOINT_KEYS = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0],
+                              [0.5, 0.5, 0.0, 0.0]], dtype=torch.float64)
 
 
 @st.composite
@@ -392,8 +398,7 @@ LN_MAJORITY_LEARNABLE = Claim(
         r"$\theta_i$ over held-out positions ends below $30°$ with $N = \mathrm{LN}$ and above "
         r"$45°$ with $N = S$ and with $N = I$, for $C = 6$, $d = 4$, $n = 16$, $m = 1$, 600 "
         r"steps of fresh batches of 256 sequences, rate $3\cdot 10^{-2}$ decayed linearly to "
-        r"0, seed 0. (A random line in $\mathbb R^4$ has median angle $66.2°$ to "
-        r"$\mathbf 1$.)"),
+        r"0, seed 0."),
     source=(Source(where="Section 4 (projection), majority experiment, Figure 2b; the model "
                          "follows the authors' majority_exp.py", tag="V", **BRODY),
             Source(where="the smoke-scale setting (C, d, n, m, rate, steps) and the 30°/45° "
@@ -401,7 +406,8 @@ LN_MAJORITY_LEARNABLE = Claim(
     kind="dynamics",
     construction="constructions.layernorm_geometry:majority_head",
     depends_on=("layernorm.uniform-attention",),
-    notes=("The paper's Figure 2b reports a mean angle near 12° after ~16k steps of batch "
+    notes=("A random line in R^4 has median angle 66.2° to 1 (not checked here). "
+           "The paper's Figure 2b reports a mean angle near 12° after ~16k steps of batch "
            "6000 (d=8, C=20, n=50); that is the experiment's full config, sized for a GPU "
            "and not run here. The authors' no-projection ablation, F.normalize(x)/sqrt(d), "
            "also shrinks the key norm to 1/sqrt(d); S keeps LayerNorm's norm sqrt(d)."),
@@ -460,7 +466,12 @@ test_majority_training_aligns_the_query_with_ones = check(LN_MAJORITY_LEARNABLE,
 # LN(x) = sqrt(d) Px/||Px||, 1^T LN(x) = 0 and ||LN(x)||^2 = d for every d and every x with
 # Px != 0, over any real closed field: MathComp big sums and Num.sqrt.
 test_decomposition_proved = check(LN_DECOMPOSITION, "proved")(
-    coq_proof("proofs/coq/layernorm.v", theorem="projection_decomposition"))
+    coq_proof("proofs/coq/layernorm.v", theorem="projection_decomposition",
+              scope=Scope("statement", "LN(x) = sqrt(d) Px/||Px||_2, 1^T LN(x) = 0 and "
+                          "||LN(x)||^2 = d for every d and every x with Px != 0 (which forces "
+                          "d >= 2), over any real closed field (so over the reals)")))
 # LN(x_1, x_2) = sign(x_1 - x_2)(1, -1) for x_1 != x_2, from the d = 2 case of the above.
 test_two_dimensions_proved = check(LN_TWO_DIMENSIONS, "proved")(
-    coq_proof("proofs/coq/layernorm.v", theorem="two_dimensions"))
+    coq_proof("proofs/coq/layernorm.v", theorem="two_dimensions",
+              scope=Scope("statement", "LN(x) = sign(x_1 - x_2)(1, -1) for every x in R^2 "
+                          "with x_1 != x_2, over any real closed field (so over the reals)")))

@@ -65,12 +65,7 @@ LAST_LAYER_GRADIENT = Claim(
         r"Let the loss be $\mathcal L = \tfrac1n\sum_i \mathrm{CE}(z_i, y_i)$, the output "
         r"$z_i \in \mathbb R^d$ used as logits over $d$ classes with labels $y_i$ uniform on "
         r"$[d]$, and $G(L) = \mathbb E\lVert\partial\mathcal L/\partial W^{2,L}\rVert_F$ the "
-        r"expected gradient norm of the last layer's second FFN matrix. Theorem 1 bounds "
-        r"$\lVert\partial\mathcal L/\partial W^{2,L}\rVert_F$, with probability at least "
-        r"$0.99 - \delta - \epsilon/(0.9 + \epsilon)$ when the squared norms of Lemma 2 are "
-        r"$(\epsilon, \delta)$-bounded (concentrated within a factor $1 \pm \epsilon$ of their "
-        r"means except with probability $\delta$), by $O(d\sqrt{\ln d})$ for Post-LN and "
-        r"$O(d\sqrt{\ln d / L})$ for Pre-LN. Checked form: "
+        r"expected gradient norm of the last layer's second FFN matrix. Then "
         r"for $d = 64$, $n = 16$ and $L \in \{1, 2, 4, 8, 16, 32\}$, the least-squares slope "
         r"of $\log G(L)$ on $\log L$ lies in $[-0.6, -0.4]$ for Pre-LN and in $[-0.1, 0.1]$ "
         r"for Post-LN."),
@@ -81,6 +76,13 @@ LAST_LAYER_GRADIENT = Claim(
     kind="scaling",
     construction="constructions.mean_field:mean_field_transformer",
     depends_on=("prenorm-gradients.residual-norm-band",),
+    notes=(r"The theorem this tests, recalled ([R], not checked): Theorem 1 bounds "
+           r"$\lVert\partial\mathcal L/\partial W^{2,L}\rVert_F$, with probability at least "
+           r"$0.99 - \delta - \epsilon/(0.9 + \epsilon)$ when the squared norms of Lemma 2 "
+           r"are $(\epsilon, \delta)$-bounded (concentrated within a factor $1 \pm \epsilon$ "
+           r"of their means except with probability $\delta$), by $O(d\sqrt{\ln d})$ for "
+           r"Post-LN and $O(d\sqrt{\ln d / L})$ for Pre-LN. The statement above is the "
+           r"Monte Carlo form of its depth scaling that the check asserts."),
 )
 
 # The band check makes 2 x 6 comparisons of a Monte Carlo mean with a bound. Each mean of 40

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 STATUS_COLOURS = {
     "verified": ("#d5f0dc", "#1b5e20"),
     "refuted": ("#efe0f7", "#5b2378"),
-    "inconclusive": ("#ffcc80", "#7a3e00"),  # amber (contract 1)
+    "inconclusive": ("#ffe0b2", "#8a4b00"),
     "failing": ("#fbd5d5", "#a11a1a"),
     "unchecked": ("#eceff1", "#455a64"),
 }

@@ -23,8 +23,7 @@ from .data import SCOPE_MEANING, STALENESS
 STATUS_MEANING = {
     "verified": "every check passed, and at least one is beyond the symbolic tier",
     "refuted": "a refutation check passed: a counterexample to the claim as stated is pinned",
-    "inconclusive": "a sampled or seeded check's interval did not decide: the evidence neither "
-                    "supports nor contradicts the claim",
+    "inconclusive": "a check's interval over sampled trials or seeds did not decide",
     "failing": "some check failed",
     "unchecked": "no check ran (or only symbolic ones), or the claim is not in the evidence",
 }
@@ -41,12 +40,10 @@ TIER_MEANING = {
 OUTCOME_MEANING = {
     "passed": "the check passed",
     "failed": "the check failed: see its falsifying example",
-    "inconclusive": "the check ran, but its interval did not decide (see its intervals)",
     "skipped": "the check did not run (a skipped proof is no proof)",
+    "inconclusive": "the check's interval over sampled trials or seeds did not decide",
 }
-# Every status theorems.claims knows is explained ("inconclusive" is explained already where
-# the registry does not know it yet: contract 1), every tier exactly.
-if set(STATUSES) - set(STATUS_MEANING) or tuple(TIER_MEANING) != TIERS:
+if tuple(STATUS_MEANING) != STATUSES or tuple(TIER_MEANING) != TIERS:
     raise RuntimeError("theorems.claims changed its statuses or tiers; explain them here")
 VOCABULARY = {"status": STATUS_MEANING, "tier": TIER_MEANING, "tag": TAGS,
               "outcome": OUTCOME_MEANING, "staleness": STALENESS, "scope": SCOPE_MEANING}

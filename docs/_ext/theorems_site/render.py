@@ -18,6 +18,7 @@ from typing import Any
 import jinja2
 from sphinx.util import logging
 
+from theorems import audit
 from theorems.claims import REFUTATION_SCOPES, STATUSES, TAGS
 
 from .data import (
@@ -215,7 +216,7 @@ def environment() -> jinja2.Environment:
         data_table=data_table, interval_rows=interval_rows,
         STATUSES=STATUSES, TAGS=TAGS, STALENESS=STALENESS, STATUS_MEANING=STATUS_MEANING,
         REFUTATION_SCOPES=REFUTATION_SCOPES, LEGEND=LEGEND, COLOURS=COLOURS,
-        TIER_MEANING=TIER_MEANING, SCOPE_MEANING=SCOPE_MEANING)
+        TIER_MEANING=TIER_MEANING, SCOPE_MEANING=SCOPE_MEANING, audit_scope=audit.scope)
     return env
 
 

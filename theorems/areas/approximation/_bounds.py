@@ -44,7 +44,8 @@ def attention_rounding_bound(attention, e: torch.Tensor) -> torch.Tensor:
     :math:`\gamma_D|e||W_V|`; the output sums :math:`N = H n d_v` triple products, to
     :math:`\gamma_{N+2}`. With :math:`M_{h} = \max_j |e_j||W_V^h||W_O^h|` (per output
     coordinate) and :math:`\sum_j p_j = 1`:
-    :math:`|\hat A - A| \le \sum_h (\eta_h + \gamma_{D + N + 2}) M_h`.
+    :math:`|\hat A - A| \le \sum_h (\eta_h + \gamma_{D + N + 2}) M_h`. A causal mask only
+    removes keys (exactly), so the bound taken over all :math:`n` keys covers it.
     """
     D = e.shape[-1]
     n = e.shape[-2]

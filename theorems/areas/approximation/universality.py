@@ -1,19 +1,26 @@
-r"""Single-layer universality (Gumaan 2025, arXiv:2507.10581): refuted as stated, corrected.
+r"""Single-layer universality (Gumaan 2025, arXiv:2507.10581): refuted in one reading, corrected.
 
 The listing abstract states, unqualified, that one self-attention layer followed by a
 position-wise ReLU FFN approximates any continuous sequence-to-sequence map on a compact
 domain; the HTML v1 abstract adds "under suitable conditions". Both were read [V]; the proof
-was not, so whether the paper's hypotheses include positional encodings is unverified.
-Without positional information the layer is permutation-equivariant, and no equivariant map
-approximates the target that copies token 1 to every position
-(``approximation.equivariance-lower-bound``). The claim is registered as the abstract states
-it, refuted with the pinned pair :math:`X = (1, -1)`, :math:`X' = (-1, 1)`, and corrected: with
-a positional lift one explicit layer copies token 1 to any precision
+was not, so whether the paper's hypotheses include positional encodings or a mask is
+unverified. The claim is registered in the reading with neither (the layer acts on the tokens
+as given, every token attending to every token). Such a layer is permutation-equivariant, and
+no equivariant map approximates the target that copies token 1 to every position
+(``approximation.equivariance-lower-bound``). The refutation derives this for *every* layer of
+the class: the lemma's identity :math:`T(X')_2 = T(X)_1` is checked symbolically on the generic
+layer, whose weight-dependent maps are undefined functions, and then no real value lies within
+:math:`\varepsilon` of both targets of the pinned pair :math:`X = (1, -1)`,
+:math:`X' = (-1, 1)`. Random layers appear only as an illustration, each asserted equivariant.
+Corrected: with a positional lift one explicit layer copies token 1 to any precision
 (``approximation.positional-copy``). The rigorous equivariant version with an FFN before the
 attention and :math:`L^p` error is ``boltzmann.universal-approximation``.
 """
 
 from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
 
 import torch
 from hypothesis import example, given
@@ -27,7 +34,7 @@ from constructions.universality import (
 )
 from theorems.areas.approximation._bounds import U, layer_rounding_bound
 from theorems.claims import Claim, Source
-from theorems.evidence import check, evidence, expect_failure
+from theorems.evidence import check, evidence
 from theorems.profiles import budget
 from theorems.strategies import seeds
 
@@ -38,37 +45,44 @@ LAYER = (r"A single-layer Transformer is $T(X) = Y + \mathrm{FFN}(Y)$, $Y = X + 
          r"$\mathrm{FFN}(y) = \mathrm{ReLU}(yW_1 + b_1)W_2 + b_2$ applied to each token (any "
          r"widths; tokens may be embedded by zero-padding and read out by a coordinate "
          r"projection). The target $f(X)_i = x_1$ for all $i$ copies token 1. ")
+SETTING = (r"The layer sees the tokens as given: no positional encoding and no attention mask "
+           r"(every token attends to every token). ")
 
 UA_STATED = Claim(
     id="approximation.single-layer-universal",
-    title="One attention layer plus a ReLU FFN approximates every continuous "
-          "sequence-to-sequence map (false as stated)",
-    statement=LAYER + (
+    title="Without positions or a mask, one attention layer plus a ReLU FFN approximates every "
+          "continuous sequence-to-sequence map (false in this reading)",
+    statement=LAYER + SETTING + (
         r"For every compact $K \subset \mathbb R^{n\times d}$, every continuous "
-        r"$g: K \to \mathbb R^{n\times d}$ and every $\varepsilon > 0$ there is a single-layer "
-        r"Transformer $T$, acting on the tokens as given, with "
+        r"$g: K \to \mathbb R^{n\times d}$ and every $\varepsilon > 0$ there is such a "
+        r"single-layer Transformer $T$ with "
         r"$\sup_{X\in K}\lVert T(X) - g(X)\rVert_\infty < \varepsilon$."),
-    source=Source(where="Abstract (arXiv listing; the HTML v1 abstract adds 'under suitable "
-                        "conditions')", tag="V", **GUMAAN),
+    source=(Source(where="Abstract (arXiv listing; the HTML v1 abstract adds 'under suitable "
+                         "conditions')", tag="V", **GUMAAN),
+            Source(where="the reading with no positional encoding and no mask (the abstract "
+                         "names neither)", tag="D", **GUMAAN)),
     kind="construction", construction="constructions.universality:random_single_layer",
     depends_on=("approximation.equivariance-lower-bound",),
-    refutes="as-written",
+    refutes="reading",
     correction=(
         r"False for $g = f$ (copy token 1) on $K = [-1, 1]^{2\times 1}$, $\varepsilon = 1/4$: "
-        r"every such $T$ errs by $\ge 1$ on $X = (1, -1)$ or $X' = (-1, 1)$ "
-        r"(approximation.equivariance-lower-bound). It holds (i) with positional encodings "
-        r"added to the input, e.g. $x_k \mapsto x_k \oplus s\,e_k$, for this target "
-        r"(approximation.positional-copy), or (ii) for permutation-equivariant targets with an "
-        r"FFN before the attention and $L^p$ error (boltzmann.universal-approximation)."),
-    notes="Refuted as stated in the abstract; whether the paper's hypotheses include "
-          "positional encodings is unverified (the proof was not reachable).")
+        r"every such $T$ has $T(X')_2 = T(X)_1$ for $X = (1, -1)$, $X' = (-1, 1)$ "
+        r"(approximation.equivariance-lower-bound), so it errs by $\ge 1$ on one of them. It "
+        r"holds (i) with positional encodings added to the input, e.g. "
+        r"$x_k \mapsto x_k \oplus s\,e_k$, for this target (approximation.positional-copy), or "
+        r"(ii) for permutation-equivariant targets with an FFN before the attention and $L^p$ "
+        r"error (boltzmann.universal-approximation). With a causal mask the lemma, and with it "
+        r"this counterexample, fails; that reading is not checked here."),
+    notes="The abstract does not say whether the layer has positional encodings or a mask; "
+          "this is the reading with neither, and the paper (whose proof was not reachable) may "
+          "mean another.")
 
 UA_LOWER = Claim(
     id="approximation.equivariance-lower-bound",
-    title="Without positions a single layer is permutation-equivariant, so it errs by "
+    title="Without positions or a mask a single layer is permutation-equivariant, so it errs by "
           "‖x₁ − x₂‖∞/2 on copy-token-1",
-    statement=LAYER + (
-        r"With no positional encoding: (a) $T(P_\sigma X) = P_\sigma T(X)$ for every "
+    statement=LAYER + SETTING + (
+        r"Then (a) $T(P_\sigma X) = P_\sigma T(X)$ for every "
         r"permutation matrix $P_\sigma$; (b) with $X'$ the input with tokens 1 and 2 swapped, "
         r"$\max(\lVert T(X) - f(X)\rVert_\infty, \lVert T(X') - f(X')\rVert_\infty) \ge "
         r"\lVert x_1 - x_2\rVert_\infty / 2$, because $T(X')_2 = T(X)_1$ while $f(X)_1 = x_1$, "
@@ -160,40 +174,158 @@ def lower_bound_check(build=random_single_layer):
 test_equivariance_forces_the_lower_bound = check(UA_LOWER, "property")(lower_bound_check())
 
 
-# --- UA.1: the statement as the abstract gives it, and its refutation ------------------------
+# --- the generic layer, symbolically ---------------------------------------------------------
 
-PINNED = torch.tensor([[[1.0], [-1.0]]], dtype=torch.float64)   # X = (1, -1); X' = (-1, 1)
-EPSILON = 0.25
+@dataclass(frozen=True)
+class LayerClass:
+    """The single layers a statement quantifies over. The claims' class has no positional
+    encoding (``positions=False``) and no causal mask (``causal=False``); mutants add one."""
+    positions: bool = False
+    causal: bool = False
 
 
-def as_stated_check(build=random_single_layer):
-    r"""The abstract's claim at the pinned instance: a layer from ``build`` meets
-    :math:`\varepsilon = 1/4` for copy-token-1 on :math:`\{X, X'\} \subset [-1, 1]^{2\times 1}`.
-    Hypothesis draws layers; ``@example`` pins the smallest one."""
-    @budget(0.3)
-    @given(seed=seeds(), d_ff=st.sampled_from([4, 64]), weight_std=st.sampled_from([1, 8]))
-    @example(seed=0, d_ff=4, weight_std=1)
-    def run(seed, d_ff, weight_std):
-        model = build(1, d_ff=d_ff, seed=seed, weight_std=weight_std, max_len=2)
-        pair = torch.cat([PINNED, _swap12(PINNED)])
-        err = float((model(pair) - copy_first_target(pair)).abs().max())
-        assert err < EPSILON, (
-            f"sup error {err:.4g} on X=(1,-1), X'=(-1,1) is not below eps={EPSILON}")
+POSITION_FREE = LayerClass()
+#: Head counts the symbolic checks run: each head's average is of the same form with its own
+#: undefined functions, and the token-wise map reads every head, so an identity for H heads is
+#: the conjunction of the per-head ones; 1 and 3 show it with and without several heads.
+HEADS = (1, 3)
+
+
+def generic_layer(tokens, layer_class: LayerClass = POSITION_FREE, heads: int = 1) -> list:
+    r"""SymPy expressions :math:`T(X)_1, \dots, T(X)_n` of the generic layer of ``layer_class``
+    on ``tokens`` (SymPy expressions standing for the tokens :math:`x_1, \dots, x_n`).
+
+    Every map that depends on widths or weights is an undefined function, so an identity
+    between these expressions holds for every layer of the class, each being an instance:
+
+    - the embedding (zero padding, scratch, and the lift if ``positions``):
+      :math:`e_i = \iota(x_i)`, or :math:`\iota(x_i, i)`;
+    - head :math:`h`: score :math:`\varsigma_h(e_i, e_j) = \tau(e_iW_Q^h)\cdot(e_jW_K^h)`,
+      value :math:`\nu_h(e_j) = e_jW_V^h`, and
+      :math:`a^h_i = \sum_{j\in K(i)} e^{\varsigma_h(e_i, e_j)}\nu_h(e_j) /
+      \sum_{j\in K(i)} e^{\varsigma_h(e_i, e_j)}` with :math:`K(i) = \{1..n\}`, or
+      :math:`\{1..i\}` if ``causal``;
+    - :math:`T(X)_i = \varphi(e_i, a^1_i, \dots, a^H_i)`: the output projections, both
+      residuals, the FFN and the readout act on token :math:`i` alone.
+    """
+    import sympy
+
+    iota, phi = sympy.Function("iota"), sympy.Function("phi")
+    embedded = [iota(x, i + 1) if layer_class.positions else iota(x)
+                for i, x in enumerate(tokens)]
+    outputs = []
+    for i, e in enumerate(embedded):
+        keys = embedded[:i + 1] if layer_class.causal else embedded
+        averages = []
+        for h in range(heads):
+            score, value = sympy.Function(f"varsigma{h}"), sympy.Function(f"nu{h}")
+            weights = [sympy.exp(score(e, k)) for k in keys]
+            averages.append(sympy.Add(*(w * value(k) for w, k in zip(weights, keys, strict=True)))
+                            / sympy.Add(*weights))
+        outputs.append(phi(e, *averages))
+    return outputs
+
+
+def permutation_defects(n: int, layer_class: LayerClass = POSITION_FREE, heads: int = 1):
+    r"""Yield ``(sigma, i, defect)``: :math:`T(P_\sigma X)_i - T(X)_{\sigma(i)}` of the generic
+    layer, simplified, for every permutation :math:`\sigma` of :math:`n` tokens (with
+    :math:`(P_\sigma X)_i = x_{\sigma(i)}`) and every position :math:`i`."""
+    import sympy
+
+    x = sympy.symbols(f"x1:{n + 1}")
+    out = generic_layer(x, layer_class, heads)
+    for sigma in itertools.permutations(range(n)):
+        permuted = generic_layer([x[j] for j in sigma], layer_class, heads)
+        for i in range(n):
+            yield sigma, i, sympy.simplify(permuted[i] - out[sigma[i]])
+
+
+def equivariance_symbolic_check(layer_class: LayerClass = POSITION_FREE, max_n: int = 3):
+    """(a) for every layer of the class: the generic layer's identity
+    :math:`T(P_\\sigma X) = P_\\sigma T(X)`, for every permutation of 2 to ``max_n`` tokens."""
+    def run():
+        for n in range(2, max_n + 1):
+            for heads in HEADS:
+                for sigma, i, defect in permutation_defects(n, layer_class, heads):
+                    assert defect == 0, (
+                        f"T(P X)_{i + 1} != T(X)_{sigma[i] + 1} for sigma = {sigma} "
+                        f"({layer_class}, {heads} heads): the generic layer's difference is "
+                        f"{defect}")
+            evidence.cases(len(HEADS))
     return run
 
 
-def refutation(build=random_single_layer):
+test_every_position_free_layer_is_equivariant = check(UA_LOWER, "symbolic")(
+    equivariance_symbolic_check())
+
+
+# --- UA.1: the statement in this reading, and its refutation ---------------------------------
+
+PINNED = torch.tensor([[[1.0], [-1.0]]], dtype=torch.float64)   # X = (1, -1); X' = (-1, 1)
+EPSILON = 0.25
+#: Seeds of the random layers that illustrate the lemma (the refutation does not rest on them).
+ILLUSTRATION_SEEDS = (0, 1, 2)
+
+
+def refutation(layer_class: LayerClass = POSITION_FREE, target=copy_first_target):
+    r"""The statement fails at :math:`K = [-1, 1]^{2\times 1}`, :math:`\varepsilon = 1/4` and
+    ``target`` (copy token 1), for every layer of ``layer_class``:
+
+    1. the lemma (approximation.equivariance-lower-bound (a), :math:`\sigma` the swap): the
+       generic layer has :math:`T(X')_2 = T(X)_1` identically, so any layer of the class gives
+       both the same value :math:`t`;
+    2. exactly (SymPy, over the reals): no :math:`t` lies within :math:`\varepsilon` of both
+       :math:`g(X)_1` and :math:`g(X')_2`; the best :math:`t`, their midpoint, errs by half
+       their gap (1 here), the margin over :math:`\varepsilon` recorded.
+
+    Random layers of the class then illustrate step 1, each asserted to satisfy it up to its
+    rounding bound (``theorems.areas.approximation._bounds``). Returns the counterexample text.
+    """
     def run() -> str:
-        return expect_failure(as_stated_check(build))
+        import sympy
+
+        for heads in HEADS:
+            defects = list(permutation_defects(2, layer_class, heads))
+            swap = next(d for sigma, i, d in defects if sigma == (1, 0) and i == 1)
+            assert swap == 0, (
+                f"T(X')_2 = T(X)_1 does not follow for every layer of {layer_class} "
+                f"({heads} heads): the generic layer's difference is {swap}")
+        swapped = _swap12(PINNED)
+        # the targets are floats exactly representable (+-1), so Rational() reads them exactly
+        first = sympy.Rational(float(target(PINNED)[0, 0, 0]))
+        second = sympy.Rational(float(target(swapped)[0, 1, 0]))
+        t, eps = sympy.Symbol("t", real=True), sympy.Rational(EPSILON)
+        feasible = sympy.Intersection(
+            sympy.solveset(sympy.Abs(t - first) < eps, t, sympy.Reals),
+            sympy.solveset(sympy.Abs(t - second) < eps, t, sympy.Reals))
+        assert feasible is sympy.S.EmptySet, (
+            f"a common value t = T(X)_1 = T(X')_2 in {feasible} is within eps = {EPSILON} of "
+            f"both targets g(X)_1 = {first} and g(X')_2 = {second}")
+        best_error = sympy.Abs(first - second) / 2
+        evidence.margin(float(best_error - eps))
+        for seed in ILLUSTRATION_SEEDS:
+            model = random_single_layer(1, max_len=2, seed=seed, causal=layer_class.causal,
+                                        positions=2.0 if layer_class.positions else None)
+            out, out_swapped = model(PINNED), model(swapped)
+            slack = float(layer_rounding_bound(model, PINNED)[0, 0, 0]
+                          + layer_rounding_bound(model, swapped)[0, 1, 0])
+            defect = float((out_swapped[0, 1, 0] - out[0, 0, 0]).abs())
+            assert defect <= slack, (
+                f"illustration: the random layer of seed {seed} has |T(X')_2 - T(X)_1| = "
+                f"{defect:.3g} above its rounding bound {slack:.3g}")
+            evidence.metric("illustration_error", float(max(
+                (out - target(PINNED)).abs().max(), (out_swapped - target(swapped)).abs().max())),
+                worse="lower")
+        return (f"g(X)_i = x_1 (copy token 1) on K = [-1,1]^(2x1), eps = {EPSILON}: X = (1, -1), "
+                f"X' = (-1, 1). Every layer without positions or a mask has T(X')_2 = T(X)_1 "
+                f"(generic layer, SymPy, {HEADS} heads), and no t is within eps of both "
+                f"g(X)_1 = {first} and g(X')_2 = {second}: every such layer errs by >= "
+                f"{best_error} on one of them.")
     return run
 
 
 def no_single_layer_without_positions_copies_token_one():
-    report = refutation()()
-    evidence.counterexample(
-        "g(X)_i = x_1 (copy token 1) on K = [-1,1]^{2x1}, eps = 1/4: X = (1, -1), X' = (-1, 1). "
-        "Every single layer without positions has T(X')_2 = T(X)_1, so it errs by >= 1 on one "
-        f"of them (approximation.equivariance-lower-bound). As-stated check: {report}")
+    evidence.counterexample(refutation()())
 
 
 test_no_single_layer_without_positions_copies_token_one = check(UA_STATED, "refutation")(

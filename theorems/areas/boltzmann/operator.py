@@ -30,6 +30,7 @@ from theorems.areas.boltzmann._shared import (
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
 from theorems.numerics import gamma
+from theorems.proof_statements import Scope
 from theorems.proving import coq_proof
 from theorems.strategies import seeds
 
@@ -363,4 +364,7 @@ test_rank_one_head_computes_boltzmann = check(BZ_RANK_ONE, "property")(rank_one_
 # max a - ln(n)/beta <= boltz_beta(a) <= max a for every n >= 1 and beta > 0: Coq
 # standard-library reals (so the classical-reals axioms are trusted), by x ln(nx) >= x - 1/n.
 test_max_bounds_proved = check(BZ_MAX_BOUNDS, "proved")(
-    coq_proof("proofs/coq/boltzmann_max_bounds.v", theorem="max_bounds"))
+    coq_proof("proofs/coq/boltzmann_max_bounds.v", theorem="max_bounds",
+              scope=Scope("statement", "max_i a_i - ln(n)/beta <= boltz_beta(a) <= max_i a_i "
+                          "for every n >= 1, a in R^n and beta > 0, with boltz_beta written out "
+                          "from the softmax weights; Coq standard-library reals")))

@@ -17,7 +17,8 @@ the same circuit, checked again on them; so do gauge variants of *both* inductio
 constructions (:mod:`constructions.circuit_gauges`, :mod:`.gauges`): a dense random rotation of
 the residual stream, a dense non-orthogonal dyadic reparametrisation of every head's
 :math:`W_Q/W_K` and :math:`W_V/W_O`, and a head permutation of the spurious-head variant.
-None of them is bit-exact in float64 (nor, it turned out, is the spurious-head variant): the
+The rotation and the reparametrisation are not bit-exact in float64, and the permutation and
+the spurious-head variant need not be (their batched head sums may round in another order): the
 checks compare against a running forward-error bound carried through the forward pass and
 every edge-patched run (:mod:`._tracked`). The one-step-GD linear self-attention
 (:mod:`constructions.icl_circuit`) is a third case: under a shift of one context label its

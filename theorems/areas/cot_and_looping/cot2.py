@@ -256,11 +256,16 @@ COT2_ONE_LAYER = Claim(
         r"$\lVert\alpha_{t+1} - M_{a_{t+1}}\alpha_t\rVert_1 \le \epsilon_t = 2(v-1)e^{-B} + "
         r"2B\rho_t$, hence $\lVert\alpha_t - \alpha^*_t\rVert_1 \le \sum_{\tau<t}\epsilon_\tau$ "
         r"($M_a$ is an $\ell_1$ contraction), and whenever that sum is below $2^{-m-1}$ the "
-        r"read-out $\min\{s\ge0 : \alpha_m(s) > 2^{-m-1}\}$ is the MNNS label."),
+        r"read-out $\min\{s\ge0 : \alpha_m(s) > 2^{-m-1}\}$ is the MNNS label. MNNS is the "
+        r"abstract's subset sum under $s \leftrightarrow (\sum_i a_i + s)/2$: the sign pattern "
+        r"$\sigma$ with signed sum $s$ selects $S = \{i : \sigma_i = +1\}$, whose sum is "
+        r"$(\sum_i a_i + s)/2$, so the label is $y = 2\varsigma^* - \sum_i a_i$ with "
+        r"$\varsigma^*$ the smallest subset sum $\ge \sum_i a_i/2$."),
     source=(Source(where="Abstract (a one-layer CoT2 transformer solves subset sum given "
                          "sufficient embedding dimension)", tag="V", **COT2),
-            Source(where="the construction and the leak bound (this project; the paper's "
-                         "construction was not read)", tag="D", **COT2)),
+            Source(where="the construction, the leak bound and the MNNS/subset-sum mapping "
+                         "(this project; the paper's construction was not read)", tag="D",
+                   **COT2)),
     kind="construction",
     construction="constructions.cot2:cot2_layer",
     depends_on=("cot-and-looping.uniform-targets-linear",),
@@ -321,6 +326,38 @@ def one_layer_check(build=cot2_layer, bound=step_leak_bound, beta: float = 40.0,
 
 
 test_one_layer_rollout = check(COT2_ONE_LAYER, "property")(budget(0.4)(one_layer_check()))
+
+
+def subset_sum_of(total: int, signed_sum: int) -> int:
+    """The subset sum a signed sum stands for: (sum of the digits + s) / 2."""
+    return (total + signed_sum) // 2
+
+
+def subset_sum_mapping_check(to_subset=subset_sum_of, label=mnns_label, max_m: int = 4):
+    """Every digit string of length 1..max_m: each sign pattern's subset {i : sigma_i = +1}
+    sums to ``to_subset(sum a, s)`` (and back, s = 2 varsigma - sum a), and the MNNS label is
+    2 varsigma* - sum a, varsigma* the smallest subset sum >= sum a / 2."""
+    def run():
+        strings = 0
+        for m in range(1, max_m + 1):
+            patterns = list(itertools.product((1, -1), repeat=m))
+            for digits in itertools.product(range(10), repeat=m):
+                total, subset_sums = sum(digits), set()
+                for signs in patterns:
+                    s = sum(g * a for g, a in zip(signs, digits, strict=True))
+                    subset = sum(a for g, a in zip(signs, digits, strict=True) if g == 1)
+                    assert to_subset(total, s) == subset and 2 * subset - total == s, (
+                        f"signs {signs} on {digits}: s = {s} but the subset sums to {subset}")
+                    subset_sums.add(subset)
+                star = min(x for x in subset_sums if 2 * x >= total)
+                assert label(digits) == 2 * star - total, (
+                    f"label {label(digits)} of {digits} is not 2 * {star} - {total}")
+                strings += 1
+        evidence.cases(strings)
+    return run
+
+
+test_mnns_is_subset_sum = check(COT2_ONE_LAYER, "exhaustive")(subset_sum_mapping_check())
 
 
 COT2_RELU_LOG = Claim(

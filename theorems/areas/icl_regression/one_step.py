@@ -43,6 +43,7 @@ from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma
 from theorems.profiles import budget
+from theorems.proof_statements import Scope
 from theorems.proving import coq_proof
 from theorems.strategies import spd_matrices
 
@@ -482,4 +483,9 @@ test_preconditioner_is_the_stationary_point_and_symmetric = check(
 # every d, n, eta and P, over any field: MathComp matrices. The float64 part is the property
 # check's.
 test_one_step_gd_proved = check(IR_ONE_STEP, "proved")(
-    coq_proof("proofs/coq/icl_regression_one_step_gd.v", theorem="one_step_gd"))
+    coq_proof("proofs/coq/icl_regression_one_step_gd.v", theorem="one_step_gd",
+              scope=Scope("part", "the exact identity of the first sentence: "
+                          "w_1 = -eta P grad L(0) = eta P (1/n) sum_i y_i x_i and the LSA's "
+                          "prediction is x_q^T w_1, masked and unmasked, for every d, n, eta, P "
+                          "and prompt, over any field; not the float64 sentence (relative error "
+                          "below 1e-10), which the property check asserts")))

@@ -42,6 +42,7 @@ from theorems.areas.induction_heads._shared import (
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.profiles import budget
+from theorems.proof_statements import Scope
 from theorems.proving import smt_proof, z3_from_sympy
 
 IH_TASK = Claim(
@@ -626,12 +627,27 @@ def margin_query(parameters=two_layer_parameters, conditions=two_layer_condition
 # Every file the margin queries are generated from: a change to any re-checks the proofs.
 MARGIN_QUERY_INPUTS = ("constructions/induction_heads/margins.py",
                        "theorems/areas/induction_heads/exactness.py", "theorems/proving.py")
+# What a margin proof trusts besides z3: the rewrite to logarithms and the translation.
+MARGIN_QUERY_TRUSTS = (
+    "SymPy's expand/expand_log(force=True) rewrite of log(lhs) - log(bound) (sound: every "
+    "quantity is positive under the hypotheses)",
+    "the translator theorems.proving.z3_from_sympy (sound bounds on log of a positive "
+    "variable, rational enclosures of e and ln k)")
 test_two_layer_margins_proved = check(IH_TWO_LAYER_MARGINS, "proved")(smt_proof(
     margin_query, name="two-layer margins (A)-(D) for every n >= 1",
     source="constructions.induction_heads:two_layer_conditions (lib=sympy)",
-    depends=MARGIN_QUERY_INPUTS))
+    depends=MARGIN_QUERY_INPUTS, trusts=MARGIN_QUERY_TRUSTS,
+    statement=(two_layer_parameters, two_layer_conditions, margin_query),
+    scope=Scope("statement", "(A)-(D) for every real n >= 1 (so every integer n >= 1), with "
+                "lambda, theta, beta_2, beta_1 and alpha as two_layer_parameters and "
+                "two_layer_conditions compute them with lib=sympy")))
 test_compact_margins_proved = check(IH_COMPACT_MARGINS, "proved")(smt_proof(
     functools.partial(margin_query, compact_parameters, compact_conditions, geometry=True),
     name="compact margins (A')-(D') for every n >= 1 and geometry",
     source="constructions.induction_heads:compact_conditions (lib=sympy)",
-    depends=MARGIN_QUERY_INPUTS))
+    depends=MARGIN_QUERY_INPUTS, trusts=MARGIN_QUERY_TRUSTS,
+    statement=(compact_parameters, compact_conditions, margin_query),
+    scope=Scope("statement", "(A')-(D') for every real n >= 1, rho and g in (0, 1] and "
+                "g_pos > 0, with the parameters as compact_parameters and compact_conditions "
+                "compute them with lib=sympy; the closing parenthesis (the construction's rho, "
+                "g, g_pos) is an instance, not a further assertion")))

@@ -96,6 +96,9 @@ SIH_BAYES = Claim(
         r"rounding)."),
     source=(Source(where="Abstract: the matching layer implements Bayesian counting; the "
                    "circuit approximates the posterior arbitrarily closely", tag="V", **SIH),
+            Source(where="the task formalisation: the torus, the Dirichlet prior and the "
+                         "row-major flattening (reconstructed; the paper's body was not read)",
+                   tag="R", **SIH),
             Source(where="the match weights, BOS prior sink and leak bound (this project)",
                    tag="D", **SIH)),
     kind="construction",

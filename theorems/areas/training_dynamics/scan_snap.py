@@ -1,8 +1,9 @@
 r"""Scan and Snap (Tian, Wang, Chen, Du 2023, arXiv:2305.16380; NeurIPS 2023).
 
-The Y/Z model follows the authors' code (``YZBlock`` in facebookresearch/luckmatters); the
-synthetic classes are from a secondary review [S]; the long-sequence limit and the row gauge
-are ours, and they anchor the gradient-descent trends of the abstract.
+The Y/Z model follows the authors' code (``Model2`` in facebookresearch/luckmatters,
+``ssl/real-dataset/decoder_only.py``); the synthetic classes are from a secondary review [S];
+the long-sequence limit and the row gauge are ours, and they anchor the gradient-descent
+trends of the abstract. The abstract's snap is not checked (see the dynamics claim's notes).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from theorems.profiles import budget
 from theorems.strategies import seeds
 
 TIAN = {"arxiv": "2305.16380", "ref": "Tian, Wang, Chen, Du (2023), NeurIPS"}
-CODE = Source(where="YZBlock in ssl/real-dataset/decoder_wiki_yz.py of "
+CODE = Source(where="Model2 in ssl/real-dataset/decoder_only.py of "
                     "facebookresearch/luckmatters (the authors' code)", tag="V", **TIAN)
 
 MODEL = (r"Let $M$ be the vocabulary, $Z, Y\in\mathbb R^{M\times M}$, and a sequence "
@@ -69,40 +70,45 @@ SS_GAUGE = Claim(
 
 SS_DYNAMICS = Claim(
     id="training-dynamics.scan-snap-dynamics",
-    title="SGD scans toward distinct tokens, ranks them by co-occurrence, and snaps without a "
-          "winner taking all",
+    title="SGD scans toward distinct tokens, orders them by co-occurrence, and no winner takes "
+          "all (the snap is not checked)",
     statement=(MODEL + r"Synthetic classes: next tokens $n\in\{0..3\}$, query $m = \psi(n)$ "
                r"two-to-one, each $n$ with three distinct context tokens of probabilities "
                r"$0.5\cdot(0.5, 0.3, 0.2)$ and four common tokens shared by every class, "
                r"$0.5/4$ each ($M = 22$). Zero-initialised $Y, Z$, plain SGD on the "
                r"next-token cross-entropy with $\eta_Y = 1$, $\eta_Z/\eta_Y\in\{0.01, 0.05, "
-               r"0.2\}$, batch 64, $T = 128$, 1500 steps, seeds 0 and 1. Reading the attention "
-               r"in the long-sequence limit (training-dynamics.scan-snap-long-sequence-limit), "
-               r"for every class, seed and rate: the attention mass on the distinct tokens "
-               r"ends above its exact initial value $0.5$ and that on the common tokens below "
-               r"$0.5$; the final order of the attention among a class's distinct tokens is "
-               r"that of $P(l\mid n)$ (Spearman 1); no token takes more than 0.9 of the mass; "
-               r"and the per-step update $\lVert\Delta Z\rVert$ falls by at least $10\times$ "
-               r"from its peak (the snap). Recorded, not asserted: the snap step against "
-               r"$\eta_Z/\eta_Y$."),
+               r"0.2\}$, batch 64, $T = 128$, 1500 steps, two independent data streams "
+               r"(numpy SeedSequence(0).spawn(2)). Reading the attention in the long-sequence "
+               r"limit (training-dynamics.scan-snap-long-sequence-limit), for every class, "
+               r"stream and rate: (a) the attention mass on the distinct tokens ends above its "
+               r"exact initial value $0.5$ and that on the common tokens below $0.5$; (b) the "
+               r"attention relative to its initial value, $a_l(t)/a_l(0)\propto e^{Z[m, l]}$, "
+               r"orders a class's distinct tokens strictly as $P(l\mid n)$ does: "
+               r"$Z[m, l] > Z[m, l']$ whenever $P(l\mid n) > P(l'\mid n)$ (at the "
+               r"initialisation all are tied); (c) no token takes more than 0.9 of the "
+               r"attention mass."),
     source=(Source(where="Abstract: attention attends more to distinct and less to common "
-                         "tokens; among distinct tokens weights drop from low to high "
-                         "co-occurrence; no winner-takes-all; a phase transition controlled "
-                         "by the two learning rates (snap)", tag="V", **TIAN),
+                         "tokens; among distinct tokens it drops attention weights in the "
+                         "order of low to high co-occurrence; no winner-takes-all", tag="V",
+                   **TIAN),
             CODE,
             Source(where="the synthetic classes (catalogue SS.3, from a secondary review)",
                    tag="S", **TIAN),
-            Source(where="sizes, thresholds and the long-sequence read-out, chosen here",
-                   tag="D", **TIAN)),
+            Source(where="sizes, thresholds, the long-sequence read-out and the order read on Z, "
+                         "chosen here", tag="D", **TIAN)),
     kind="dynamics",
     construction="constructions.scan_snap:synthetic_classes",
     depends_on=("training-dynamics.scan-snap-long-sequence-limit",
                 "training-dynamics.scan-snap-row-gauge"),
-    notes=("The theorems were not read, so the direction of the snap step's dependence on "
-           "eta_Z/eta_Y is recorded, not asserted (at this size it comes earlier for larger "
-           "eta_Z). At this size the update norm decays smoothly after an early peak (about "
-           "two decades in 1500 steps) rather than collapsing at a sharp transition: the "
-           "'snap step' is where that decay first crosses a tenth of the peak. "
+    notes=("Not checked: the abstract's snap (the scan decelerates by a phase transition, "
+           "controllable by the two learning rates, leaving an almost fixed token "
+           "combination); the theorems were not read. Its measurable form here is the change "
+           "of the row-centred Z over the last doubling of training time over its largest "
+           "change over an earlier doubling (0 for a frozen combination, about 1 for steady "
+           "log t scanning); at this size and length it is about 0.7 to 1.2 (seed 0), and "
+           "the per-step update norm decays smoothly after an early peak, so no phase "
+           "transition is seen. Both are recorded. The verdict needs every stream to agree "
+           "(two streams; no interval over streams yet). "
            "The catalogue's M = 20 cannot hold 4 next, 2 query, 12 distinct and 4 "
            "common tokens; M = 22 is used."),
     result_dependencies={
@@ -290,30 +296,39 @@ def scan_snap_result(overrides: dict | None = None, **mutation):
 
 
 def dynamics_check(overrides: dict | None = None, **mutation):
+    """(a), (b), (c) of the statement for every class, stream and rate: each assertion is on
+    the extreme over the streams, so every stream must agree (an exact decision for the
+    number of streams run, which the evidence records)."""
     def run():
         from empirics.experiment import metric_key
-        from empirics.scan_snap import SNAP_FALL
 
         result = scan_snap_result(overrides, **mutation)
         m = result.metrics
         start = m["exact_distinct_start"]
         assert start == 0.5, f"the exact initial distinct mass is {start}, not 0.5"
+        evidence.metric("independent seed streams (all must agree)", m["seeds"], worse="lower")
         for ratio in result.config["lr_z_ratios"]:
             key = metric_key(("ratio", ratio))
             low, high = result.metric(key, "distinct_end_min"), result.metric(key, "common_end_max")
             evidence.metric(f"{key}: min final distinct mass (exact start 0.5)", low,
                             worse="lower")
-            evidence.metric(f"{key}: snap step (mean over seeds)", result.metric(key, "snap_step"))
-            assert low > start, f"{key}: a class's distinct mass ends at {low:.4f} <= 0.5"
-            assert high < 1 - start, f"{key}: a class's common mass ends at {high:.4f} >= 0.5"
-            rho = result.metric(key, "spearman_min")
-            assert rho == 1.0, f"{key}: a class's distinct ranking has Spearman {rho:.3g}"
+            assert low > start, f"(a) {key}: a class's distinct mass ends at {low:.4f} <= 0.5"
+            assert high < 1 - start, f"(a) {key}: a class's common mass ends at {high:.4f} >= 0.5"
+            gap = result.metric(key, "z_order_gap_min")
+            evidence.metric(f"{key}: min Z gap between distinct tokens ranked by P(l|n)", gap,
+                            worse="lower")
+            assert gap > 0, (f"(b) {key}: Z does not order a class's distinct tokens as P(l|n) "
+                             f"(smallest consecutive gap {gap:.3g})")
             top = result.metric(key, "top_token_max")
             evidence.metric(f"{key}: max single-token mass", top)
-            assert top <= NO_WINNER, f"{key}: one token takes {top:.3f} of the attention"
-            fall = result.metric(key, "snap_fall_min")
-            evidence.metric(f"{key}: min peak/final update norm", fall, worse="lower")
-            assert fall >= SNAP_FALL, f"{key}: the update norm falls only {fall:.3g}x (no snap)"
+            assert top <= NO_WINNER, f"(c) {key}: one token takes {top:.3f} of the attention"
+            # recorded, not asserted (the snap is not checked: see the claim's notes)
+            evidence.metric(f"{key}: Z change, last doubling / largest earlier",
+                            result.metric(key, "z_doubling_ratio_max"))
+            evidence.metric(f"{key}: update-norm snap step (mean over streams)",
+                            result.metric(key, "snap_step"))
+            evidence.metric(f"{key}: min peak/final update norm",
+                            result.metric(key, "snap_fall_min"), worse="lower")
         table = result.tables["exact anchors against measured"]
         evidence.table("exact anchors against measured", table["header"], table["rows"])
         evidence.figure(result.figures["attention"], "attention")
@@ -321,4 +336,4 @@ def dynamics_check(overrides: dict | None = None, **mutation):
     return run
 
 
-test_sgd_scans_and_snaps = check(SS_DYNAMICS, "empirical")(dynamics_check())
+test_sgd_scans_and_ranks_by_co_occurrence = check(SS_DYNAMICS, "empirical")(dynamics_check())

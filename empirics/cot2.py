@@ -174,12 +174,15 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
             result.metrics[metric_key(mode, ("d", d), "val accuracy")] = accuracy
             for t, value in enumerate(kl):
                 result.metrics[metric_key("csft", ("d", d), ("KL step", t + 1))] = value
-            rows.append([mode, d, round(accuracy, 4), *([round(x, 4) for x in kl] or ["-"])])
+            # one KL column per soft step; SFT feeds no soft token, so its cells are empty
+            rows.append([mode, d, round(accuracy, 4),
+                         *([round(x, 4) for x in kl] if kl else ["-"] * (m - 1))])
             curves[(mode, d)] = history.series("val_accuracy")
             result.training[f"{mode}-d{d}"] = history.as_record()
     result.metrics["majority-label baseline"] = float(
         (val_set["label"] == val_set["label"].mode().values).double().mean())
-    result.table("validation", ["supervision", "d", "val accuracy", "KL per soft step"], rows)
+    result.table("validation", ["supervision", "d", "val accuracy",
+                                *(f"KL soft step {t}" for t in range(1, m))], rows)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.5))
     for (mode, d), (steps, values) in curves.items():

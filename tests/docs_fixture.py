@@ -12,9 +12,14 @@ declares. It covers every status and every kind of evidence a page can show:
   falsifying example, so it comes out ``failing``;
 * ``UNCHECKED`` (the last claim) is left out of the evidence, as a claim added after the run;
 * ``FIGURED`` (the second claim) reports a metric, a table and a figure;
-* a ``proved`` check carries a proof record: a Coq proof of ``bilinear.v``'s
-  ``symmetric_part`` (with the classical-reals axioms), or for ``induction-heads`` claims a z3
-  proof whose query comes from a real function;
+* a ``proved`` check carries a proof record taken from a REAL run (:func:`real_proofs`: two
+  proof checks run inside the evidence recorder, as the plugin runs them): the Coq proof of
+  ``bilinear.v``'s ``symmetric_part``, or for ``induction-heads`` claims the z3 proof of the
+  two-layer margins, with the tool names, scope and trust base exactly as the runner writes
+  them (where a tool is missing, the real check was skipped, and so is the fixture's);
+* ``SKIPPED_PROOF`` (a claim with a Coq proof) has its proof check skipped, as the plugin
+  records one when ``coqc`` is missing: it must show as skipped, never as proved;
+* ``INCONCLUSIVE`` gets a sampled check whose interval does not decide (contract 1);
 * the file also holds a record for a claim that no longer exists.
 """
 
@@ -36,24 +41,16 @@ RUN = {"git_sha": "0123456789abcdef0123456789abcdef01234567", "git_dirty": False
        "torch": "2.13.0+cpu", "numpy": "2.0.0", "hypothesis": "6.100.0",
        "platform": "Linux-x86_64", "device": "cpu", "workers": 2}
 RETIRED = "retired.claim"
-PROOFS = {
-    "coq": {"tool": "coq", "version": "8.16.1", "source": "proofs/coq/bilinear.v",
-            "theorem": "symmetric_part",
-            "trusts": ["the Coq 8.16.1 kernel", "axiom ClassicalDedekindReals.sig_not_dec",
-                       "axiom FunctionalExtensionality.functional_extensionality_dep"],
-            "assumptions": ["ClassicalDedekindReals.sig_not_dec", "FunctionalExtensionality"
-                            ".functional_extensionality_dep"],
-            "seconds": 1.5, "sha256": "0" * 64, "statement_sha256": "2" * 64,
-            "scope": {"covers": "part", "text": "the identity, not the uniqueness clause"},
-            "cached": False},
-    "smt": {"tool": "z3", "version": "4.13.0", "theorem": "margins for every n >= 1",
-            "source": "constructions.induction_heads:two_layer_conditions (lib=sympy)",
-            "trusts": ["the translator theorems.proving.z3_from_sympy",
-                       "z3 4.13.0's unsat answer"], "assumptions": [], "seconds": 0.5,
-            "sha256": "1" * 64, "statement_sha256": "3" * 64,
-            "scope": {"covers": "statement", "text": "(A)-(D) for every real n >= 1"},
-            "cached": False},
-}
+# The real checks the fixture's proof records come from: a Coq proof and a z3 proof.
+REAL_PROOF_CHECKS = {"coq": "test_symmetric_part_proved", "smt": "test_two_layer_margins_proved"}
+# What the plugin records for a Coq proof check skipped because coqc is missing
+# (theorems.proving.missing_coq's reason, the skip's message).
+SKIPPED_PROOF_MESSAGE = ("coqc not found: install Coq 8.16 and MathComp (apt-get install coq "
+                         "libcoq-mathcomp-ssreflect libcoq-mathcomp-algebra) to run proved "
+                         "checks")
+INTERVAL = {"name": "success rate", "estimate": 0.52, "low": 0.48, "high": 0.56,
+            "threshold": 0.5, "level": 0.95, "trials": 600, "method": "Clopper-Pearson",
+            "decided": False}
 FALSIFYING = "Falsifying example: run(\n    x=tensor([0.0, 1.0], dtype=torch.float64),\n)"
 
 
@@ -66,15 +63,63 @@ def require(module: str):
                                               "pip install -e '.[docs]'")
 
 
+def real_run(directory: Path, checks: tuple[str, ...] = tuple(REAL_PROOF_CHECKS.values()),
+             ) -> Path:
+    """Run ``python -m theorems verify`` (dev profile, no workers) on ``checks`` only, writing
+    ``directory/evidence.json``; return its path. A real, partial evidence file (it starts a
+    pytest process: for the integration tests)."""
+    from theorems.verify import verify
+
+    out = directory / "evidence.json"
+    report = verify(out, profile="dev", keyword=" or ".join(checks), jobs="0", echo=False)
+    if report.data is None:
+        raise RuntimeError(f"verify wrote no evidence (pytest exit {report.returncode})")
+    return out
+
+
+def real_proofs() -> dict[str, dict]:
+    """Kind (``coq``, ``smt``) -> the record of :data:`REAL_PROOF_CHECKS`' check, run here as
+    the evidence plugin runs a check: inside a :class:`~theorems.evidence.Recorder`, whose
+    record (with the proof's tool, version, scope and trust base as the runner writes them)
+    becomes the check's; a check that skips (its tool missing) gives a skipped record.
+    Proofs come from the proof cache when it has them, so this takes seconds."""
+    import importlib
+
+    from _pytest.outcomes import Skipped
+
+    from theorems.evidence import Recorder, recording
+
+    modules = {"coq": "theorems.areas.bilinear",
+               "smt": "theorems.areas.induction_heads.exactness"}
+    records = {}
+    for kind, name in REAL_PROOF_CHECKS.items():
+        run = getattr(importlib.import_module(modules[kind]), name)
+        mark = next(m for m in run.pytestmark if m.name == "claim")
+        recorder = Recorder(claim=mark.args[0], tier=mark.kwargs["tier"], name=name)
+        outcome: dict = {"outcome": "passed", "message": None}
+        with recording(recorder):
+            try:
+                run()
+            except Skipped as skip:
+                outcome = {"outcome": "skipped", "message": str(skip.msg)}
+        records[kind] = {"name": name, **recorder.as_dict(), **outcome}
+    return records
+
+
 def roles(registry: Registry) -> dict[str, str]:
-    """Which real claims play the failing, unchecked and figured parts."""
+    """Which real claims play the failing, unchecked, figured, skipped-proof and inconclusive
+    parts."""
     declared = declared_checks()
     ids = [c.id for c in registry]
     plain = [i for i in ids if "refutation" not in declared.get(i, [])]
-    return {"failing": plain[0], "unchecked": ids[-1], "figured": ids[1]}
+    coq_proved = [i for i in plain if "proved" in declared.get(i, []) and i != plain[0]
+                  and not i.startswith("induction-heads.") and i != "bilinear.symmetric-part"]
+    return {"failing": plain[0], "unchecked": ids[-1], "figured": ids[1],
+            "skipped_proof": coq_proved[0],
+            "inconclusive": next(i for i in plain[1:] if i not in (ids[1], coq_proved[0]))}
 
 
-def _check(claim_id: str, tier: str, index: int, **extra) -> dict:
+def _check(claim_id: str, tier: str, index: int, proofs: dict | None = None, **extra) -> dict:
     record = {"nodeid": f"theorems/areas/{claim_id.split('.')[0]}.py::test_{index}_{tier}",
               "name": f"test_{claim_id.split('.', 1)[1].replace('-', '_')}_{tier}",
               "tier": tier, "outcome": "passed", "duration": 0.25, "examples": 100,
@@ -86,14 +131,22 @@ def _check(claim_id: str, tier: str, index: int, **extra) -> dict:
         record.update(examples=1, margin=None, ratio=None,
                       counterexample=f"the pinned counterexample to {claim_id}")
     if tier == "proved":
-        record.update(examples=1, margin=None, ratio=None, proof=PROOFS[
-            "smt" if claim_id.startswith("induction-heads.") else "coq"])
+        real = (proofs or {}).get("smt" if claim_id.startswith("induction-heads.") else "coq",
+                                  {"outcome": "skipped", "examples": 0,
+                                   "message": "no proof record was given to the fixture"})
+        record.update(examples=real["examples"], margin=None, ratio=None,
+                      outcome=real["outcome"], message=real["message"])
+        if real.get("proof") is not None:
+            record["proof"] = json.loads(json.dumps(real["proof"]))  # a copy per claim
     record.update(extra)
     return record
 
 
-def write_evidence(registry: Registry, directory: Path) -> Path:
-    """Write ``directory/evidence.json`` (and its figure) for ``registry``; return its path."""
+def write_evidence(registry: Registry, directory: Path, proofs: dict[str, dict] | None = None,
+                   ) -> Path:
+    """Write ``directory/evidence.json`` (and its figure) for ``registry``, its proof records
+    from ``proofs`` (:func:`real_proofs`; without them every proof check is skipped); return
+    its path."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -106,7 +159,17 @@ def write_evidence(registry: Registry, directory: Path) -> Path:
         if claim.id == part["unchecked"]:
             continue
         tiers = declared.get(claim.id) or ["property"]
-        checks[claim.id] = [_check(claim.id, tier, i) for i, tier in enumerate(tiers)]
+        checks[claim.id] = [_check(claim.id, tier, i, proofs) for i, tier in enumerate(tiers)]
+    for check in checks[part["skipped_proof"]]:
+        if check["tier"] == "proved":  # as the plugin records a skip: no proof record
+            check.pop("proof", None)
+            check.update(outcome="skipped", message=SKIPPED_PROOF_MESSAGE, examples=0)
+    # a sampled check whose interval straddles its threshold (contract 1)
+    checks[part["inconclusive"]].append(_check(
+        part["inconclusive"], "empirical", 98, outcome="inconclusive", margin=None,
+        ratio=None, message="inconclusive: the 95% interval [0.48, 0.56] contains the "
+                            "threshold 0.5",
+        intervals=[INTERVAL]))
     checks[part["failing"]].append(_check(
         part["failing"], "property", 99, outcome="failed", falsifying_example=FALSIFYING,
         message="AssertionError: margin -0.5 < 0", margin={"worst": -0.5, "last": -0.5,
@@ -149,7 +212,7 @@ def build(tmp_path_factory) -> tuple[Path, dict, dict]:
         done = root / "report.json"
         if not done.is_file():
             root.mkdir(parents=True, exist_ok=True)
-            evidence = write_evidence(load_all(), root)
+            evidence = write_evidence(load_all(), root, real_proofs())
             report = build_site(evidence, root / "site", results=write_results(root),
                                 strict=True)
             done.write_text(json.dumps({"warnings": list(report.warnings),
@@ -191,22 +254,30 @@ def write_results(directory: Path) -> Path:
     return directory / "results"
 
 
+# Figures of two cases whose ids share a prefix: each belongs under its own case only.
+CIRCUIT_FIGURES = ("two-layer-induction-eap", "two-layer-induction-rotated-eap")
+
+
 def write_circuit_scores(results: Path, record: dict) -> None:
-    """A (stale) circuit-discovery result: the circuits page shows its scores and figure."""
+    """A (stale) circuit-discovery result: the circuits page shows its scores and figures."""
     import matplotlib.pyplot as plt
 
     folder = results / "circuit-discovery"
     folder.mkdir(parents=True)
-    fig, ax = plt.subplots(figsize=(3, 2))
-    ax.bar([0, 1], [0, 2])
-    fig.savefig(folder / "full-two-layer-induction-eap.png", dpi=40, metadata={"Software": None})
-    plt.close(fig)
-    data = {"experiment": "circuit-discovery", "config_name": "full", "config": {"batch": 64},
+    for name in CIRCUIT_FIGURES:
+        fig, ax = plt.subplots(figsize=(3, 2))
+        ax.bar([0, 1], [0, 2])
+        ax.set_title(name)
+        fig.savefig(folder / f"full-{name}.png", dpi=40, metadata={"Software": None})
+        plt.close(fig)
+    data = {"experiment": "circuit-discovery", "config_name": "full",
+            "config": {"batch": 64, "methods": ["activation-patching", "eap"]},
             "seed": 0, "device": "cuda", "metrics": {"two-layer-induction/eap/auc": 0.9375},
             "tables": {"scores": {"header": ["case", "method", "ROC AUC", "top-|C| edges"],
                                   "rows": [["two-layer-induction", "eap", 0.9375,
-                                            "a1.h0->logits, input->a1.h0<v>"]]}},
-            "training": {}, "figures": {"two-layer-induction-eap":
-                                        "full-two-layer-induction-eap.png"},
+                                            "a1.h0->logits, input->a1.h0<v>"],
+                                           ["two-layer-induction-rotated", "eap", 0.875,
+                                            "a1.h0->logits"]]}},
+            "training": {}, "figures": {name: f"full-{name}.png" for name in CIRCUIT_FIGURES},
             "record": record}
     (folder / "full.json").write_text(json.dumps(data, indent=1))

@@ -22,6 +22,7 @@ import pytest
 
 from theorems import site as docs
 from theorems.claims import (
+    STATUSES,
     Claim,
     Source,
     isolated_registry,
@@ -73,7 +74,7 @@ def test_index_counts_and_lists_every_claim(site):
         area_page = f"claims/{claim.area}.html#{data.anchor(claim.id)}"
         assert f'href="{area_page}"' in index, f"the index does not link {claim.id}"
     expected = {s: sum(statuses.get(c.id, "unchecked") == s for c in registry)
-                for s in ("verified", "refuted", "failing", "unchecked")}
+                for s in STATUSES}
     for status, count in expected.items():
         card = re.search(rf'tt-status-{status}"[^>]*><span class="tt-card-count">(\d+)<', index)
         assert card and int(card.group(1)) == count, status
@@ -175,6 +176,28 @@ def proved_claims(evidence: dict) -> list[str]:
         c["tier"] == "proved" and c["outcome"] == "passed" for c in record["checks"])]
 
 
+def page_text(body: str) -> str:
+    """The text of some HTML, with Sphinx's smart quotes turned back into plain ones."""
+    text = html.unescape(re.sub(r"<[^>]+>", "", body))
+    return text.translate(str.maketrans("\u2018\u2019\u201c\u201d", "''\"\""))
+
+
+def assert_shows_scope_and_trust(body: str, proof: dict) -> None:
+    """A proof's section says what the proof covers and what it trusts (contract 2), or that
+    its record does not say."""
+    words = " ".join(page_text(body).split())
+    scope = proof.get("scope")
+    if scope:
+        assert data.SCOPE_MEANING[scope["covers"]] in words
+        assert " ".join(scope["text"].split()) in words
+    else:
+        assert "no scope recorded" in words
+    trusts = data.trust_list(proof.get("trusts"))
+    assert trusts, "the real proof record names no trust base"
+    for trust in trusts:
+        assert " ".join(trust.split()) in words
+
+
 def test_proved_claims_are_counted_apart_and_show_their_proof(site):
     site_dir, _, evidence = site
     registry, proved = load_all(), proved_claims(evidence)
@@ -190,25 +213,100 @@ def test_proved_claims_are_counted_apart_and_show_their_proof(site):
     for claim_id in proved:
         claim = registry[claim_id]
         body = section(page(site_dir, f"claims/{claim.area}.html"), data.anchor(claim_id))
+        proof = next(c["proof"] for c in evidence["claims"][claim_id]["checks"]
+                     if c["tier"] == "proved" and c["outcome"] == "passed")
         assert "Machine-checked in" in body, claim_id
+        assert_shows_scope_and_trust(body, proof)
         if claim_id.startswith("induction-heads."):
             kinds.add("smt")
-            assert "z3 4.13.0" in body and "highlight-python" in body  # the query generator
-            assert "def two_layer_conditions" in html.unescape(re.sub("<[^>]+>", "", body))
+            assert f"z3 {proof['version']}" in body and "highlight-python" in body
+            assert "def two_layer_conditions" in page_text(body)  # the query generator
         else:
             kinds.add("coq")
-            assert "Coq 8.16.1" in body and "tt-side-by-side" in body, claim_id
+            assert proof["tool"] == "Coq"  # as the runner writes it: the site must still match
+            assert f"Coq {proof['version']}" in body and "tt-side-by-side" in body, claim_id
             assert "highlight-coq" in body, claim_id  # Pygments' Coq lexer
             link = re.search(r'<a class="reference download[^>]*href="([^"]+bilinear\.v)"',
                              body)
             assert link and (site_dir / "claims" / link.group(1)).resolve().is_file()
-            assert "functional_extensionality_dep" in body  # the audited assumptions
-    assert kinds == {"coq", "smt"}
+            for axiom in proof["assumptions"]:  # the audited assumptions
+                assert axiom in body
+            if not proof["assumptions"]:
+                assert "closed under the global context" in body
+    real = {kind: record["outcome"] for kind, record in docs_fixture.real_proofs().items()}
+    assert kinds == {kind for kind, outcome in real.items() if outcome == "passed"}
+    if real["coq"] != "passed":
+        pytest.skip(f"the real Coq proof check did not pass here ({real['coq']}): "
+                    "the Coq view is not shown")
     graph_page = page(site_dir, "graph.html")
     focus = json.loads(re.search(r'id="tt-graph-data">(.*?)</script>', graph_page,
                                  re.S).group(1).replace("<\\/", "</"))
     assert {n["id"] for n in focus if n["proved"]} == set(proved)
+    for node in (n for n in focus if n["proved"]):  # the tooltip names scope and trust base
+        assert "proof in " in node["tooltip"] and "trusts " in node["tooltip"]
     assert "double border" in graph_page
+
+
+def test_a_skipped_proof_shows_as_skipped_and_is_not_counted(site):
+    site_dir, _, evidence = site
+    registry = load_all()
+    claim = registry[docs_fixture.roles(registry)["skipped_proof"]]
+    record = evidence["claims"][claim.id]
+    assert [c["outcome"] for c in record["checks"] if c["tier"] == "proved"] == ["skipped"]
+    assert claim.id not in proved_claims(evidence)
+    body = section(page(site_dir, f"claims/{claim.area}.html"), data.anchor(claim.id))
+    assert "Machine-checked in" not in body
+    assert "Proof skipped" in body and "coqc not found" in page_text(body)
+    header = body[:body.index('class="tt-statement')]
+    checked_by = header[:header.index("skipped:")]
+    assert "tt-tier-proved" not in checked_by and "tt-tier-proved" in header
+    index = page(site_dir, "index.html")
+    row = index[index.index(f'href="claims/{claim.area}.html#{data.anchor(claim.id)}"'):]
+    row = row[:row.index("</tr>")]
+    assert "tt-tier-proved" not in row  # the index lists only tiers whose checks ran
+    graph_page = page(site_dir, "graph.html")
+    focus = json.loads(re.search(r'id="tt-graph-data">(.*?)</script>', graph_page,
+                                 re.S).group(1).replace("<\\/", "</"))
+    assert not next(n for n in focus if n["id"] == claim.id)["proved"]
+
+
+def test_inconclusive_claims_show_their_intervals_everywhere(site):
+    site_dir, _, evidence = site
+    registry = load_all()
+    claim = registry[docs_fixture.roles(registry)["inconclusive"]]
+    assert evidence["claims"][claim.id]["status"] == "inconclusive"
+    index = page(site_dir, "index.html")
+    card = re.search(r'tt-status-inconclusive"[^>]*><span class="tt-card-count">(\d+)<', index)
+    assert card and int(card.group(1)) == 1
+    body = section(page(site_dir, f"claims/{claim.area}.html"), data.anchor(claim.id))
+    assert "tt-status-inconclusive" in body and "tt-outcome-inconclusive" in body
+    text = " ".join(page_text(body).split())
+    interval = docs_fixture.INTERVAL
+    for value in ("0.52 [0.48, 0.56] at 95%", "0.5", "600", interval["method"],
+                  interval["name"]):
+        assert value in text, value
+    assert graph.STATUS_COLOURS["inconclusive"][0] in page(site_dir, "graph.html")
+
+
+def test_proof_views_read_scope_and_trust_base_and_any_tool_case():
+    record = {"tool": "Coq", "version": "8.16.1", "source": "proofs/coq/bilinear.v",
+              "theorem": "symmetric_part", "assumptions": [],
+              "scope": {"covers": "part", "text": "the second sentence, over any field"},
+              "trusts": ["the Coq 8.16.1 kernel", "MathComp's algebra library"]}
+    view = data.ProofView.of({"name": "test_x", "outcome": "passed", "proof": record})
+    assert view.is_coq and view.language == "coq" and view.checked_in == "Coq 8.16.1"
+    assert "Theorem symmetric_part" in view.statement  # read from the proof file
+    assert view.covers_meaning == data.SCOPE_MEANING["part"]
+    assert view.trusts == tuple(record["trusts"])
+    assert "second sentence" in view.summary and "MathComp's algebra" in view.summary
+    lower = data.ProofView.of({"name": "t", "outcome": "passed",
+                               "proof": {**record, "tool": "coq", "trusts": "one sentence"}})
+    assert lower.is_coq and lower.trusts == ("one sentence",)
+    bare = data.ProofView.of({"name": "t", "outcome": "passed",
+                              "proof": {**record, "tool": "z3", "scope": None,
+                                        "trusts": None, "source": "math:sqrt"}})
+    assert not bare.is_coq and bare.covers == "" and bare.trusts == ()
+    assert "scope not recorded" in bare.summary
 
 
 def test_graph_renderers_mark_proved_nodes():
@@ -263,6 +361,29 @@ def test_circuit_cases_show_their_generated_diagram(site):
     assert "0.9375" in text and "a1.h0->logits, input->a1.h0<v>" in text
     assert "tt-staleness-stale" in circuits  # the fixture's fingerprint is not the code's
     assert re.search(r'<img[^>]+full-two-layer-induction-eap\.png', circuits)
+    for case in CASES:  # each case shows its own figures, never another case's
+        start = circuits.index(f'data-case="{case}"')
+        end = min([circuits.index(f'data-case="{other}"') for other in CASES
+                   if circuits.index(f'data-case="{other}"') > start] or [len(circuits)])
+        shown = re.findall(r'<img[^>]+src="[^"]*full-([\w-]+)\.png"', circuits[start:end])
+        assert shown == [f for f in docs_fixture.CIRCUIT_FIGURES
+                         if f.removesuffix("-eap") == case], case
+
+
+def test_circuit_figures_are_matched_to_their_case_exactly():
+    from theorems.circuit_pages import case_figures, figure_owner
+
+    cases, methods = ("a", "a-rotated"), ("activation-patching", "eap")
+    assert figure_owner("a-rotated-eap", cases, methods) == ("a-rotated", "eap")
+    assert figure_owner("a-eap", cases, methods) == ("a", "eap")
+    assert figure_owner("a-rotated", cases, methods) is None  # no method: nobody's
+    assert figure_owner("seeds", cases, methods) is None
+    with pytest.raises(ValueError, match="more than one"):
+        figure_owner("a-b-c", ("a", "a-b"), ("b-c", "c"))
+    result = {"config": {"methods": list(methods)},
+              "figure_paths": {"two-layer-induction-eap": "/1.png",
+                               "two-layer-induction-rotated-eap": "/2.png", "seeds": "/3.png"}}
+    assert case_figures("two-layer-induction", result) == [("two-layer-induction-eap", "/1.png")]
 
 
 def test_math_is_left_for_the_bundled_mathjax(site):
@@ -277,19 +398,81 @@ def test_math_is_left_for_the_bundled_mathjax(site):
 
 
 def test_a_warning_fails_the_strict_build(tmp_path):
-    """The build really is strict: evidence naming a missing figure is a failure. (Only the
+    """The build really is strict: a mis-shaped table in the evidence is a failure. (Only the
     area of that claim is built, with the Python graph renderer: the point is the failure.)"""
     registry = load_all()
     evidence = docs_fixture.write_evidence(registry, tmp_path)
-    for figure in (tmp_path / "figures").rglob("*.png"):
-        figure.unlink()
-    area = registry[docs_fixture.roles(registry)["figured"]].area
+    figured = docs_fixture.roles(registry)["figured"]
+    data_ = json.loads(evidence.read_text())
+    table = data_["claims"][figured]["checks"][0]["tables"]["fixture table"]
+    table["rows"].append([3, "x", "one cell too many"])
+    evidence.write_text(json.dumps(data_))
     report = docs.build_site(evidence, tmp_path / "site", results=None, strict=True,
-                             areas=[area], graph_renderer="python")
+                             areas=[registry[figured].area], graph_renderer="python")
     assert not report.ok
-    assert any("fixture-figure.png" in w for w in report.warnings), report.warnings
+    assert any("fixture table" in w and "mis-shaped" in w and "row 3 has 3 cells" in w
+               for w in report.warnings), report.warnings
     assert "A preview of" in (tmp_path / "site" / "index.html").read_text()
     assert not (tmp_path / "site" / "claims" / f"{registry.areas()[-1]}.html").exists()
+
+
+def test_evidence_without_its_figures_fails_the_build_naming_them(tmp_path, capsys):
+    registry = load_all()
+    evidence = docs_fixture.write_evidence(registry, tmp_path)
+    figures = sorted((tmp_path / "figures").rglob("*.png"))
+    assert figures
+    for figure in figures:
+        figure.unlink()
+    with pytest.raises(docs.MissingFiguresError, match=r"fixture-figure\.png"):
+        docs.build_site(evidence, tmp_path / "site", results=None, strict=False)
+    assert not (tmp_path / "site").exists()  # refused before Sphinx started
+    assert docs.main(_args(tmp_path)) == 1
+    err = capsys.readouterr().err
+    assert "names 1 figure that is not beside it" in err and "figures/" in err
+
+
+def test_a_mis_shaped_table_is_flagged_not_rendered():
+    good = render.data_table({"header": ["a", "b"], "rows": [[1, 2]]}, caption="t")
+    assert good.startswith("::::{list-table} t") and "Mis-shaped" not in good
+    bad = render.data_table({"header": ["a", "b"], "rows": [[1, 2], [3, 4, 5]]},
+                            caption="kl (check)")
+    assert "list-table" not in bad and ":class: error" in bad
+    assert "header has 2 cells but row 2 has 3 cells" in bad and "3 | 4 | 5" in bad
+
+
+@pytest.mark.integration  # a real verify run (a pytest process) and a Sphinx build
+def test_the_site_builds_from_a_real_run_and_the_published_results(tmp_path):
+    """The real inputs, not the fixture's: a small real ``verify`` run (a Coq proof, a z3
+    proof, and the cot2 experiment's check with its table and figure) and the published
+    results under ``empirics/results``. The strict build has no warning, the Coq proof is
+    shown, the cot2 table is a table, and the circuits page puts every published figure under
+    its own case."""
+    from constructions.circuit_cases import all_cases
+
+    checks = (*docs_fixture.REAL_PROOF_CHECKS.values(), "test_csft_beats_sft")
+    evidence = docs_fixture.real_run(tmp_path / "run", checks)
+    areas = ["bilinear", "circuits", "cot-and-looping", "induction-heads"]
+    report = docs.build_site(evidence, tmp_path / "site", results=docs.RESULTS, strict=True,
+                             areas=areas)
+    assert report.warnings == () and report.ok, "\n".join(report.warnings)
+    site_dir, real = tmp_path / "site", json.loads(evidence.read_text())
+    coq = real["claims"]["bilinear.symmetric-part"]["checks"]
+    if any(c["tier"] == "proved" and c["outcome"] == "passed" for c in coq):
+        body = section(page(site_dir, "claims/bilinear.html"), "bilinear-symmetric-part")
+        assert "Machine-checked in" in body and "highlight-coq" in body
+    cot2 = section(page(site_dir, "claims/cot-and-looping.html"), "cot-and-looping-cot2-csft")
+    assert "Mis-shaped" not in cot2 and "KL soft step 1" in cot2
+    circuits = page(site_dir, "claims/circuits.html")
+    result = json.loads((docs.RESULTS / "circuit-discovery" / "full.json").read_text())
+    methods = result["config"]["methods"]
+    cases = list(all_cases())
+    starts = sorted((circuits.index(f'data-case="{case}"'), case) for case in cases)
+    for (start, case), (end, _) in zip(starts, [*starts[1:], (len(circuits), "")],
+                                         strict=True):
+        shown = re.findall(r"<figcaption>\s*<p><span class=\"caption-text\">([^<]+)</span>",
+                           circuits[start:end])
+        assert shown, case
+        assert set(shown) <= {f"{case}-{method}" for method in methods}, (case, shown)
 
 
 def test_unknown_preview_areas_are_refused():

@@ -221,3 +221,61 @@ def test_the_graph_focuses_on_one_claim_from_its_page(page, served):
     page.click(".tt-focus button")  # back to the whole graph
     assert page.locator(".tt-graph-wrapper").is_visible() and "focus=" not in page.url
     assert page.locator("svg.tt-graph-focused").count() == 0
+
+
+def test_the_index_claims_table_fits_its_column(page, served):
+    url, _ = served
+    page.goto(url + "index.html")
+    table = page.locator("table.tt-claims")
+    # [table, its scrolling wrapper's content, the wrapper's box, the article's box]
+    widths = table.evaluate("t => [t.getBoundingClientRect().width, "
+                            "t.parentElement.scrollWidth, t.parentElement.clientWidth, "
+                            "document.querySelector('article').clientWidth]")
+    # no horizontal scrolling at 1400 px: the table fits its wrapper, the wrapper the article
+    assert widths[0] <= widths[3] and widths[1] <= widths[2], widths
+
+
+def test_the_whole_graph_zooms_and_pans(page, served):
+    url, _ = served
+    page.goto(url + "graph.html")
+    svg = page.locator(".tt-graph-wrapper svg.tt-graph")
+
+    def view() -> list[float]:
+        return [float(v) for v in svg.get_attribute("viewBox").split()]
+
+    page.click(".tt-zoom button[title='show the whole graph']")
+    whole = view()
+    box = svg.bounding_box()
+    middle = (box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.move(*middle)
+    page.mouse.wheel(0, -300)  # zoom in about the pointer
+    page.wait_for_function("w => parseFloat(document.querySelector('.tt-graph-wrapper svg')"
+                           ".getAttribute('viewBox').split(' ')[2]) < w", arg=whole[2])
+    zoomed = view()
+    assert zoomed[2] < whole[2] and zoomed[3] < whole[3]
+    page.mouse.down()  # drag left: the view moves right
+    page.mouse.move(middle[0] - 120, middle[1], steps=5)
+    page.mouse.up()
+    assert view()[0] > zoomed[0] and view()[2] == zoomed[2]
+    assert page.url.endswith("graph.html")  # the drag opened no claim
+    page.click(".tt-zoom button[title='show the whole graph']")
+    assert view() == whole
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.click(".tt-zoom button[title=\"fit the graph's width\"]")
+    page.screenshot(path=str(SCREENSHOTS / "graph-zoom.png"))
+
+
+def test_every_circuit_figure_sits_under_its_own_case(page, served):
+    url, _ = served
+    page.goto(url + "claims/circuits.html")
+    shown = page.eval_on_selector_all(
+        ".tt-circuit-diagram[data-case]",
+        "ds => ds.map(d => [d.dataset.case, Array.from(d.closest('section')"
+        ".querySelectorAll('figcaption')).map(f => f.textContent.replace('¶', '').trim())])")
+    assert shown, "no circuit case on the page"
+    methods = ("activation-patching", "eap")
+    for case, captions in shown:
+        assert all(c in {f"{case}-{m}" for m in methods} for c in captions), (case, captions)
+    by_case = dict(shown)
+    assert by_case["two-layer-induction"] == ["two-layer-induction-eap"]
+    assert by_case["two-layer-induction-rotated"] == ["two-layer-induction-rotated-eap"]

@@ -103,6 +103,30 @@ def published_scores(results: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] 
     return (full or mine or [None])[0]
 
 
+def figure_owner(name: str, cases: Sequence[str], methods: Sequence[str]
+                 ) -> tuple[str, str] | None:
+    """(case, method) of a figure the experiment named ``f"{case}-{method}"``, or None.
+
+    Matched exactly against the known case ids and methods: a prefix test would give
+    ``two-layer-induction`` the figures of ``two-layer-induction-rotated`` too.
+    """
+    owners = [(case, method) for case in cases for method in methods
+              if name == f"{case}-{method}"]
+    if len(owners) > 1:  # two ids whose joins collide: no page may guess which it is
+        raise ValueError(f"figure {name!r} names more than one (case, method): {owners}")
+    return owners[0] if owners else None
+
+
+def case_figures(case: str, result: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(figure name, path) of the published figures of ``case``, one per method."""
+    from empirics.circuit_discovery import METHODS
+
+    methods = tuple((result.get("config") or {}).get("methods") or METHODS)
+    cases = tuple(all_cases())
+    return [(name, path) for name, path in sorted(result.get("figure_paths", {}).items())
+            if (figure_owner(name, cases, methods) or ("", ""))[0] == case]
+
+
 def case_section(case: CircuitCase, result: Mapping[str, Any] | None,
                  claims: set[str] | None = None) -> str:
     """One case's section (MyST): diagram, corruption, edges, claims, scores."""
@@ -130,10 +154,9 @@ def case_section(case: CircuitCase, result: Mapping[str, Any] | None,
                   + (f", {{staleness}}`{result['staleness']}`" if "staleness" in result else "")
                   + "):", "",
                   _table(header, [[_number(v) for v in r[1:]] for r in rows]), ""]
-        for name, path in sorted(result.get("figure_paths", {}).items()):
-            if name.startswith(f"{case.name}-"):  # the experiment names figures case-method
-                lines += [f":::{{figure}} {path}", ":class: tt-figure", "",
-                          _markdown(name), ":::", ""]
+        for name, path in case_figures(case.name, result):
+            lines += [f":::{{figure}} {path}", ":class: tt-figure", "", _markdown(name), ":::",
+                      ""]
     else:
         lines += [f"**Discovery methods:** no published result of `{EXPERIMENT}` for this "
                   f"case yet (`python -m empirics run {EXPERIMENT} --config full --out "

@@ -60,6 +60,34 @@ class WarningLog(io.StringIO):
         return super().write(text)
 
 
+class MissingFiguresError(FileNotFoundError):
+    """The evidence names figures that are not beside it: the site would show broken images."""
+
+
+def missing_figures(evidence: str | Path) -> list[str]:
+    """The figures the evidence file names (each check's ``figures``, paths relative to the
+    file's folder, where ``verify`` writes them) that are not there."""
+    import json
+
+    path = Path(evidence)
+    if not path.is_file():
+        return []
+    claims = json.loads(path.read_text()).get("claims", {})
+    named = sorted({figure for record in claims.values() for check in record.get("checks", [])
+                    for figure in check.get("figures") or ()})
+    return [figure for figure in named if not (path.parent / figure).is_file()]
+
+
+def missing_figures_message(evidence: str | Path, missing: Sequence[str]) -> str:
+    """What to tell a reader whose evidence came without its figures."""
+    shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    return (f"the evidence file {evidence} names {len(missing)} figure"
+            f"{'s' if len(missing) != 1 else ''} that {'are' if len(missing) != 1 else 'is'} "
+            f"not beside it ({shown}). A check's figures are read from the evidence file's "
+            f"folder, where `python -m theorems verify` writes them: copy the evidence with its "
+            f"figures/ folder, or run verify again")
+
+
 def missing_requirements() -> list[str]:
     """Distributions of the ``docs`` extra that are not installed."""
     return [dist for module, dist in REQUIRED.items() if importlib.util.find_spec(module) is None]
@@ -72,13 +100,17 @@ def build_site(evidence: str | Path, out: str | Path, *, results: str | Path | N
 
     ``strict`` turns warnings into a failing status (the test suite builds this way);
     ``areas`` limits the site to those areas (a quick preview), ``graph_renderer`` is
-    ``auto``, ``graphviz`` or ``python``.
+    ``auto``, ``graphviz`` or ``python``. Raises :class:`MissingFiguresError` when the evidence
+    names a figure that is not beside it (before Sphinx starts).
     The generated sources go to ``<out>-src`` and are rebuilt from scratch every time, so
     nothing from a previous build (a removed claim, say) survives.
     """
     from sphinx.application import Sphinx
     from sphinx.util.docutils import docutils_namespace, patch_docutils
 
+    missing = missing_figures(evidence)
+    if missing:
+        raise MissingFiguresError(missing_figures_message(evidence, missing))
     out = Path(out).resolve()
     work = out.with_name(out.name + "-src")
     shutil.rmtree(work, ignore_errors=True)
@@ -165,7 +197,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"docs: verify wrote no evidence file at {evidence}", file=sys.stderr)
         return 1
     _warn_if_not_current(evidence)
-    report = build_site(evidence, args.out, quiet=True)
+    try:
+        report = build_site(evidence, args.out, quiet=True)
+    except MissingFiguresError as error:
+        print(f"docs: {error}", file=sys.stderr)
+        return 1
     for line in report.warnings:
         print(line, file=sys.stderr)
     print(f"docs: built {report.index}"

@@ -81,7 +81,7 @@
     });
     nodes.forEach(function (n) {
       var p = pos[n.id], link = el("a", {href: n.url, target: "_top"});
-      link.appendChild(el("title", {}, n.id + " (" + n.colour + "): " + n.title));
+      link.appendChild(el("title", {}, n.tooltip || (n.id + " (" + n.colour + "): " + n.title)));
       link.appendChild(el("rect", {x: p[0], y: p[1], width: w, height: h, rx: 6,
                                    fill: n.fill, stroke: n.ink}));
       if (n.proved) {  // a machine-checked proof: a second, inner border

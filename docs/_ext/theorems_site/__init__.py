@@ -70,6 +70,11 @@ def generate(app: Sphinx) -> None:
                         head_sha=data.git_head(),
                         areas=[a for a in app.config.theorems_areas.split(",") if a])
 
+    from theorems.site import missing_figures, missing_figures_message
+
+    missing = missing_figures(evidence_path) if evidence else []
+    if missing:  # a page of broken images is no site: fail, saying what is missing
+        raise ExtensionError("theorems_site: " + missing_figures_message(evidence_path, missing))
     figures = {}
     for view in site.claims:
         for check in view.checks:
@@ -85,7 +90,8 @@ def generate(app: Sphinx) -> None:
     nodes = [graph.Node(id=v.id, area=v.claim.area, title=v.claim.title, status=v.status,
                         url=app.builder.get_relative_uri("graph", data.area_docname(
                             v.claim.area)) + "#" + v.anchor,
-                        depends_on=v.claim.depends_on, through=v.through, proved=v.proved)
+                        depends_on=v.claim.depends_on, through=v.through, proved=v.proved,
+                        proofs=tuple(proof.summary for proof in v.proofs))
              for v in site.claims]
     proofs = {}  # a proof file's repository path -> its copy in the source tree
     for view in site.claims:

@@ -113,14 +113,41 @@ class ExperimentView:
 REPO = Path(__file__).resolve().parents[3]
 
 
+def is_coq(tool: Any) -> bool:
+    """Whether a proof record's ``tool`` is Coq: the runner writes ``"Coq"``, and tool names
+    are compared case-insensitively (contract 2), so ``"coq"`` is Coq too."""
+    return str(tool).casefold() == "coq"
+
+
+def trust_list(trusts: Any) -> tuple[str, ...]:
+    """A proof record's ``trusts`` as a list of strings: the contract's list, or the single
+    sentence older records carry, or nothing when the record does not say."""
+    if trusts is None:
+        return ()
+    if isinstance(trusts, str):
+        return (trusts,) if trusts.strip() else ()
+    return tuple(str(t) for t in trusts)
+
+
+# What a proof's scope says it covers (contract 2: ``proof.scope.covers``).
+SCOPE_MEANING = {
+    "statement": "the whole statement",
+    "part": "part of the statement",
+    "special-case": "a special case of the statement",
+}
+
+
 @dataclass(frozen=True)
 class ProofView:
-    """A passed ``proved`` check: what checked it, what it trusts, and the proof's text.
+    """A ``proved`` check: what checked it, what it covers and trusts, and the proof's text.
 
     ``statement`` is the main theorem as the proof states it (a Coq ``Theorem`` up to its
     ``Proof.``; for SMT, the Python function the query is generated from), shown beside the
     claim's LaTeX statement so a reader can review one against the other; ``text`` is the
-    whole proof file (or function), highlighted as ``language``.
+    whole proof file (or function), highlighted as ``language``. ``covers`` and
+    ``scope_text`` are the record's ``scope`` (empty when the record has none); ``outcome``
+    is the check's: only a ``passed`` proof counts as one, a ``skipped`` one (its tool was
+    missing) is shown as skipped.
     """
 
     check: str
@@ -128,31 +155,53 @@ class ProofView:
     version: str
     theorem: str
     source: str
-    trusts: str
+    trusts: tuple[str, ...]
     assumptions: tuple[str, ...]
     language: str
     statement: str
     text: str
+    covers: str = ""
+    scope_text: str = ""
+    outcome: str = "passed"
+
+    @property
+    def is_coq(self) -> bool:
+        return is_coq(self.tool)
 
     @property
     def checked_in(self) -> str:
         """'Coq 8.16.1' or 'z3 4.13.0'."""
-        return f"{'Coq' if self.tool == 'coq' else self.tool} {self.version}".strip()
+        return f"{'Coq' if self.is_coq else self.tool} {self.version}".strip()
+
+    @property
+    def covers_meaning(self) -> str:
+        return SCOPE_MEANING.get(self.covers, self.covers)
+
+    @property
+    def summary(self) -> str:
+        """One line for the graph's tooltip: what checked it, what it covers and trusts."""
+        covers = (f"covers {self.covers_meaning}" + (f" ({self.scope_text})"
+                                                      if self.scope_text else "")
+                  if self.covers else "scope not recorded")
+        trusts = "; ".join(self.trusts) or "not recorded"
+        return f"proof in {self.checked_in} ({self.theorem}): {covers}; trusts {trusts}"
 
     @classmethod
     def of(cls, check: Mapping[str, Any]) -> ProofView:
         record = check["proof"]
         source, theorem = record["source"], record["theorem"]
-        if record["tool"] == "coq":
+        if is_coq(record["tool"]):
             language, text = "coq", _read(REPO / source)
             statement = coq_statement(text, theorem) if text else ""
         else:
             language, text = "python", _python_source(source)
             statement = ""
+        scope = record.get("scope") or {}
         return cls(check=check["name"], tool=record["tool"], version=record["version"],
-                   theorem=theorem, source=source, trusts=record["trusts"],
+                   theorem=theorem, source=source, trusts=trust_list(record.get("trusts")),
                    assumptions=tuple(record.get("assumptions", ())), language=language,
-                   statement=statement, text=text)
+                   statement=statement, text=text, covers=str(scope.get("covers") or ""),
+                   scope_text=str(scope.get("text") or ""), outcome=check["outcome"])
 
 
 def coq_statement(text: str, theorem: str) -> str:
@@ -214,7 +263,15 @@ class ClaimView:
 
     @property
     def tiers(self) -> list[str]:
-        return list(self.summary.get("tiers", []))
+        """The tiers of the checks that ran: a tier whose every check was skipped (a proof
+        whose tool is missing, say) is not evidence, so it is not listed here."""
+        ran = {c["tier"] for c in self.checks if c["outcome"] != "skipped"}
+        return [t for t in self.summary.get("tiers", []) if t in ran]
+
+    @property
+    def skipped_tiers(self) -> list[str]:
+        """The tiers whose every check was skipped."""
+        return [t for t in self.summary.get("tiers", []) if t not in self.tiers]
 
     @property
     def failures(self) -> list[Mapping[str, Any]]:
@@ -226,6 +283,21 @@ class ClaimView:
         """The passed machine-checked proofs of this claim."""
         return [ProofView.of(c) for c in self.checks
                 if c["tier"] == "proved" and c["outcome"] == "passed" and c.get("proof")]
+
+    @property
+    def skipped_proofs(self) -> list[Mapping[str, Any]]:
+        """The proof checks that did not run (their tool is missing): never a proof."""
+        return [c for c in self.checks if c["tier"] == "proved" and c["outcome"] == "skipped"]
+
+    @property
+    def intervals(self) -> list[tuple[str, Mapping[str, Any]]]:
+        """(check name, interval) of every interval the checks reported (contract 1)."""
+        return [(c["name"], i) for c in self.checks for i in c.get("intervals") or ()]
+
+    @property
+    def undecided(self) -> list[Mapping[str, Any]]:
+        """The checks whose interval did not decide: what an inconclusive status rests on."""
+        return [c for c in self.checks if c["outcome"] == "inconclusive"]
 
     @property
     def proved(self) -> bool:
@@ -282,9 +354,13 @@ class SiteData:
         for tier in TIERS:
             checks = [(c, k) for c in self.claims for k in c.checks if k["tier"] == tier]
             outcomes = Counter(k["outcome"] for _, k in checks)
-            rows.append({"tier": tier, "claims": len({c.id for c, _ in checks}),
+            # a claim counts at a tier when one of its checks there ran (a skipped proof is
+            # no proof)
+            rows.append({"tier": tier, "claims": len({c.id for c, k in checks
+                                                      if k["outcome"] != "skipped"}),
                          "checks": len(checks), "passed": outcomes.get("passed", 0),
                          "failed": outcomes.get("failed", 0),
+                         "inconclusive": outcomes.get("inconclusive", 0),
                          "skipped": outcomes.get("skipped", 0),
                          "examples": sum(int(k["examples"]) for _, k in checks)})
         return rows

@@ -34,7 +34,7 @@ LEGEND = {
     "verified-alone": "verified on its own checks, but it depends (perhaps transitively) on a "
                       "claim that is refuted, failing or unchecked",
     "refuted": "a counterexample to the claim as stated is pinned",
-    "inconclusive": "a check's interval over sampled trials or seeds did not decide",
+    "inconclusive": "the interval of a sampled or seeded check did not decide",
     "failing": "some check failed",
     "unchecked": "no check ran (or only symbolic ones)",
 }
@@ -50,6 +50,8 @@ class Node:
     depends_on: tuple[str, ...]
     through: bool = True  # verified with all its dependencies (only read when verified)
     proved: bool = False  # carries a passed machine-checked proof: drawn with a double border
+    # each passed proof in words: what it covers and what it trusts (shown in the tooltip)
+    proofs: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -57,8 +59,8 @@ class Node:
 
     @property
     def tooltip(self) -> str:
-        return f"{self.id} ({self.status}{', machine-checked' if self.proved else ''}): " \
-               f"{self.title}"
+        return "\n".join([f"{self.id} ({self.status}{', machine-checked' if self.proved else ''})"
+                          f": {self.title}", *self.proofs])
 
     @property
     def colour(self) -> str:
@@ -73,7 +75,8 @@ def focus_data(nodes: Sequence[Node]) -> str:
 
     rows = [{"id": n.id, "area": n.area, "title": n.title, "status": n.status,
              "colour": n.colour, "fill": COLOURS[n.colour][0], "ink": COLOURS[n.colour][1],
-             "url": n.url, "depends_on": list(n.depends_on), "proved": n.proved}
+             "url": n.url, "depends_on": list(n.depends_on), "proved": n.proved,
+             "tooltip": n.tooltip}
             for n in nodes]
     return json.dumps(rows).replace("</", "<\\/")
 
@@ -81,7 +84,8 @@ def focus_data(nodes: Sequence[Node]) -> str:
 def dot_source(nodes: Sequence[Node]) -> str:
     """Graphviz source: one cluster per area, status colours, a link and tooltip per node."""
     def quote(text: str) -> str:
-        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace(
+            "\n", "\\n") + '"'
 
     known = {n.id for n in nodes}
     lines = ["digraph claims {",

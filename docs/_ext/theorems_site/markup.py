@@ -1,8 +1,8 @@
 """Roles and a directive the generated pages use, and the words they explain.
 
-* ``{status}`verified```, ``{tier}`property```, ``{tag}`V```, ``{outcome}`passed``` and
-  ``{staleness}`stale``` render a chip whose tooltip says what the value means; each refuses
-  an unknown value, so a typo fails the build.
+* ``{status}`verified```, ``{tier}`property```, ``{tag}`V```, ``{outcome}`passed```,
+  ``{staleness}`stale``` and ``{scope}`part``` render a chip whose tooltip says what the
+  value means; each refuses an unknown value, so a typo fails the build.
 * ``{details} summary`` wraps its content in a collapsible ``<details>`` element (used for
   the autodoc entry of a construction, whose summary line shows the signature).
 """
@@ -16,7 +16,7 @@ from docutils.parsers.rst import Directive, directives
 
 from theorems.claims import STATUSES, TAGS, TIERS
 
-from .data import STALENESS
+from .data import SCOPE_MEANING, STALENESS
 
 # What each value means, for tooltips and the "how to read" page. Statuses follow
 # theorems.claims.derive_status; the keys are checked against the foundation's tuples below.
@@ -40,13 +40,13 @@ TIER_MEANING = {
 OUTCOME_MEANING = {
     "passed": "the check passed",
     "failed": "the check failed: see its falsifying example",
-    "skipped": "the check did not run",
+    "skipped": "the check did not run (a skipped proof is no proof)",
     "inconclusive": "the check's interval over sampled trials or seeds did not decide",
 }
 if tuple(STATUS_MEANING) != STATUSES or tuple(TIER_MEANING) != TIERS:
     raise RuntimeError("theorems.claims changed its statuses or tiers; explain them here")
 VOCABULARY = {"status": STATUS_MEANING, "tier": TIER_MEANING, "tag": TAGS,
-              "outcome": OUTCOME_MEANING, "staleness": STALENESS}
+              "outcome": OUTCOME_MEANING, "staleness": STALENESS, "scope": SCOPE_MEANING}
 
 
 def _chip_role(kind: str, meanings: dict[str, str]):

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import jinja2
+from sphinx.util import logging
 
 from theorems import audit
 from theorems.claims import REFUTATION_SCOPES, STATUSES, TAGS
 
 from .data import (
+    SCOPE_MEANING,
     STALENESS,
     ClaimView,
     ConstructionView,
@@ -35,6 +37,7 @@ from .graph import COLOURS, LEGEND
 from .markup import STATUS_MEANING, TIER_MEANING
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+logger = logging.getLogger(__name__)
 _MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|$~^&:=])")
 
 
@@ -121,6 +124,58 @@ def list_table(header: Sequence[str] | None, rows: Iterable[Sequence[str]], *,
     return "\n".join(lines)
 
 
+def table_shape_problems(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """How a data table's rows disagree with its header (an empty list: every row has one
+    cell per header cell). docutils drops a list-table whose rows differ in length, with
+    only a warning, so a mis-shaped table must be caught before it becomes markup."""
+    return [f"row {number} has {len(row)} cells" for number, row in enumerate(rows, 1)
+            if len(row) != len(header)]
+
+
+def data_table(table: Mapping[str, Any], *, caption: str = "") -> str:
+    """A table a check or an experiment reported (``{"header": [...], "rows": [[...]]}``),
+    every cell and the caption as data. A mis-shaped one is not rendered as a table: a
+    warning names it (a strict build fails on it) and the page shows an error box with the
+    raw cells."""
+    header, rows = list(table.get("header") or []), list(table.get("rows") or [])
+    problems = table_shape_problems(header, rows)
+    if not problems:
+        return list_table([text(h) for h in header], map(text_row, rows), classes="tt-data",
+                          caption=text(caption))
+    message = (f"the table {caption or '(untitled)'} is mis-shaped: its header has "
+               f"{len(header)} cells but {'; '.join(problems)}")
+    logger.warning("theorems_site: %s", message, type="theorems", subtype="table")
+    raw = "\n".join(" | ".join(str(c) for c in row) for row in [header, *rows])
+    return "\n".join([":::{admonition} Mis-shaped table: not shown as a table",
+                      ":class: error", "", text(message) + ".", "", fence(raw), ":::"])
+
+
+def interval_rows(view: ClaimView) -> list[list[str]]:
+    """One row per interval a check reported (contract 1): its estimate and interval at its
+    confidence level, the threshold it is compared with, the trials and the method."""
+    rows = []
+    for check, interval in view.intervals:
+        decided = interval.get("decided")
+        level = interval.get("level")
+        at = f" at {number(100 * float(level))}%" if level is not None else ""
+        rows.append([code(check), text(interval.get("name", "—")),
+                     f"{number(interval.get('estimate'))} \\[{number(interval.get('low'))}, "
+                     f"{number(interval.get('high'))}\\]{at}",
+                     number(interval.get("threshold")), number(interval.get("trials")),
+                     text(interval.get("method") or "—"),
+                     "—" if decided is None else ("yes" if decided else "**no**")])
+    return rows
+
+
+def reason(message: str | None, outcome: str) -> str:
+    """A skipped or inconclusive check's message as text, without a leading ``outcome:``
+    (the plugin's inconclusive reasons start with it; the page shows the outcome already)."""
+    body = (message or "").strip()
+    if body.lower().startswith(f"{outcome}:"):
+        body = body[len(outcome) + 1:].strip()
+    return text(body)
+
+
 def ref(claim_id: str, label: str | None = None) -> str:
     """A cross-reference to a claim's section (its label is its id)."""
     return f"{{ref}}`{text(label or claim_id)} <{claim_id}>`"
@@ -151,16 +206,17 @@ def environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, autoescape=False)
     env.filters.update(number=number, seconds=seconds, text=text, code=code, fence=fence,
                        sha=short_sha, rst_inline=rst_inline, check_row=check_row, text_row=text_row,
-                       claim_nav_row=claim_nav_row, claim_row=claim_row)
+                       claim_nav_row=claim_nav_row, claim_row=claim_row, reason=reason)
     env.globals.update(
         list_table=list_table, ref=ref, area_docname=area_docname, metric_rows=metric_rows,
         area_rows=area_rows, tier_rows=tier_rows, run_rows=run_rows, config_rows=config_rows,
         experiment_rows=experiment_rows, experiment_anchor=experiment_anchor,
         result_metric_rows=result_metric_rows,
         result_meta_rows=result_meta_rows, vocabulary_rows=vocabulary_rows,
+        data_table=data_table, interval_rows=interval_rows,
         STATUSES=STATUSES, TAGS=TAGS, STALENESS=STALENESS, STATUS_MEANING=STATUS_MEANING,
         REFUTATION_SCOPES=REFUTATION_SCOPES, LEGEND=LEGEND, COLOURS=COLOURS,
-        TIER_MEANING=TIER_MEANING, audit_scope=audit.scope)
+        TIER_MEANING=TIER_MEANING, SCOPE_MEANING=SCOPE_MEANING, audit_scope=audit.scope)
     return env
 
 
@@ -218,8 +274,8 @@ def area_rows(site: SiteData) -> list[list[str]]:
 
 def tier_rows(site: SiteData) -> list[list[str]]:
     return [[f"{{tier}}`{row['tier']}`", *(number(row[k]) for k in
-                                          ("claims", "checks", "passed", "failed", "skipped",
-                                           "examples"))]
+                                          ("claims", "checks", "passed", "failed",
+                                           "inconclusive", "skipped", "examples"))]
             for row in site.tier_counts()]
 
 
@@ -245,8 +301,8 @@ def check_row(check: dict) -> list[str]:
     """A row of a claim's evidence table: one check."""
     if check["outcome"] == "failed" or check.get("counterexample"):
         falsified = "shown above"  # in full width, above the table
-    elif check["outcome"] == "skipped" and check.get("message"):
-        falsified = f"skipped: {text(check['message'])}"
+    elif check["outcome"] in ("skipped", "inconclusive") and check.get("message"):
+        falsified = f"{check['outcome']}: {reason(check['message'], check['outcome'])}"
     else:
         falsified = "—"
     return [code(check["name"]), f"{{tier}}`{check['tier']}`",
@@ -327,7 +383,7 @@ def claim_nav_row(view: ClaimView) -> list[str]:
 
 
 def dependency_cell(view: ClaimView) -> str:
-    """The index's "with dependencies" column: whether the claim is verified with all it rests
+    """The second line of the index's status cell: whether the claim is verified with all it rests
     on (theorems.claims.verified_through_dependencies)."""
     if view.through:
         return "all verified"
@@ -337,9 +393,11 @@ def dependency_cell(view: ClaimView) -> str:
 
 
 def claim_row(view: ClaimView) -> list[str]:
-    """A row of the index's claims table: the id links to the claim, the title below it."""
+    """A row of the index's claims table: the id links to the claim, the title below it; the
+    status chip has whether the claim is verified with all its dependencies below it (one
+    column fewer, so the table fits the page)."""
     area = view.claim.area
     return [f"{ref(view.id)}\n\n{view.claim.title}", f"{{doc}}`{area} </{area_docname(area)}>`",
-            f"{{status}}`{view.status}`", dependency_cell(view),
+            f"{{status}}`{view.status}`\n\n{dependency_cell(view)}",
             " ".join(f"{{tier}}`{t}`" for t in view.tiers) or "—",
             margin_or_ratio(view.summary), " ".join(f"{{tag}}`{t}`" for t in view.claim.tags)]

@@ -178,13 +178,21 @@ def _stream_slices(read: object, write: object, D: object, d_in: int, d_out: int
                              f"got {value}, which selects {selected}")
 
 
+def _module_with(name: str, value: object, attributes: tuple[str, ...], what: str) -> None:
+    """Raise ``TypeError`` naming ``name`` unless ``value`` is a module with ``attributes``
+    (checked by what it has, not by class: ``constructions.layers`` imports this module)."""
+    missing = [a for a in attributes if not hasattr(value, a)]
+    if not isinstance(value, nn.Module) or missing:
+        raise TypeError(f"{name} must be {what} (an nn.Module with {', '.join(attributes)}), "
+                        f"got {type(value).__name__}")
+
+
 def attention_block(name: str, layer: Attention, D: int, read: slice, write: slice
                     ) -> AttentionBlock:
     """``layer`` reading residual coordinates ``read`` and writing ``write`` (of ``D``)."""
-    from constructions.layers import Attention  # layers imports this module
-
     _validate.instance("name", name, str)
-    _validate.instance("layer", layer, Attention)
+    _module_with("layer", layer, ("W_Q", "W_K", "W_V", "W_O", "kind", "scale", "causal"),
+                 "an Attention layer")
     if layer.kind != "softmax":
         feature = {"linear": LINEAR_ATTENTION,
                    "hardmax": "hardmax (average-hard) attention"}[layer.kind]
@@ -202,10 +210,8 @@ def attention_block(name: str, layer: Attention, D: int, read: slice, write: sli
 
 def mlp_block(name: str, mlp: MLP, D: int, read: slice, write: slice) -> MlpBlock:
     """``mlp`` reading residual coordinates ``read`` and writing ``write`` (of ``D``)."""
-    from constructions.layers import MLP  # layers imports this module
-
     _validate.instance("name", name, str)
-    _validate.instance("mlp", mlp, MLP)
+    _module_with("mlp", mlp, ("W_in", "b_in", "W_out", "b_out", "activation"), "an MLP")
     if mlp.activation not in ("relu", "gelu"):  # TransformerLens: relu; gelu is F.gelu (erf)
         raise UnsupportedConstructionError(name, [f"an MLP with activation {mlp.activation!r}"])
     h = mlp.W_in.shape[1]

@@ -49,7 +49,7 @@ from torch import nn
 from constructions.files import INTEROP_HINT
 from constructions.recording import construction_name
 from constructions.residual_layout import UnsupportedConstructionError
-from constructions.transformer_lens import (
+from constructions.transformer_lens_layout import (
     TransformerLensLayout,
     transformer_lens_inputs,
     transformer_lens_layout,

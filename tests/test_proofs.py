@@ -91,7 +91,7 @@ def test_an_axiom_smuggled_in_through_a_module_type_is_rejected(tmp_path, monkey
     source.write_text("Module Type T. Variable cheat : False. End T.\n"
                       "Declare Module M : T.\n"
                       "Theorem sneaky : 1 = 2. Proof. destruct M.cheat. Qed.\n")
-    monkeypatch.setattr(proving, "ROOT", tmp_path)
+    monkeypatch.setattr(proving, "PACKAGE", tmp_path)
     monkeypatch.setattr(proving, "CACHE_DIR", tmp_path / "cache")
     result = check_coq("sneaky.v", theorem="sneaky")
     assert not result.ok and "M.cheat" in result.message, result
@@ -101,7 +101,7 @@ def test_an_axiom_smuggled_in_through_a_module_type_is_rejected(tmp_path, monkey
 def test_a_cached_proof_is_not_recompiled(tmp_path, monkeypatch):
     monkeypatch.delenv("THEOREMS_PROOF_CACHE", raising=False)  # the cache is what is tested
     (tmp_path / "trivial.v").write_text("Theorem trivial : True. Proof. exact I. Qed.\n")
-    monkeypatch.setattr(proving, "ROOT", tmp_path)
+    monkeypatch.setattr(proving, "PACKAGE", tmp_path)
     monkeypatch.setattr(proving, "CACHE_DIR", tmp_path / "cache")
     first = check_coq("trivial.v", theorem="trivial")
     second = check_coq("trivial.v", theorem="trivial")
@@ -126,7 +126,7 @@ def test_missing_coq_skips_with_a_reason(monkeypatch):
 
 def _coq_file(tmp_path, monkeypatch, text: str) -> None:
     (tmp_path / "small.v").write_text(text)
-    monkeypatch.setattr(proving, "ROOT", tmp_path)
+    monkeypatch.setattr(proving, "PACKAGE", tmp_path)
     monkeypatch.setattr(proving, "CACHE_DIR", tmp_path / "cache")
 
 

@@ -59,8 +59,15 @@ from theorems.proof_statements import (
     theorem_spans,
 )
 
+# The folder holding the packages (the repository, or site-packages for an installed wheel):
+# SMT queries name the modules they are generated from relative to it.
 ROOT = Path(__file__).resolve().parents[1]
-CACHE_DIR = ROOT / "build" / "proofs-cache"
+# Coq files are named relative to this package (``proofs/coq/x.v``), whose data they are, so an
+# installed wheel carries them.
+PACKAGE = Path(__file__).resolve().parent
+PROOFS = PACKAGE / "proofs"
+# Beside the evidence (``build/`` of the working directory), never inside an installed package.
+CACHE_DIR = Path("build") / "proofs-cache"
 RUNNER_VERSION = 2  # bump when what a cached result means changes (2: trusts, failure)
 
 # The axioms that ``Print Assumptions`` reports for lemmas of Coq 8.16's standard-library
@@ -242,15 +249,16 @@ def parse_assumptions(output: str) -> tuple[str, ...]:
 
 def check_coq(path: str | os.PathLike, theorem: str, *, replace: tuple[str, str] | None = None,
               ) -> ProofResult:
-    """Compile ``path`` (relative to the repository root) and audit ``theorem``'s axioms."""
+    """Compile ``path`` (relative to the ``theorems`` package: ``proofs/coq/x.v``) and audit
+    ``theorem``'s axioms."""
     if not re.fullmatch(r"[A-Za-z_][\w']*", theorem):
         raise ValueError(f"theorem must be a Coq identifier, got {theorem!r}")
-    file = ROOT / path
+    file = PACKAGE / path
     if file.suffix != ".v" or not file.is_file():
         raise ValueError(f"path must name an existing .v file, got {str(path)!r}")
     text = mutate(file.read_text(), replace)
     version = coq_version()
-    source = file.relative_to(ROOT).as_posix()
+    source = file.relative_to(PACKAGE).as_posix()
     sha = hashlib.sha256(text.encode()).hexdigest()
     try:
         statement = coq_statement_sha256(text, theorem)

@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DOCS = REPO / "docs"
-RESULTS = REPO / "empirics" / "results"
+PACKAGE = Path(__file__).resolve().parent
+DOCS = PACKAGE / "docs"  # the Sphinx configuration and extension, shipped in the wheel
+RESULTS = PACKAGE.parent / "empirics" / "results"  # the published results (package data)
 REQUIRED = {"sphinx": "sphinx", "myst_parser": "myst-parser", "furo": "furo",
             "sphinx-mathjax-offline": "sphinx-mathjax-offline"}
 

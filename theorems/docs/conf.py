@@ -13,7 +13,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "_ext"))
-sys.path.insert(0, str(HERE.parent))  # autodoc imports constructions.* from the checkout
+sys.path.insert(0, str(HERE.parents[1]))  # autodoc imports constructions.* beside theorems
 
 from theorems_site.mathjax import MATHJAX_PATH  # noqa: E402
 

@@ -23,11 +23,12 @@ from . import data, graph, markup, mathjax, render
 
 __version__ = "1.0"
 logger = logging.getLogger(__name__)
-REPO = Path(__file__).resolve().parents[3]
+# the folder holding the packages: the repository, or site-packages for an installed wheel
+REPO = Path(__file__).resolve().parents[4]
 
 
 def setup(app: Sphinx) -> dict:
-    app.add_config_value("theorems_evidence", str(REPO / "build" / "evidence.json"), "env",
+    app.add_config_value("theorems_evidence", str(Path("build") / "evidence.json"), "env",
                          types=[str])
     app.add_config_value("theorems_results", str(REPO / "empirics" / "results"), "env",
                          types=[str])
@@ -97,7 +98,7 @@ def generate(app: Sphinx) -> None:
     for view in site.claims:
         for proof in view.proofs:
             if proof.language == "coq":
-                proofs[proof.source] = _stage(data.REPO / proof.source, srcdir,
+                proofs[proof.source] = _stage(data.proof_file(proof.source), srcdir,
                                               Path("_proofs") / proof.source)
     pages = render.pages(site, graph_svg=draw(nodes), graph_renderer=renderer_name,
                          figures=figures, graph_data=graph.focus_data(nodes), proofs=proofs)

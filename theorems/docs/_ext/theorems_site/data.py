@@ -110,7 +110,17 @@ class ExperimentView:
         return experiment_anchor(self.name)
 
 
-REPO = Path(__file__).resolve().parents[3]
+# the folder holding the packages: the repository, or site-packages for an installed wheel
+REPO = Path(__file__).resolve().parents[4]
+
+
+def proof_file(source: str) -> Path:
+    """The file a proof record's ``source`` names: a Coq file relative to the ``theorems``
+    package (``proofs/coq/x.v``, :data:`theorems.proving.PROOFS`), a query generator's module
+    relative to the folder holding the packages."""
+    from theorems.proving import PROOFS
+
+    return PROOFS.parent / source if source.startswith("proofs/") else REPO / source
 
 
 def is_coq(tool: Any) -> bool:
@@ -191,7 +201,7 @@ class ProofView:
         record = check["proof"]
         source, theorem = record["source"], record["theorem"]
         if is_coq(record["tool"]):
-            language, text = "coq", _read(REPO / source)
+            language, text = "coq", _read(proof_file(source))
             statement = coq_statement(text, theorem) if text else ""
         else:
             language, text = "python", _python_source(source)

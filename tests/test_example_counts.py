@@ -1,0 +1,58 @@
+"""No check runs fewer examples than it did before the suite was made faster.
+
+``benchmarks/example-counts-baseline.json`` holds each check's examples under the ``ci``
+profile in the complete ``verify`` of the release before the speed work. Against the last
+complete ci-profile ``build/evidence.json`` (CI's set-up runs ``verify`` first), every check of
+the baseline must still exist, under its name or a rename the baseline file lists, or be listed
+as removed with the reason, and must run at least as many examples: a check may get cheaper per
+example, never thinner.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from theorems import evidence_file
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = json.loads((ROOT / "benchmarks" / "example-counts-baseline.json").read_text())
+
+
+def current_counts() -> dict[str, int | None]:
+    """Examples per check of the last complete ci-profile verify; ``None`` for a check that
+    was skipped there (a tool missing: nothing to compare)."""
+    path = ROOT / "build" / "evidence.json"
+    if not path.exists():
+        pytest.skip("no build/evidence.json: run python -m theorems verify")
+    data = evidence_file.load(path)
+    if evidence_file.is_partial(data) or data["run"].get("hypothesis_profile") != "ci":
+        pytest.skip("build/evidence.json is not a complete ci-profile verify")
+    return {c["nodeid"]: None if c["outcome"] == "skipped" else c["examples"]
+            for record in data["claims"].values() for c in record["checks"]}
+
+
+def test_every_check_keeps_its_examples():
+    now = current_counts()
+    renamed, removed = BASELINE.get("renamed", {}), BASELINE.get("removed", {})
+    fewer, gone = [], []
+    for nodeid, before in BASELINE["examples"].items():
+        if nodeid in removed:
+            continue
+        name = renamed.get(nodeid, nodeid)
+        if name not in now:
+            gone.append(nodeid)
+        elif now[name] is not None and now[name] < before:
+            fewer.append(f"{name}: {now[name]} examples, {before} before")
+    assert not gone, ("checks of the baseline that no longer run (list a rename or a removal "
+                      f"with its reason in the baseline file): {gone}")
+    assert not fewer, f"checks that run fewer examples than before: {fewer}"
+
+
+def test_the_baseline_explains_every_removal():
+    for nodeid, reason in BASELINE.get("removed", {}).items():
+        assert nodeid in BASELINE["examples"] and isinstance(reason, str) and reason.strip()
+    for old in BASELINE.get("renamed", {}):
+        assert old in BASELINE["examples"]

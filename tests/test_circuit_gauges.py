@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from killed import failed_assertion
 
 from constructions.circuit_cases import all_cases
 from constructions.circuit_gauges import (
@@ -23,7 +24,6 @@ from constructions.circuit_variants import SPURIOUS_HEADS, spurious_head_variant
 from constructions.circuits import Edge, induction_circuit
 from constructions.induction_heads import compact_induction, two_layer_induction
 from theorems.areas.circuits import earlier_occurrence, gauges
-from theorems.evidence import expect_failure
 
 GAUGE_CASES = ("two-layer-induction-rotated", "compact-induction-rotated",
                "two-layer-induction-reparametrised", "compact-induction-reparametrised",
@@ -113,7 +113,8 @@ def mixed_up_permutation(model):
 @pytest.mark.parametrize("broken", [non_orthogonal_rotation, key_gauge_not_inverted,
                                     value_gauge_transposed])
 def test_a_broken_gauge_changes_the_function(broken):
-    expect_failure(gauges.same_function_check(gauges=(broken,)))
+    report = failed_assertion(gauges.same_function_check(gauges=(broken,)))
+    assert "a logit moved by" in report, report
 
 
 @pytest.mark.mutant("circuits.variants-same-function")
@@ -122,8 +123,9 @@ def test_reparametrised_weights_off_by_float32_rounding_change_the_function():
     # change, whatever the kernels); the rotation's like mutant is non_orthogonal_rotation.
     # These replace mutants that dropped the bound's rounding terms (u = 0) and were killed
     # only by rounding differences, which a machine's kernels need not make.
-    expect_failure(gauges.same_function_check(
-        gauges=(off_by_2_to_the_minus_24(gauges.reparametrised),)))
+    report = failed_assertion(gauges.same_function_check(
+                   gauges=(off_by_2_to_the_minus_24(gauges.reparametrised),)))
+    assert "a logit moved by" in report, report
 
 
 @pytest.mark.mutant("circuits.variants-same-function")
@@ -133,12 +135,15 @@ def test_a_spurious_head_writing_where_the_model_reads_changes_the_function():
     # replaces a mutant that dropped the rounding terms, u = 0, and was killed by a one-ulp
     # difference on one prompt that another machine's kernels do not make).
     # (measured: 0.26 against a bound of 6.7e-11; the value gauge's part is unchanged)
-    expect_failure(earlier_occurrence.same_function_check(spurious_variant=leaky_spurious_heads))
+    report = failed_assertion(earlier_occurrence.same_function_check(
+        spurious_variant=leaky_spurious_heads))
+    assert "the spurious-head variant moved the logits by" in report, report
 
 
 @pytest.mark.mutant("circuits.variants-same-function")
 def test_a_permutation_that_mixes_heads_changes_the_function():
-    expect_failure(gauges.same_function_check(gauges=(), permuted=mixed_up_permutation))
+    report = failed_assertion(gauges.same_function_check(gauges=(), permuted=mixed_up_permutation))
+    assert "the permuted heads moved a logit by" in report, report
 
 
 def adding(edge):
@@ -157,8 +162,9 @@ def dropping(name):
 @pytest.mark.parametrize("gauge", [gauges.rotation, gauges.reparametrised])
 def test_a_spurious_edge_is_not_necessary_on_the_gauged_variants(gauge):
     # input -> a1.h0<v> moves the metric by 0 (one-hot) or <= 2 eps d (compact)
-    expect_failure(gauges.circuit_check(gauges=(gauge,), circuit=adding(("input", "a1.h0",
-                                                                           "v"))))
+    report = failed_assertion(gauges.circuit_check(gauges=(gauge,),
+                                                   circuit=adding(("input", "a1.h0", "v"))))
+    assert "input->a1.h0<v> moved the metric by" in report, report
 
 
 @pytest.mark.mutant("circuits.variants-circuit")
@@ -166,8 +172,9 @@ def test_a_gauged_circuit_missing_an_edge_is_not_sufficient():
     # (sufficiency's mutant: the dropped edge moves the metric by the necessity margin. An
     # earlier mutant set E = 0, u = 0 and was killed only by rounding differences, which a
     # machine's kernels need not make; it is gone.)
-    expect_failure(gauges.circuit_check(gauges=(gauges.rotation,),
-                                        circuit=dropping("a0.h0->a1.h0<k>")))
+    report = failed_assertion(gauges.circuit_check(gauges=(gauges.rotation,),
+                                                   circuit=dropping("a0.h0->a1.h0<k>")))
+    assert "patching the complement moved the metric by" in report, report
 
 
 def renamed_before_the_permutation(model):
@@ -178,8 +185,9 @@ def renamed_before_the_permutation(model):
 
 @pytest.mark.mutant("circuits.variants-circuit")
 def test_a_permuted_circuit_must_follow_the_heads():
-    expect_failure(earlier_occurrence.sufficiency_check(
-        variants=(renamed_before_the_permutation,)))
+    report = failed_assertion(earlier_occurrence.sufficiency_check(
+                   variants=(renamed_before_the_permutation,)))
+    assert "when the edges outside the circuit were patched" in report, report
 
 
 # --- the variants themselves ------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from killed import failed_assertion
 from test_circuits import icl_adding, majority_adding  # the circuits area's mutant helpers
 
 from constructions.icl_circuit import icl_circuit, lsa_patched_prediction, shift_label
@@ -30,7 +31,6 @@ from constructions.majority_variants import (
     qk_gauge_variant,
 )
 from theorems.areas.circuits import icl, majority, majority_variants
-from theorems.evidence import expect_failure
 
 # --- the majority head's variants -------------------------------------------------------------
 
@@ -83,23 +83,31 @@ def perturbed_output(model):
 
 
 @pytest.mark.mutant("circuits.majority-variants-same-function")
-@pytest.mark.parametrize("broken", [wrong_inverse_gauge, unfixed_gauge, half_rotation,
-                                    generic_rotation, perturbed_output])
-def test_a_broken_majority_gauge_fails_the_same_function_check(broken):
-    expect_failure(majority_variants.same_function_check(variants=(broken,)))
+@pytest.mark.parametrize("broken, sentence", [
+    (wrong_inverse_gauge, "is not rounding-sized"),   # the scores' sentence
+    (unfixed_gauge, "is not rounding-sized"),
+    (generic_rotation, "is not rounding-sized"),
+    (half_rotation, "from one-hot"),                  # the values' sentence
+    (perturbed_output, "moved the output by"),        # the outputs' sentence
+])
+def test_a_broken_majority_gauge_fails_the_same_function_check(broken, sentence):
+    report = failed_assertion(majority_variants.same_function_check(variants=(broken,)))
+    assert sentence in report, report
 
 
 @pytest.mark.mutant("circuits.majority-variants-circuit")
 @pytest.mark.parametrize("variant", [qk_gauge_variant, ln_rotation_variant])
 @pytest.mark.parametrize("minimal", [False, True])
 def test_a_spurious_edge_fails_on_the_majority_variants(variant, minimal):
-    expect_failure(majority.necessity_check(circuit=majority_adding("input", "a0.h0", "k"),
-                                            minimal=minimal, variant=variant))
+    report = failed_assertion(majority.necessity_check(
+        circuit=majority_adding("input", "a0.h0", "k"), minimal=minimal, variant=variant))
+    assert "moved the metric by" in report, report
 
 
 @pytest.mark.mutant("circuits.majority-variants-circuit")
 def test_an_uncertified_gauge_breaks_majority_sufficiency():
-    expect_failure(majority.sufficiency_check(variant=unfixed_gauge))
+    report = failed_assertion(majority.sufficiency_check(variant=unfixed_gauge))
+    assert "is not rounding-sized" in report, report
 
 
 def test_the_majority_variants_are_dense():
@@ -144,20 +152,23 @@ def leaky_spurious(model):
 
 @pytest.mark.mutant("circuits.icl-spurious-head")
 def test_a_spurious_head_that_reaches_the_readout_changes_the_prediction():
-    expect_failure(icl.same_multi_head_prediction_check(variant=leaky_spurious))
+    report = failed_assertion(icl.same_multi_head_prediction_check(variant=leaky_spurious))
+    assert "the spurious-head variant changed the prediction" in report, report
 
 
 @pytest.mark.mutant("circuits.icl-spurious-head")
 def test_a_spurious_head_that_reaches_the_readout_breaks_sufficiency():
-    expect_failure(icl.sufficiency_check(**{**icl.SPURIOUS, "variant": leaky_spurious}))
+    report = failed_assertion(icl.sufficiency_check(**{**icl.SPURIOUS, "variant": leaky_spurious}))
+    assert "when the edges outside the circuit were patched" in report, report
 
 
 @pytest.mark.mutant("circuits.icl-spurious-head")
 @pytest.mark.parametrize("minimal", [False, True])
 def test_a_spurious_edge_fails_on_the_spurious_head_variant(minimal):
-    expect_failure(icl.necessity_check(circuit=icl_adding("input", "a0.h0", "k"),
-                                       minimal=minimal, magnitude=multi_head_magnitude,
-                                       **icl.SPURIOUS))
+    report = failed_assertion(icl.necessity_check(circuit=icl_adding("input", "a0.h0", "k"),
+                                                  minimal=minimal, magnitude=multi_head_magnitude,
+                                                  **icl.SPURIOUS))
+    assert "moved the prediction by" in report, report
 
 
 MAJORITY_TOKENS = torch.tensor([[0, 2, 2, 1]])

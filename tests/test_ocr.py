@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from killed import failed_assertion
 from torch import nn
 
 from constructions.ocr import (
@@ -33,7 +34,10 @@ SHORT = {"steps": 500, "eval_every": 500}
 
 @pytest.mark.mutant("ocr.frobenius-generalizes")
 def test_the_nuclear_norm_in_place_of_frobenius_breaks_the_refutation():
-    expect_failure(refutation_check(norm="nuclear"))
+    # W_* answers the test pairs, but with margin 1 inside the Frobenius margin bound of a W
+    # that is not W_F; the refutation is about W_F, and refuses a W it cannot certify as W_F
+    report = failed_assertion(refutation_check(norm="nuclear"))
+    assert "not certified as the Frobenius minimiser" in report, report
 
 
 @pytest.mark.mutant("ocr.nuclear-margin")
@@ -134,3 +138,13 @@ def test_margins_of_a_hand_built_map():
 def test_bad_input_is_rejected_with_the_parameter_named(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+@pytest.mark.training
+@pytest.mark.mutant("ocr.gd-factorization", "ocr.implicit-vs-explicit")
+def test_a_factorized_map_in_place_of_the_combined_one_answers_the_implications():
+    report = failed_assertion(gd_check({"combined": FactorizedMap}))
+    assert "combined/wd=0: a test implication is answered" in report, report
+    report = failed_assertion(implicit_explicit_check({"combined": FactorizedMap}))
+    assert "a test implication is answered" in report, report
+

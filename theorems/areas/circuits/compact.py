@@ -127,13 +127,16 @@ CC_NECESSARY = Claim(
     statement=(GRAPH + PATCHING + CORRUPTION + r"For each $e \in C$, $|m(\emptyset) - "
                r"m(\{e\})| \ge d((1-\bar\varepsilon)d - 2\bar\varepsilon) - r(S, n)$, which "
                r"exceeds the sufficiency bound $2\bar\varepsilon d + r(S, n)$ whenever "
-               r"$\rho > 2\omega$ (true at every size checked); over all pairs the least move "
-               r"is $4\rho((1-\bar\varepsilon)\rho - \bar\varepsilon) - r(S, n)$."),
+               r"$\rho > 2\omega$ (true at every size checked)."),
     source=Source(where="from the compact construction's margin conditions (this project)",
                   tag="D", **SHT),
     kind="bound",
     construction=CIRCUIT,
     depends_on=("induction-heads.compact-margins", "induction-heads.compact-exact"),
+    notes=(r"Over all pairs the least move is $4\rho((1-\bar\varepsilon)\rho - \bar\varepsilon) "
+           r"- r(S, n)$ (at $d = 2\rho$; least_necessity_move, checked by "
+           r"tests/test_circuits.py::test_the_compact_bounds_separate, not by the claim's "
+           r"check)."),
 )
 
 CC_MINIMAL = Claim(

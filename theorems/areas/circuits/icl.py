@@ -70,11 +70,11 @@ ICL_SUFFICIENT = Claim(
 ICL_NECESSARY = Claim(
     id="circuits.icl-necessary",
     title="Patching either edge of the one-step-GD circuit moves the prediction by "
-          "delta eta |x_k|^2 / n",
-    statement=(SETTING + PATCHING + CORRUPTION + r"For each $e \in C$, $m(\{e\}) - "
-               r"m(\emptyset) = \delta\eta\|x_k\|^2/n$ exactly, and in float64 $|m(\{e\}) - "
-               r"m(\emptyset)| \ge \big(|\delta|\eta\|x_k\|^2(1-\gamma_{d+3})/n - \varepsilon"
-               r"\big)(1-8u)$, $\varepsilon = \gamma_K(T_\emptyset + T_e)/(1-\gamma_K)$, "
+          "|delta| eta |x_k|^2 / n, less rounding",
+    statement=(SETTING + PATCHING + CORRUPTION + r"For each $e \in C$, in float64 "
+               r"$|m(\{e\}) - m(\emptyset)| \ge \big(|\delta|\eta\|x_k\|^2(1-\gamma_{d+3})/n "
+               r"- \varepsilon\big)(1-8u)$, "
+               r"$\varepsilon = \gamma_K(T_\emptyset + T_e)/(1-\gamma_K)$, "
                r"$K = n + 3(d+1) + 1$, $T$ the absolute-value evaluation of each run's head "
                r"term ($\texttt{lsa\_magnitude}$)."),
     source=Source(where="from the one-step-GD weights (this project)", tag="D",
@@ -82,6 +82,8 @@ ICL_NECESSARY = Claim(
     kind="bound",
     construction="constructions.icl_circuit:icl_circuit",
     depends_on=("icl-regression.one-step-gd",),
+    notes=(r"In exact arithmetic $m(\{e\}) - m(\emptyset) = \delta\eta\|x_k\|^2/n$ "
+           r"(move_bound's derivation); the check asserts only the float64 bound on $|\cdot|$."),
 )
 
 ICL_MINIMAL = Claim(

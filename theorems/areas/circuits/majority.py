@@ -50,10 +50,9 @@ MAJ_SUFFICIENT = Claim(
     id="circuits.majority-sufficient",
     title="Under token resampling, patching the majority head's query, key and residual "
           "edges leaves its output unchanged up to the derived rounding bound",
-    statement=(SETTING + PATCHING + CORRUPTION + r"In exact arithmetic every score is 0, so "
-               r"patching the 3 edges outside $C$ leaves $o_n$ unchanged. In float64 the "
-               r"score bound is rounding-sized, $\eta \le 2^{-30}$, and every "
-               r"coordinate moves by at most $(2e_w + 2\gamma_n(1+e_w))S_a/n$ (times "
+    statement=(SETTING + PATCHING + CORRUPTION + r"In float64 the score bound is rounding-sized, "
+               r"$\eta \le 2^{-30}$, and patching the 3 edges outside $C$ moves every "
+               r"coordinate of $o_n$ by at most $(2e_w + 2\gamma_n(1+e_w))S_a/n$ (times "
                r"$1 + \gamma_5$ for evaluating it): both runs have weights within $e_w/n$ of "
                r"$1/n$ and the same values."),
     source=Source(where="circuit of the majority-head construction (this project)", tag="D",
@@ -61,6 +60,9 @@ MAJ_SUFFICIENT = Claim(
     kind="construction",
     construction="constructions.majority_circuit:majority_circuit",
     depends_on=("layernorm.uniform-attention",),
+    notes=(r"In exact arithmetic every score is 0 (the keys are LayerNormed, orthogonal to the "
+           r"query direction $\mathbf 1$), so patching the 3 edges outside $C$ leaves $o_n$ "
+           r"unchanged; the check asserts the float64 statement."),
 )
 
 MAJ_NECESSARY = Claim(
@@ -70,12 +72,13 @@ MAJ_NECESSARY = Claim(
                r"m(\{e\})| \ge \big[(1-e_w)(2 - 4\varepsilon_V)/n - 2e_w(S_{t_r} + S_b)/n - "
                r"\gamma_n(1+e_w)(2\Sigma + \Sigma')/n - 4u(1 + |m(\emptyset)| + |m(\{e\})|)"
                r"\big](1 - 8u)$, with $\Sigma = S_{t_r} + S_b$ of the clean values and "
-               r"$\Sigma'$ of the corrupted ones; in exact arithmetic with one-hot values the "
-               r"move is $2/n$."),
+               r"$\Sigma'$ of the corrupted ones."),
     source=Source(where="from the majority head's weights (this project)", tag="D", **BRODY),
     kind="bound",
     construction="constructions.majority_circuit:majority_circuit",
     depends_on=("layernorm.uniform-attention",),
+    notes=(r"In exact arithmetic with one-hot values the move is $2/n$; the check asserts the "
+           r"float64 bound (and that it exceeds $1.9/n$)."),
 )
 
 MAJ_MINIMAL = Claim(

@@ -55,12 +55,13 @@ MAJ_VARIANT_FUNCTION = Claim(
                r"f_R\}$: every computed score of $f'$ is rounding-sized, $\eta \le 2^{-30}$, "
                r"every computed value of $f'$ is within $2^{-30}$ of the one-hot $e_{t_j}$, "
                r"and every output coordinate satisfies $|o'_{ia} - o_{ia}| \le B_a(1 + "
-               r"\gamma_{16})$. In exact arithmetic $f' = f$."),
+               r"\gamma_{16})$."),
     source=Source(where="gauges of the majority-head construction (this project)", tag="D",
                   **BRODY),
     kind="construction",
     construction="constructions.majority_variants:qk_gauge_variant",
     depends_on=("layernorm.uniform-attention",),
+    notes=r"In exact arithmetic $f' = f$; the check asserts the float64 bounds.",
 )
 
 MAJ_VARIANT_CIRCUIT = Claim(

@@ -84,8 +84,7 @@ IC_NECESSARY = Claim(
     statement=(GRAPH + PATCHING + CORRUPTION + r"Let $\omega = (A) + (B) + (C)$ be the sum "
                r"of the left sides of the margin conditions of $\texttt{two\_layer\_"
                r"conditions}(n)$ at the default temperatures, so the induction head's weight "
-               r"on the key holding $\tau$ is $w \ge 1/(1+\omega)$. For each $e \in C$, "
-               r"$m(\emptyset) - m(\{e\}) = 2w$ in exact arithmetic, and in float64 "
+               r"on the key holding $\tau$ is $w \ge 1/(1+\omega)$. For each $e \in C$, in float64 "
                r"$|m(\emptyset) - m(\{e\})| \ge 2/(1+\omega) - \varepsilon(S, n)$ with the "
                r"rounding bound $\varepsilon$ of $\texttt{necessity\_bound}$; $2/(1+\omega) > "
                r"1$."),
@@ -94,6 +93,8 @@ IC_NECESSARY = Claim(
     kind="bound",
     construction=f"{CONSTRUCTIONS}:induction_circuit",
     depends_on=("induction-heads.two-layer-margins", "induction-heads.two-layer-exact"),
+    notes=(r"In exact arithmetic $m(\emptyset) - m(\{e\}) = 2w$ (necessity_bound's derivation); "
+           r"the check asserts only the float64 bound."),
 )
 
 IC_MINIMAL = Claim(

@@ -71,21 +71,23 @@ import constructions
 from constructions.files import INTEROP_HINT
 from constructions.recording import construction_name
 from constructions.transformer_bridge import _bridge
-from constructions.transformer_lens_layout import (  # re-exported: their public home was here
+from constructions.transformer_lens_layout import (
     TransformerLensLayout,
+    construction_classes,
+    residual_layout,
+    scanned_features,
+    transformer_lens_inputs,
     transformer_lens_layout,
+    transformer_lens_outputs,
+    transformer_lens_version,
 )
 
-
-def transformer_lens_version() -> str | None:
-    """The installed TransformerLens's version, or ``None`` (read from its package metadata,
-    without importing it)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("transformer-lens")
-    except PackageNotFoundError:
-        return None
+# The layout's names are re-exported: this module was their public home before the layout moved
+# to constructions.transformer_lens_layout (which both exports import, so neither imports the
+# other).
+__all__ = ["TransformerLensLayout", "construction_classes", "export_line", "export_lines",
+           "residual_layout", "scanned_features", "to_transformer_lens", "transformer_lens_inputs",
+           "transformer_lens_layout", "transformer_lens_outputs", "transformer_lens_version"]
 
 
 def _hooked_transformer_class():

@@ -183,3 +183,14 @@ def transformer_lens_outputs(model: nn.Module, logits: torch.Tensor) -> torch.Te
     if spec.interface.bos is not None and logits.shape[1] < 1:
         raise ValueError("logits must include the BOS position, got 0 positions")
     return spec.interface.outputs(logits)
+
+
+def transformer_lens_version() -> str | None:
+    """The installed TransformerLens's version, or ``None`` (read from its package metadata,
+    without importing it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("transformer-lens")
+    except PackageNotFoundError:
+        return None

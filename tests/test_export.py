@@ -1191,16 +1191,16 @@ PUBLIC_API_EXAMPLES = {
                                        "index": (slice(0, 2), slice(1, 3))},
     "residual_layout.context_length": lambda: {"name": "m", "n_ctx": 4, "default": 8},
     "residual_layout.fixed_context_length": lambda: {"name": "m", "n_ctx": 8, "fixed": 8},
-    "transformer_lens.construction_classes": lambda: {"method": "residual_layout"},
+    "transformer_lens_layout.construction_classes": lambda: {"method": "residual_layout"},
     "transformer_lens.export_line": lambda: {"construction": _BUILDER},
-    "transformer_lens.residual_layout": lambda: {"model": _two_layer(), "n_ctx": None},
-    "transformer_lens.scanned_features": lambda: {"model": _two_layer()},
+    "transformer_lens_layout.residual_layout": lambda: {"model": _two_layer(), "n_ctx": None},
+    "transformer_lens_layout.scanned_features": lambda: {"model": _two_layer()},
     "transformer_lens.to_transformer_lens": lambda: {
         "model": majority_head(3, 8, normalize=False), "n_ctx": 8},
-    "transformer_lens.transformer_lens_inputs": lambda: {"model": _two_layer(),
+    "transformer_lens_layout.transformer_lens_inputs": lambda: {"model": _two_layer(),
                                                          "x": torch.tensor([[0, 1, 2]])},
-    "transformer_lens.transformer_lens_layout": lambda: {"model": _two_layer()},
-    "transformer_lens.transformer_lens_outputs": lambda: {"model": _two_layer(),
+    "transformer_lens_layout.transformer_lens_layout": lambda: {"model": _two_layer()},
+    "transformer_lens_layout.transformer_lens_outputs": lambda: {"model": _two_layer(),
                                                           "logits": _gaussian(0, 1, 4, 4)},
     "transformer_bridge.bridge_state_dict": lambda: {
         "layout": transformer_lens_layout(_two_layer())},
@@ -1219,14 +1219,14 @@ PUBLIC_API_ACCEPTED = {
     # placement moves weights as they are: non-finite ones stay non-finite, as in any layer
     ("residual_layout.placed", "weight"): ("nan", "inf"),
     # any method name is a question: no class defines "no-such-option", so the set is empty
-    ("transformer_lens.construction_classes", "method"): ("unknown",),
+    ("transformer_lens_layout.construction_classes", "method"): ("unknown",),
     # None answers "no such exportable builder" (the docs page of a non-exporting claim)
     ("transformer_lens.export_line", "construction"): ("unknown",),
     # one more token is still within max_len = 4, and an empty sequence is just the BOS
-    ("transformer_lens.transformer_lens_inputs", "x"): ("mismatched", "empty"),
+    ("transformer_lens_layout.transformer_lens_inputs", "x"): ("mismatched", "empty"),
     ("transformer_bridge.transformer_bridge_inputs", "x"): ("mismatched", "empty"),
     # the export's logits may be anything a float computation gives
-    ("transformer_lens.transformer_lens_outputs", "logits"): ("nan", "inf"),
+    ("transformer_lens_layout.transformer_lens_outputs", "logits"): ("nan", "inf"),
 }
 # Valid calls that build a TransformerLens model: tests/test_export.py makes them (round trips,
 # on every major), so the fuzzer makes only their bad calls, which fail before any import.

@@ -6,10 +6,12 @@ preconditioner transposed, the query mask dropped, and the (n+1)/n normalisation
 gradient descent for the conservation law).
 """
 
+import copy
 from functools import partial
 
 import pytest
 import torch
+from hypothesis.errors import InvalidArgument
 
 from constructions.icl_regression import (
     cot_prompt,
@@ -19,6 +21,7 @@ from constructions.icl_regression import (
     multi_step_layer,
     nonlinear_optimal_step,
     one_step_gd,
+    optimal_loss,
     optimal_preconditioner,
     pair_coefficients,
     pair_features,
@@ -108,18 +111,79 @@ LINEAR_MUTANTS = {"eta off by 10%": scaled_preconditioner,
                   "n+1 replaced by n": n_instead_of_n_plus_one}
 
 
+def pinned_gd_case():
+    """Two seeded prompts, d = 2, n = 3, eta = 0.5 and a dense non-symmetric P."""
+    generator = torch.Generator().manual_seed(0)
+    X, y, x_query = (torch.randn(*shape, generator=generator, dtype=torch.float64)
+                     for shape in ((2, 3, 2), (2, 3), (2, 2)))
+    return X, y, x_query, 0.5, torch.randn(2, 2, generator=generator, dtype=torch.float64)
+
+
+def fails_at(check, match: str, **case) -> None:
+    """The Hypothesis check fails, and on the pinned ``case`` it fails at the assertion whose
+    message matches ``match`` (the sentence the mutant breaks). A check with a budget of its
+    own keeps its settings (and shrinks)."""
+    try:
+        quick = without_shrinking()(check)
+    except InvalidArgument:     # already decorated with settings (theorems.profiles.budget)
+        quick = check
+    expect_failure(quick)
+    with pytest.raises(AssertionError, match=match):
+        check.hypothesis.inner_test(**case)
+
+
 # --- mutants ---------------------------------------------------------------------------------
+
+def pinned_batch():
+    """Two seeded prompts, d = 2, n = 3 (a regression_batches value)."""
+    generator = torch.Generator().manual_seed(0)
+    X, y, x_query = (torch.randn(*shape, generator=generator, dtype=torch.float64)
+                     for shape in ((2, 3, 2), (2, 3), (2, 2)))
+    return X, y, x_query, generator
+
 
 @pytest.mark.mutant("icl-regression.effective-predictor")
 def test_dropping_the_query_mask_breaks_the_effective_predictor():
-    expect_failure(without_shrinking()(one_step.effective_predictor_check(unmasked_lsa)))
+    fails_at(one_step.effective_predictor_check(unmasked_lsa), "^predict differs",
+             batch=pinned_batch(), mask=True, weight_scale=1.0)
+
+
+def misread_lifted_coefficients(W_PV, W_KQ, **kwargs):
+    """The layer is right; its lifted coefficients are 10% too large (phi^T theta is wrong)."""
+    model = lsa(W_PV, W_KQ, **kwargs)
+    right = model.lifted_coefficients
+    model.lifted_coefficients = lambda: 1.1 * right()
+    return model
+
+
+@pytest.mark.mutant("icl-regression.effective-predictor")
+def test_wrong_lifted_coefficients_break_the_lifted_form():
+    fails_at(one_step.effective_predictor_check(misread_lifted_coefficients),
+             "^lifted features differs", batch=pinned_batch(), mask=False, weight_scale=1.0)
 
 
 @pytest.mark.mutant("icl-regression.one-step-gd")
 @pytest.mark.parametrize("build", [step_off(one_step_gd), transposed_one_step],
                          ids=["eta off by 10%", "preconditioner transposed"])
 def test_broken_one_step_constructions_are_not_gd(build):
-    expect_failure(without_shrinking()(one_step.one_step_check(build)))
+    # off by far more than 1e-10: the first assertion (the float64 sentence) already fails
+    fails_at(one_step.one_step_check(build), "not below 1e-10", case=pinned_gd_case())
+
+
+@pytest.mark.mutant("icl-regression.one-step-gd")
+def test_a_step_off_by_one_part_in_1e12_is_not_gd():
+    """Breaks the exact identity alone: the prediction moves by 1e-12 |y_hat|, at most 1e-12 of
+    the absolute-value evaluation (inside the float64 sentence's 1e-10), but far beyond the
+    derived rounding bound 2 gamma_K < 1e-14 of it (the pinned prompts: |y_hat| is over 10% of
+    the absolute-value evaluation)."""
+    fails_at(one_step.one_step_check(step_off(one_step_gd, 1 + 1e-12)),
+             "LSA and one GD step differ by", case=pinned_gd_case())
+
+
+@pytest.mark.mutant("icl-regression.one-step-gd")
+def test_a_step_off_by_one_part_in_1e6_breaks_the_float64_sentence():
+    fails_at(one_step.one_step_check(step_off(one_step_gd, 1 + 1e-6)), "not below 1e-10",
+             case=pinned_gd_case())
 
 
 @pytest.mark.mutant("icl-regression.isotropic-optimum")
@@ -134,14 +198,23 @@ def test_wrong_isotropic_optimum_is_caught_by_the_convex_fit(preconditioner):
 @pytest.mark.mutant("icl-regression.isotropic-optimum")
 @pytest.mark.parametrize("preconditioner", LINEAR_MUTANTS.values(), ids=LINEAR_MUTANTS.keys())
 def test_wrong_isotropic_optimum_is_caught_by_the_trained_lsa(preconditioner):
-    expect_failure(one_step.trained_optimum_check(
+    report = expect_failure(one_step.trained_optimum_check(
         "isotropic", partial(one_step.linear_closed_form, preconditioner=preconditioner)))
+    assert report.startswith("the trained LSA is"), report
 
 
 @pytest.mark.mutant("icl-regression.isotropic-optimum")
 def test_wrong_normalisation_misses_the_printed_numbers():
-    expect_failure(one_step.isotropic_numbers_check(
+    report = expect_failure(one_step.isotropic_numbers_check(
         n_instead_of_n_plus_one, loss_of(n_instead_of_n_plus_one)))
+    assert report.startswith("A* is not eta* I"), report
+
+
+@pytest.mark.mutant("icl-regression.isotropic-optimum")
+def test_a_misquoted_catalogue_value_is_caught():
+    # 1.175 is 8 catalogue standard errors from the exact 1.1658; everything else is right
+    report = expect_failure(one_step.isotropic_numbers_check(catalogue=(1.175, 1.169)))
+    assert report.startswith("loss at 0.9 eta*") and "printed 1.175" in report, report
 
 
 @pytest.mark.mutant("icl-regression.preconditioned-optimum")
@@ -157,7 +230,8 @@ def test_wrong_preconditioner_is_caught_by_the_fit_and_the_stationarity(precondi
 @pytest.mark.parametrize("preconditioner", LINEAR_MUTANTS.values(), ids=LINEAR_MUTANTS.keys())
 def test_wrong_preconditioner_is_caught_by_the_trained_lsa(preconditioner):
     closed_form = partial(one_step.linear_closed_form, preconditioner=preconditioner)
-    expect_failure(one_step.trained_optimum_check("preconditioned", closed_form))
+    report = expect_failure(one_step.trained_optimum_check("preconditioned", closed_form))
+    assert report.startswith("the trained LSA is"), report
 
 
 def test_the_preconditioner_is_symmetric_so_transposition_is_invisible():
@@ -179,29 +253,65 @@ def test_the_preconditioner_is_symmetric_so_transposition_is_invisible():
 @pytest.mark.training
 @pytest.mark.mutant("icl-regression.zfb-conserved-quantity")
 def test_a_wrong_optimum_misses_the_gradient_flow_endpoint():
-    expect_failure(zhang_frei_bartlett.zfb_conservation_check(scaled_preconditioner))
+    report = expect_failure(zhang_frei_bartlett.zfb_conservation_check(scaled_preconditioner))
+    assert report.startswith("gradient flow ended"), report
 
 
 @pytest.mark.training
 @pytest.mark.mutant("icl-regression.zfb-conserved-quantity")
 def test_adam_does_not_conserve_the_balance():
-    expect_failure(zhang_frei_bartlett.zfb_conservation_check(trajectory=lambda: ZFB_EXPERIMENT(
-        "smoke", device="cpu", optimizer="adam", steps=40)))
+    report = expect_failure(zhang_frei_bartlett.zfb_conservation_check(
+        trajectory=lambda: ZFB_EXPERIMENT("smoke", device="cpu", optimizer="adam", steps=40)))
+    assert report == "the discrete conservation law fails", report
+
+
+@pytest.mark.training
+@pytest.mark.mutant("icl-regression.zfb-conserved-quantity")
+def test_unbalanced_inner_products_are_caught():
+    """The recorded <W_PV, grad_PV> raised by 0.1%, as a loss with a term outside y_hat (weight
+    decay on W_PV, say) would: the first assertion, the infinitesimal law, must catch it."""
+    def tampered():
+        result = copy.deepcopy(zhang_frei_bartlett.trained_zfb())
+        for row in result.tables["trajectory"]["rows"]:
+            row[4] *= 1.001
+        return result
+    report = expect_failure(zhang_frei_bartlett.zfb_conservation_check(trajectory=tampered))
+    assert report.startswith("<W_PV, g_PV> != <W_KQ, g_KQ>"), report
 
 
 @pytest.mark.mutant("icl-regression.zfb-prompt-length-risk")
 def test_off_by_one_prompt_length_risk_is_caught():
-    expect_failure(zhang_frei_bartlett.prompt_length_risk_check(risk_with_M_not_M_plus_one))
+    report = expect_failure(zhang_frei_bartlett.prompt_length_risk_check(
+        risk_with_M_not_M_plus_one))
+    assert report.startswith("M=1: Monte Carlo risk"), report
+
+
+def von_oswald_case(mask: bool, W0: float):
+    X, y, x_query, _ = pinned_batch()
+    return X, y, x_query, 0.5, torch.full((1, 2), W0, dtype=torch.float64), mask
 
 
 @pytest.mark.mutant("icl-regression.von-oswald-gd-step")
 def test_dropping_the_query_mask_makes_von_oswald_leak():
-    expect_failure(without_shrinking()(von_oswald_step.von_oswald_check(unmasked_von_oswald)))
+    fails_at(von_oswald_step.von_oswald_check(unmasked_von_oswald),
+             r"labels differ .*mask_query=True", case=von_oswald_case(True, 1.0))
+
+
+def short_step_when_unmasked(d, eta, W0=None, *, mask_query=True, **kwargs):
+    """Right when masked; unmasked, a step 10% short (as if normalised by about n + 1)."""
+    return von_oswald(d, eta if mask_query else 0.9 * eta, W0, mask_query=mask_query, **kwargs)
+
+
+@pytest.mark.mutant("icl-regression.von-oswald-gd-step")
+def test_a_wrong_unmasked_layer_breaks_the_w0_zero_sentence():
+    fails_at(von_oswald_step.von_oswald_check(short_step_when_unmasked),
+             r"labels differ .*mask_query=False", case=von_oswald_case(False, 0.0))
 
 
 @pytest.mark.mutant("icl-regression.von-oswald-unmasked-any-w0")
 def test_leak_refutation_fails_when_the_mask_cannot_be_dropped():
-    expect_failure(von_oswald_step.leak_refutation(always_masked_von_oswald))
+    report = expect_failure(von_oswald_step.leak_refutation(always_masked_von_oswald))
+    assert "passed, but it was expected to fail" in report, report
 
 
 def nonlinear_step_off_by_ten_percent(n, g2, f2x2):
@@ -214,45 +324,89 @@ def test_wrong_nonlinear_step_is_caught_by_the_fit():
     expect_failure(one_step.convex_optimum_check("sine", closed_form))
 
 
+@pytest.mark.mutant("icl-regression.nonlinear-step")
+def test_wrong_nonlinear_step_misses_the_printed_number():
+    report = expect_failure(one_step.nonlinear_number_check(nonlinear_step_off_by_ten_percent))
+    assert "printed 0.6004" in report, report
+
+
 @pytest.mark.training
 @pytest.mark.mutant("icl-regression.nonlinear-step")
 def test_wrong_nonlinear_step_is_caught_by_the_trained_lsa():
     closed_form = partial(one_step.sine_closed_form, step=nonlinear_step_off_by_ten_percent)
-    expect_failure(one_step.trained_optimum_check("sine", closed_form))
+    report = expect_failure(one_step.trained_optimum_check("sine", closed_form))
+    assert report.startswith("the trained LSA is"), report
+
+
+def multi_step_case(mode: str):
+    X, y, _, _ = pinned_batch()
+    return X, y, 0.5, 3, mode
 
 
 @pytest.mark.mutant("icl-regression.multi-step-exact")
-def test_wrong_step_size_breaks_multi_step_exactness():
-    expect_failure(multi_step.multi_step_check(step_off(multi_step_gd)))
+@pytest.mark.parametrize("mode", ["loop", "cot"])
+def test_wrong_step_size_breaks_multi_step_exactness(mode):
+    fails_at(multi_step.multi_step_check(step_off(multi_step_gd)), f"^{mode}: iterate",
+             case=multi_step_case(mode))
+
+
+def context_writing_gd(d, eta, steps, **kwargs):
+    """W_KQ[y, y] = 1 as well: a thought (y = 0) updates as before, bit for bit, but every
+    context column gets eta G[x, y] y_j in its w rows."""
+    model = multi_step_gd(d, eta, steps, **kwargs)
+    with torch.no_grad():
+        model.layer.W_KQ[d, d] = 1.0
+    return model
+
+
+@pytest.mark.mutant("icl-regression.multi-step-exact")
+def test_a_layer_that_writes_into_the_context_is_caught():
+    fails_at(multi_step.multi_step_check(context_writing_gd), "the context columns changed",
+             case=multi_step_case("loop"))
 
 
 @pytest.mark.mutant("icl-regression.cot-error-table")
 def test_wrong_step_size_breaks_the_error_table():
-    expect_failure(multi_step.cot_construction_check(step_off(multi_step_gd)))
+    report = expect_failure(multi_step.cot_construction_check(step_off(multi_step_gd)))
+    assert report == "k=1: CoT error differs from the formula", report
 
 
 @pytest.mark.mutant("icl-regression.cot-error-table")
 def test_a_table_printed_to_the_resolved_digits_is_not_refuted():
     # an entry above the exact lower bound is not refuted by it
-    expect_failure(multi_step.cot_table_refutation({**multi_step.COT_PRINTED, 100: 1e60}))
+    report = expect_failure(multi_step.cot_table_refutation(
+        {**multi_step.COT_PRINTED, 100: 1e60}))
+    assert "passed, but it was expected to fail" in report, report
 
 
 @pytest.mark.mutant("icl-regression.cot-error-decreases-every-eta")
 def test_divergence_refutation_fails_with_a_smaller_step():
     # eta 0.45 < 2 / 4.2: the pinned prompt then converges, so nothing refutes the claim
-    expect_failure(multi_step.divergence_refutation(step_off(multi_step_gd, 0.9)))
+    report = expect_failure(multi_step.divergence_refutation(step_off(multi_step_gd, 0.9)))
+    assert "passed, but it was expected to fail" in report, report
 
 
 @pytest.mark.mutant("icl-regression.no-cot-optimum")
 def test_wrong_normalisation_misses_the_no_cot_optimum():
-    expect_failure(multi_step.no_cot_check(n_instead_of_n_plus_one,
-                                           loss_of(n_instead_of_n_plus_one)))
+    report = expect_failure(multi_step.no_cot_check(n_instead_of_n_plus_one,
+                                                    loss_of(n_instead_of_n_plus_one)))
+    assert report.startswith("the best linear-in-G estimate differs"), report
+
+
+@pytest.mark.mutant("icl-regression.no-cot-optimum")
+def test_a_wrong_no_cot_error_misses_the_monte_carlo():
+    """The optimum right, its error 5% too large: d(d+1)/(n+d+1) is what fails."""
+    def loss(n, sigma2, Sigma, Omega=None):
+        return 1.05 * optimal_loss(n, sigma2, Sigma, Omega)
+    report = expect_failure(multi_step.no_cot_check(loss=loss))
+    assert report.startswith("Monte Carlo"), report
 
 
 @pytest.mark.training
 @pytest.mark.mutant("icl-regression.cot-trained-products")
 def test_trained_cot_does_not_match_a_wrong_step():
-    expect_failure(multi_step.cot_products_check(step_off(multi_step_layer)))
+    report = expect_failure(multi_step.cot_products_check(step_off(multi_step_layer)))
+    assert report.startswith("the trained update map is"), report
 
 
 # --- the slice-symmetry trap, and the construction's API ------------------------------------

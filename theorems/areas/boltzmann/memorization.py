@@ -20,7 +20,8 @@ from constructions.layers import MLP, Attention
 from empirics.plots import pyplot
 from theorems.areas.boltzmann._shared import KS
 from theorems.claims import Claim, Source
-from theorems.evidence import check, evidence
+from theorems.evidence import check, decide, evidence
+from theorems.intervals import median_interval, streams, torch_seed
 from theorems.numerics import gamma
 from theorems.profiles import budget
 from theorems.strategies import seeds
@@ -103,8 +104,7 @@ BZ_APPROXIMATION = Claim(
         r"off a set of measure at most $m = nd(g-1)\eta$, and $\lvert\hat f(X) - f(X)\rvert \le "
         r"\mathrm{osc}(f)$ everywhere, so for $1 \le p < \infty$ and $X$ uniform on the cube, "
         r"$\lVert\hat f - f\rVert_{L^p} \le (L^p/(2g)^p + m\,\mathrm{osc}(f)^p)^{1/p} \to 0$ as "
-        r"$g \to \infty$ with $\eta = 1/(16g^2)$. The error is in $L^p$, not in the sup norm: "
-        r"near cell boundaries it stays of order $\mathrm{osc}(f)$."),
+        r"$g \to \infty$ with $\eta = 1/(16g^2)$."),
     source=(Source(where="Abstract (one SA layer and two FFNs are universal approximators of "
                          "continuous permutation-equivariant functions on a compact domain)",
                    tag="V", **KS),
@@ -112,7 +112,9 @@ BZ_APPROXIMATION = Claim(
                    **KS),
             Source(where="explicit quantiser, grid and error bound", tag="D", **KS)),
     kind="construction", construction="constructions.boltzmann:equivariant_approximator",
-    depends_on=("boltzmann.memorization",))
+    depends_on=("boltzmann.memorization",),
+    notes="The error is in Lp, not in the sup norm: near cell boundaries it stays of order "
+          "osc(f) (the evidence table's sup-error column; no check asserts it).")
 
 # --- empirical ------------------------------------------------------------------------------
 
@@ -125,7 +127,10 @@ BZ_GD = Claim(
         r"(four $d$-vectors) plus a ReLU FFN, trained by Adam from a seeded initialisation, "
         r"reaches a training accuracy above the token-only ceiling "
         r"$\frac1{nN}\sum_{t}\max_{c}\#\{(i,k): x^{(i)}_k = t, y^{(i)}_k = c\}$, the best "
-        r"accuracy of any function of the token alone; so it uses the context."),
+        r"accuracy of any function of the token alone; so it uses the context. Measured at "
+        r"$N = 48$, $n = 4$, $d = 8$, 12 tokens, $C = 4$ (FFN width 64, 300 Adam steps): the "
+        r"median over independently seeded runs of the accuracy minus the ceiling is positive "
+        r"(95% sign-test interval over 6 runs)."),
     source=(Source(where="the experiments with rank-1 Transformers", tag="S", **KS),
             Source(where="this project's experiment (empirics/boltzmann.py)", tag="D", **KS)),
     kind="dynamics", construction="constructions.boltzmann:memorizing_transformer",
@@ -169,9 +174,10 @@ def hardmax_witness(vocabulary: torch.Tensor, head: Attention) -> tuple[torch.Te
     return vocabulary[torch.tensor(pair)], len(pair[0])
 
 
-def hardmax_check(kind: str = "hardmax"):
-    """The layer under test has attention ``kind``; the softmax layer with the same weights is
-    the comparison. ``kind="softmax"`` is the mutant: it separates the witness."""
+def hardmax_check(kind: str = "hardmax", comparison: str = "softmax"):
+    """The layer under test has attention ``kind``; the ``comparison`` layer (softmax) with the
+    same weights must separate the witness. ``kind="softmax"`` is a mutant (it separates the
+    witness), and so is ``comparison="hardmax"`` (it does not)."""
     @budget(0.5)
     @given(seed=seeds(), d=st.integers(2, 4), d_k=st.integers(1, 4))
     @example(seed=0, d=2, d_k=1)
@@ -184,7 +190,7 @@ def hardmax_check(kind: str = "hardmax"):
         vocabulary = torch.randn(4, d, generator=generator, dtype=torch.float64)
         weights = gaussian(d, d_k), gaussian(d, d_k), gaussian(d, d), gaussian(d, d)
         layer = Attention(*weights, kind=kind)
-        softmax = Attention(*weights, kind="softmax")
+        softmax = Attention(*weights, kind=comparison)
         scores = (vocabulary[0] @ weights[0]) @ (vocabulary @ weights[1]).T
         top2 = scores.topk(2).values
         assume(float(top2[0] - top2[1]) > 1e-9 * float(scores.abs().max()))  # a unique argmax
@@ -400,28 +406,46 @@ test_approximation_in_two_dimensions_and_three_tokens = pytest.mark.slow(
 
 # --- the GD experiment ---------------------------------------------------------------------
 
+GD_ROOT_SEED, GD_RUNS, GD_LEVEL = 0, 6, 0.95   # six runs: the sign test's [min, max] has 96.9%
+
+
 def gd_check(**overrides):
-    """Run the experiment's smoke config (with ``overrides``, for mutants) and compare."""
+    """Run the experiment's smoke config (with ``overrides``, for mutants) once per seed and
+    decide the median margin (training accuracy minus the token-only ceiling) by the sign
+    test. Each run's seed comes from its own stream (theorems.intervals.streams); within a run
+    the data and the initialisation are drawn from that one integer (the experiment seeds
+    both with it), so runs are independent of each other, not data of initialisation."""
     def run():
         from empirics.boltzmann import EXPERIMENT
 
-        result = EXPERIMENT("smoke", device="cpu", **overrides)
-        metrics = result.metrics
-        for name in ("train_accuracy", "token_only_ceiling", "construction_accuracy",
-                     "learned_min_context_gap", "learned_min_gap_different_labels",
-                     "construction_min_context_gap", "construction_min_gap_different_labels",
-                     "log10_delta_measured_constant", "log10_delta_paper_constant"):
-            evidence.metric(name, metrics[name], worse="lower")
-        for name, table in result.tables.items():
-            evidence.table(name, table["header"], table["rows"])
-        for name, fig in result.figures.items():
-            evidence.figure(fig, name)
-        evidence.cases(1)
-        evidence.margin(metrics["train_accuracy"] - metrics["token_only_ceiling"])
-        assert metrics["construction_accuracy"] == 1.0, "the construction missed a label"
-        assert metrics["train_accuracy"] > metrics["token_only_ceiling"], (
-            f"trained accuracy {metrics['train_accuracy']:.3f} does not beat the token-only "
-            f"ceiling {metrics['token_only_ceiling']:.3f}")
+        margins, rows = [], []
+        for index, stream in enumerate(streams(GD_ROOT_SEED, GD_RUNS)):
+            seed = torch_seed(stream)
+            result = EXPERIMENT("smoke", device="cpu", seed=seed, **overrides)
+            metrics = result.metrics
+            assert metrics["construction_accuracy"] == 1.0, "the construction missed a label"
+            margins.append(metrics["train_accuracy"] - metrics["token_only_ceiling"])
+            rows.append([seed, metrics["train_accuracy"], metrics["token_only_ceiling"]])
+            if index == 0:   # the first run's own figures, tables and gaps, as before
+                for name in ("learned_min_context_gap", "learned_min_gap_different_labels",
+                             "construction_min_context_gap",
+                             "construction_min_gap_different_labels",
+                             "log10_delta_measured_constant", "log10_delta_paper_constant"):
+                    evidence.metric(name, metrics[name], worse="lower")
+                for name, table in result.tables.items():
+                    evidence.table(name, table["header"], table["rows"])
+                for name, fig in result.figures.items():
+                    evidence.figure(fig, name)
+        evidence.cases(GD_RUNS)
+        evidence.table("training accuracy against the token-only ceiling, per seeded run",
+                       ["seed", "training accuracy", "token-only ceiling"], rows)
+        evidence.margin(min(margins))
+        interval = median_interval(margins, GD_LEVEL)
+        side = decide("median of training accuracy minus the token-only ceiling", interval,
+                      threshold=0.0)
+        assert side == "above", (
+            f"the median run does not beat the token-only ceiling: margins {margins}, "
+            f"{GD_LEVEL:.0%} sign-test interval [{interval.low:.3g}, {interval.high:.3g}]")
     return run
 
 

@@ -119,15 +119,15 @@ IR_NO_COT = Claim(
 
 IR_COT_TRAINED = Claim(
     id="icl-regression.cot-trained-products",
-    title="Teacher-forced CoT training learns W_PV[w,x]W_KQ[x,w] = −ηI and "
-          "W_PV[w,x]W_KQ[y,1] = ηI",
+    title="Teacher-forced CoT training learns W_PV[w,x]W_KQ[x,w] = −ηI and W_PV[w,x]W_KQ[y,1] = ηI",
     statement=(
-        r"Training one layer in the $(x, y, w, 1)$ layout (from a small random start) to map "
-        r"each thought $(0,0,w_k,1)$ to $(0,0,w_{k+1},1)$, $w_{k+1} = w_k + \tfrac\eta nX^\top"
-        r"(y - Xw_k)$, converges to the construction of icl-regression.multi-step-exact up to "
-        r"the gauge $(W_{PV}, W_{KQ}) \to (cW_{PV}, W_{KQ}/c)$: its effective update map "
-        r"equals the construction's, and the gauge-invariant products are "
-        r"$W_{PV}[w,x]W_{KQ}[x,w] = -\eta I$ and $W_{PV}[w,x]W_{KQ}[y,1] = \eta I$."),
+        r"In one seeded run (seed 0, $d = 4$, $n = 12$, $k = 5$, $\eta = 0.3$), training one layer "
+        r"in the $(x, y, w, 1)$ layout (from a small random start) to map each thought "
+        r"$(0,0,w_k,1)$ to $(0,0,w_{k+1},1)$, $w_{k+1} = w_k + \tfrac\eta nX^\top(y - Xw_k)$, "
+        r"converges to the construction of icl-regression.multi-step-exact up to the gauge "
+        r"$(W_{PV}, W_{KQ}) \to (cW_{PV}, W_{KQ}/c)$: its effective update map equals the "
+        r"construction's, and the gauge-invariant products are $W_{PV}[w,x]W_{KQ}[x,w] = -\eta I$ "
+        r"and $W_{PV}[w,x]W_{KQ}[y,1] = \eta I$."),
     source=(Source(where="Abstract (gradient-based training learns the CoT construction)",
                    tag="V", **HWL),
             Source(where="the products, at d=4, n=12, k=5 (the paper's setting is unread)",

@@ -156,6 +156,11 @@ def _result(config, device, seed, runs, alphas, seeds, H, levels) -> Result:
             result.metrics[metric_key(("alpha", a), f"{name}_std")] = (float(np.std(finite))
                                                          if finite.size else math.nan)
         result.metrics[metric_key(("alpha", a), "lin_gap_max")] = float(np.max(per["lin_gap"]))
+        # the extremes over seeds, so that a comparison can hold in every run, not on a mean
+        result.metrics[metric_key(("alpha", a), "final_align_min")] = float(np.min(
+            per["final_align"]))
+        result.metrics[metric_key(("alpha", a), "final_align_max")] = float(np.max(
+            per["final_align"]))
         result.metrics[metric_key(("alpha", a), "min_ratio_to_ntk")] = float(np.min(
             per["final_test"] / per["ntk_level"]))
         result.metrics[metric_key(("alpha", a), "max_ratio_to_ntk")] = float(np.max(

@@ -85,7 +85,8 @@ def test_reading_the_wrong_position_breaks_the_copy():
 @pytest.mark.training
 @pytest.mark.mutant("approximation.trained-positional-probe")
 def test_the_probe_without_positions_cannot_beat_the_bound():
-    expect_failure(ua.probe_check(positions=[False]))
+    report = expect_failure(ua.probe_check(positions=[False]))
+    assert "nope/w32/sup_error" in report and "is not below 0.5" in report
 
 
 def test_probe_target_rejects_bad_input():
@@ -192,7 +193,8 @@ def test_mixing_by_token_counts_breaks_the_decomposition():
 
 @pytest.mark.mutant("approximation.prefix-decomposition")
 def test_a_swapped_lambda_breaks_the_symbolic_identity():
-    expect_failure(px.symbolic_decomposition(lam=lambda zp, zx: zx / (zp + zx)))
+    report = expect_failure(px.symbolic_decomposition(lam=lambda zp, zx: zx / (zp + zx)))
+    assert "LHS - RHS" in report and "not 0" in report
 
 
 def summary_without_kappa(K_P, V_P, *, scale, c):
@@ -253,19 +255,32 @@ def beta_off_by_sqrt2(kind, n_layers, m_layers=None, *, root=None, number=float)
 
 @pytest.mark.mutant("approximation.deepnorm-budget")
 def test_beta_off_by_sqrt2_breaks_the_symbolic_budget():
-    expect_failure(dn.budget_symbolic_check(formulas=beta_off_by_sqrt2))
+    report = expect_failure(dn.budget_symbolic_check(formulas=beta_off_by_sqrt2))
+    assert "L (v^2 + w^2) / alpha^2 = 2, not 1" in report
 
 
 @pytest.mark.mutant("approximation.deepnorm-budget")
 def test_beta_off_by_sqrt2_breaks_the_float_budget():
-    expect_failure(dn.budget_float_check(formulas=beta_off_by_sqrt2, depths=range(1, 4)))
+    report = expect_failure(dn.budget_float_check(formulas=beta_off_by_sqrt2,
+                                                  depths=range(1, 4)))
+    assert "|budget - 1| = 1 exceeds gamma_16" in report
 
 
 @pytest.mark.training
 @pytest.mark.mutant("approximation.deepnorm-update-flat")
 def test_a_depth_independent_beta_lets_the_update_grow():
-    # alpha = (2N)^{1/4} with beta fixed at 0.5: the budget grows as sqrt(2N)
-    expect_failure(dn.update_check(beta=0.5))
+    # alpha = (2N)^{1/4} with beta fixed at 0.5: the budget grows as sqrt(2N); the DeepNorm
+    # slope is about 0.51 (SE 0.02), its interval wholly above the band's upper end 0.2
+    report = expect_failure(dn.update_check(beta=0.5))
+    assert "DeepNorm: step 1's update has log-log slope" in report
+
+
+@pytest.mark.training
+@pytest.mark.mutant("approximation.deepnorm-update-flat")
+def test_a_flat_architecture_in_place_of_post_ln_does_not_grow():
+    # DeepNorm held to Post-LN's growth: its slope (about -0.05, SE 0.02) lies wholly below 0.5
+    report = expect_failure(dn.update_check(contrast="deepnorm"))
+    assert "deepnorm: step 1's update has slope" in report
 
 
 def test_deepnorm_constants_reject_bad_input():

@@ -332,31 +332,30 @@ def test_bad_delay_copy_input_is_rejected():
 
 @pytest.mark.training
 @pytest.mark.mutant("induction-variants.bb-gd-sinks")
-def test_relu_in_place_of_softmax_fails_the_sink_check():
-    # both arms ReLU: the "softmax" arm no longer forms a sink above the ReLU arm's
-    from empirics import bigram_backcopy as experiment
-
-    original = dict(experiment.VARIANTS)
-    experiment.VARIANTS["softmax+adam"] = ("relu", "adam")
-    try:
-        expect_failure(bb_checks.gd_check(steps=60, variants=("softmax+adam", "relu+adam")))
-    finally:
-        experiment.VARIANTS.clear()
-        experiment.VARIANTS.update(original)
+def test_swapped_arms_fail_the_sink_check():
+    # the ReLU run read as the softmax one and back: share 0.06 against 0.96 at seed 0, so the
+    # comparison fails by far more than any rounding (not on a tie of two identical runs)
+    report = expect_failure(bb_checks.gd_check(arms=("relu+adam", "softmax+adam"),
+                                               variants=("softmax+adam", "relu+adam")))
+    assert "softmax+Adam BOS share" in report
 
 
+@pytest.mark.slow
 @pytest.mark.mutant("induction-variants.dg-gd-small-models")
-def test_nope_in_every_arm_fails_the_small_model_check():
-    # every arm NoPE (same seed, same data): no explicit encoding can beat it
+def test_nope_and_rope_swapped_fail_the_small_model_check():
+    # the arm read as NoPE trained with RoPE and the arm read as RoPE without encoding: at
+    # seed 0 the "NoPE" arm reaches about 0.76 in distribution, RoPE's "0.37" and ALiBi's 0.54
+    # fall below it (not a tie of identical runs, which every arm NoPE gave)
     from empirics import delay_copy as experiment
 
     original = dict(experiment.SCHEMES)
-    experiment.SCHEMES.update(rope="none", alibi="none")
+    experiment.SCHEMES.update(rope=original["none"], none=original["rope"])
     try:
-        expect_failure(dg_checks.gd_check(steps=5, eval_distances=(8,), eval_batch=4))
+        report = expect_failure(dg_checks.gd_check())
     finally:
         experiment.SCHEMES.clear()
         experiment.SCHEMES.update(original)
+    assert "rope in distribution" in report
 
 
 # --- spatial induction: gradient descent ----------------------------------------------------------
@@ -376,11 +375,14 @@ def test_the_spatial_experiment_smoke_reports_paired_statistics():
 
 @pytest.mark.slow
 @pytest.mark.mutant("induction-variants.sih-gd-two-layers")
-@pytest.mark.parametrize("control", ["shuffle_targets", "freeze_gather"])
-def test_shuffled_cells_or_a_frozen_gather_fail_the_training_check(control):
-    # cells shuffled within each training sequence: no spatial structure to learn; layer-1
-    # queries and keys frozen at zero: uniform attention, no gather can form
-    expect_failure(sih_checks.gd_check(**{control: True}))
+def test_the_models_read_the_other_way_round_fail_the_training_check():
+    # the one-layer control read as the two-layer model and back: the gain's interval (about
+    # -0.038 +- 0.03 at seed 0) lies wholly below 0. The controls that remove the structure to
+    # learn (cells shuffled within each training sequence, layer-1 queries and keys frozen at
+    # zero) give a gain near 0 (0.0005, SE 0.006; 0.001, SE 0.012): their intervals contain 0,
+    # so they end inconclusive rather than refute, and are recorded in the claim's notes
+    report = expect_failure(sih_checks.gd_check(sign=-1.0))
+    assert "lies below 0" in report
 
 
 # --- TransformerLens export ----------------------------------------------------------------------

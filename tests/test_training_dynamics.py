@@ -239,6 +239,16 @@ def test_without_truth_co_occurrence_the_truth_level_is_not_reached():
     assert "Bayes level" in report
 
 
+@pytest.mark.slow
+@pytest.mark.mutant("training-dynamics.truth-two-phases")
+def test_a_bayes_accuracy_without_the_false_branch_misses_the_probe():
+    """q max(pi, 1 - pi) alone (0.50 here, the (1 - q) of certain falsehood dropped): the
+    trained probe's interval (about 0.99) lies far above that band."""
+    report = expect_failure(truth.phases_check(
+        bayes_accuracy=lambda rho, n: truth.bayes_truth_accuracy(rho, n) - (1 - rho) * (1 - 1 / n)))
+    assert "the truth probe accuracy" in report
+
+
 @pytest.mark.mutant("training-dynamics.truth-loss-levels")
 def test_swapped_plateaus_are_out_of_order():
     assert "out of order" in expect_failure(truth.ordering_check(

@@ -52,7 +52,7 @@ VN_EXACT = Claim(
         r"$(\varphi(k_j)v_j^\top, \varphi(k_j))$ to a virtual node, the virtual node sums "
         r"them to $S = \sum_j\varphi(k_j)v_j^\top$, $z = \sum_j\varphi(k_j)$ and broadcasts "
         r"them, and node $i$ outputs $\varphi(q_i)^\top S/\varphi(q_i)^\top z$ (local edge "
-        r"messages with weight 0) has depth 1 and virtual-node width $rd_v + r$, and equals "
+        r"messages with weight 0) equals "
         r"linear attention $\sum_j\varphi(q_i)^\top\varphi(k_j)v_j/\sum_j\varphi(q_i)^\top"
         r"\varphi(k_j)$ for every edge set."),
     source=(Source(where="Abstract (MPNN + VN with O(1) depth and width approximates a "
@@ -60,7 +60,9 @@ VN_EXACT = Claim(
             Source(where="the exact one-round identity and its width, derived here", tag="D",
                    **CAI)),
     kind="identity", construction="constructions.virtual_node:virtual_node_round",
-    notes="Cited, not checked: MPNN + VN with O(n^d) width and O(1) depth approximates "
+    notes="The round has depth 1 and its virtual node carries r d_v + r numbers (S and z): "
+          "the shapes of the message, stated here, not checked. Cited, not checked: MPNN + "
+          "VN with O(n^d) width and O(1) depth approximates "
           "softmax self-attention arbitrarily well (via DeepSets), and with O(1) width and "
           "O(n) depth under assumptions on the node features [V abstract]. With a feature "
           "map that can be negative (the identity) the denominator can vanish: the mutant "

@@ -87,12 +87,16 @@ GK_ALPHA = Claim(
     statement=(SETUP + r"At $D = 30$, $P = 165$, $N = 150$, $\varepsilon = 0.02$, "
                r"$w_i^0\sim\mathcal N(0, I)$, $\beta\sim\mathcal N(0, I)$, full-batch GD on "
                r"$\frac1P\sum_p(f - f_0 - y)^2$ with rate $\eta = N/\alpha^2$ for 4000 steps, "
-               r"seeds 0 and 1: for $\alpha \in \{0.3, 1\}$ the exact test loss ends below "
+               r"in each of the two runs with seeds 0 and 1 (the task of seed $s$, the "
+               r"initialisation of seed $10^4 + s$; a statement about these two seeded runs, "
+               r"not about the law over seeds): for $\alpha \in \{0.3, 1\}$ the exact test "
+               r"loss ends below "
                r"the exact NTK-regression level of training-dynamics.grokking-ntk-level; for "
                r"$\alpha = 10$ the exact test loss stays within 10% of that of the linearised "
                r"network trained by the same GD at every recorded step (every 100); and "
                r"the cosine between $C - C_0$ and $\beta\beta^\top$ at the end is larger at "
-               r"$\alpha = 0.3$ than at $\alpha = 10$. Recorded, not asserted: the delay "
+               r"$\alpha = 0.3$ in either run than at $\alpha = 10$ in either run. Recorded, "
+               r"not asserted: the delay "
                r"between the training loss falling below 1% and the test loss below 50% of "
                r"their initial values."),
     source=(Source(where="Abstract: grokking arises when the network first fits a kernel "
@@ -342,12 +346,15 @@ def alpha_check(overrides: dict | None = None, **mutation):
         evidence.margin((LAZY_GAP - worst) / LAZY_GAP)
         assert worst <= LAZY_GAP, (f"alpha=10: the network leaves its linearisation by "
                                    f"{worst:.3g} (relative)")
-        cos_rich = result.metric(("alpha", 0.3), "final_align")
-        cos_lazy = result.metric(("alpha", 10.0), "final_align")
-        evidence.metric("cos(C - C0, bb^T): alpha=0.3", cos_rich, worse="lower")
-        evidence.metric("cos(C - C0, bb^T): alpha=10", cos_lazy)
-        assert cos_rich > cos_lazy, (f"alignment with bb^T is {cos_rich:.3g} at alpha=0.3 and "
-                                     f"{cos_lazy:.3g} at alpha=10")
+        # in every run (the smallest alpha=0.3 cosine over the seeds above the largest alpha=10
+        # one), not on the means of two seeds: a statement about these seeded runs
+        cos_rich = result.metric(("alpha", 0.3), "final_align_min")
+        cos_lazy = result.metric(("alpha", 10.0), "final_align_max")
+        evidence.metric("cos(C - C0, bb^T): alpha=0.3 (lowest seed)", cos_rich, worse="lower")
+        evidence.metric("cos(C - C0, bb^T): alpha=10 (highest seed)", cos_lazy)
+        assert cos_rich > cos_lazy, (f"alignment with bb^T: {cos_rich:.3g} at alpha=0.3 (lowest "
+                                     f"seed) is not above {cos_lazy:.3g} at alpha=10 (highest "
+                                     f"seed)")
         table = result.tables["exact anchors against measured"]
         evidence.table("exact anchors against measured", table["header"], table["rows"])
         evidence.figure(result.figures["curves"], "curves")

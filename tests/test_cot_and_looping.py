@@ -1,18 +1,33 @@
 """Mutants and bad input for the cot-and-looping area (theorems/areas/cot_and_looping/)."""
 
+import re
+import warnings
 from functools import partial
 
 import numpy as np
 import pytest
 import torch
+from hypothesis.errors import HypothesisDeprecationWarning
 from rerounded_weights import rerounded
 
 from constructions import cot2, dyck, icdl
 from theorems.areas.cot_and_looping import cot2 as cot2_checks
+from theorems.areas.cot_and_looping import cot2_definitions, cot2_sampled
 from theorems.areas.cot_and_looping import dyck as dyck_checks
 from theorems.areas.cot_and_looping import icdl as icdl_checks
 from theorems.evidence import expect_failure
 from theorems.profiles import without_shrinking
+
+
+def fails_at(check, message: str, **example) -> None:
+    """The mutant fails its Hypothesis check, and on the pinned ``example`` at the assertion
+    saying ``message`` (a Hypothesis report names only the falsifying example)."""
+    expect_failure(without_shrinking()(check))
+    with warnings.catch_warnings():  # gd_check's assume(), here on a pinned example that holds
+        warnings.simplefilter("ignore", HypothesisDeprecationWarning)
+        with pytest.raises(AssertionError, match=re.escape(message)):
+            check.hypothesis.inner_test(**example)
+
 
 # --- CoT2 ---------------------------------------------------------------------------------------
 
@@ -31,13 +46,38 @@ def beam_ties_minus_first(digits, num_beams=8):
 
 @pytest.mark.mutant("cot-and-looping.cot2-task")
 def test_wrong_label_breaks_the_task():
-    expect_failure(without_shrinking()(cot2_checks.task_check(label=min_signed_sum)))
-    expect_failure(cot2_checks.task_exhaustive_check(label=min_signed_sum))
+    fails_at(cot2_checks.task_check(label=min_signed_sum), "!= brute force", digits=(1, 2),
+             num_beams=1)
+    report = expect_failure(cot2_checks.task_exhaustive_check(label=min_signed_sum))
+    assert "labels differ from brute force" in report
 
 
 @pytest.mark.mutant("cot-and-looping.cot2-task")
 def test_beam_keeping_negative_paths_breaks_the_task():
-    expect_failure(without_shrinking()(cot2_checks.task_check(beam=beam_ties_minus_first)))
+    fails_at(cot2_checks.task_check(beam=beam_ties_minus_first),
+             "final read-out is not the label", digits=(1,), num_beams=1)
+
+
+def beam_plus_first(digits, num_beams=8):
+    """The code's beam with its tie-break reversed (+1 before -1): still K non-negative paths,
+    still a read-out of the label, but other prefixes kept."""
+    S, paths, K = cot2._beam(digits, num_beams, key=lambda p: (p[0], tuple(-g for g in p[1])))
+    kept = [p for p in paths if p[0] >= 0][:K]
+    return torch.from_numpy(cot2._counts(np.stack([p[2] for p in kept]), S) / len(kept))
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-task")
+def test_a_reversed_tie_break_is_not_the_beam_definition():
+    fails_at(cot2_definitions.targets_definition_check(beam=beam_plus_first),
+             "beam targets of", digits=(1, 1), num_beams=1)
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-task")
+def test_a_beam_one_short_is_not_uniform():
+    # K capped at 2^m - 1: a probability vector still, and the beam read-out is untouched
+    fails_at(cot2_checks.task_check(
+        minabs=lambda d, K: cot2.beam_minabs_targets(d, min(K, 2 ** len(d) - 1))),
+             "beam_minabs with K = 2^m differs from uniform", digits=(1,), num_beams=1)
 
 
 def same_sign_shift(a, v, **kw):
@@ -55,9 +95,10 @@ def undivided(a, v, **kw):
 @pytest.mark.mutant("cot-and-looping.uniform-targets-linear")
 @pytest.mark.parametrize("transition", [same_sign_shift, undivided])
 def test_broken_transition_breaks_the_recursion(transition):
-    expect_failure(without_shrinking()(cot2_checks.symbolic_check(partial(cot2.uniform_recursion,
-                                                      transition=transition))))
-    expect_failure(cot2_checks.exhaustive_linear_check(transition))
+    fails_at(cot2_checks.symbolic_check(partial(cot2.uniform_recursion, transition=transition)),
+             "generating function says", digits=(1,))
+    report = expect_failure(cot2_checks.exhaustive_linear_check(transition))
+    assert "recursion != code's targets" in report
 
 
 def off_by_one_pointer(m, **kw):
@@ -71,21 +112,32 @@ def off_by_one_pointer(m, **kw):
 @pytest.mark.parametrize("build", [partial(cot2.cot2_layer, transition=same_sign_shift),
                                    off_by_one_pointer])
 def test_broken_construction_breaks_the_rollout(build):
-    expect_failure(without_shrinking()(cot2_checks.one_layer_check(build=build)))
+    fails_at(cot2_checks.one_layer_check(build=build), "|alpha - M_a alpha_prev|_1",
+             digits=(1, 2))
 
 
 @pytest.mark.mutant("cot-and-looping.cot2-one-layer")
 def test_a_weak_attention_breaks_the_leak_bound():
     # beta = 2: rho_t is large, but the check still uses the beta = 40 bound
-    expect_failure(without_shrinking()(cot2_checks.one_layer_check(build=partial(cot2.cot2_layer),
-                                               bound=lambda m, t, b, B: cot2.step_leak_bound(
-                                                   m, t, 40.0, B), beta=2.0)))
+    fails_at(cot2_checks.one_layer_check(
+        build=partial(cot2.cot2_layer), bound=lambda m, t, b, B: cot2.step_leak_bound(
+            m, t, 40.0, B), beta=2.0), "|alpha - M_a alpha_prev|_1", digits=(1, 2))
 
 
 @pytest.mark.mutant("cot-and-looping.cot2-one-layer")
 def test_a_halved_clamp_allowance_breaks_the_leak_bound():
-    expect_failure(without_shrinking()(cot2_checks.one_layer_check(
-        bound=lambda m, t, b, B: cot2.step_leak_bound(m, t, b, B) / 2)))
+    # one digit: 17 of v = 19 entries clamped, leak 2 * 17 e^-B > half of 2 * 18 e^-B
+    fails_at(cot2_checks.one_layer_check(
+        bound=lambda m, t, b, B: cot2.step_leak_bound(m, t, b, B) / 2),
+             "|alpha - M_a alpha_prev|_1", digits=(5,))
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-one-layer")
+@pytest.mark.parametrize("build", [
+    off_by_one_pointer, lambda m, beta, clamp: cot2.cot2_layer(m, beta=2.0, clamp=clamp)])
+def test_a_misdirected_or_weak_attention_leaks_past_rho(build):
+    # attention a digit off, or at beta = 2 while the check's rho_t is the one of beta = 40
+    fails_at(cot2_definitions.attention_check(build=build), "exceeds rho_t", digits=(1, 2))
 
 
 @pytest.mark.mutant("cot-and-looping.cot2-one-layer")
@@ -99,9 +151,10 @@ def test_the_complement_is_not_the_subset_sum_mapping():
 @pytest.mark.mutant("cot-and-looping.cot2-catalogue-leak-bound")
 def test_the_refutation_needs_the_factor_two():
     # with the sound bound in its place, the as-stated check passes and the refutation fails
-    expect_failure(cot2_checks.catalogue_refutation(
+    report = expect_failure(cot2_checks.catalogue_refutation(
         bound=lambda m, t, b, B: cot2.step_leak_bound(m, t, b, B)
         + cot2_checks.float_tolerance(m, t, B)))
+    assert "passed, but it was expected to fail" in report
 
 
 def summed_tokens(alpha, E, K, n, *, generator=None):
@@ -115,9 +168,10 @@ def one_token(alpha, E, K, n, *, generator=None):
 
 
 @pytest.mark.mutant("cot-and-looping.mts-moments")
-@pytest.mark.parametrize("sampler", [summed_tokens, one_token])
-def test_broken_sampler_breaks_the_moments(sampler):
-    expect_failure(without_shrinking()(cot2_checks.monte_carlo_check(sampler)))
+@pytest.mark.parametrize("sampler, message", [(summed_tokens, "MTS mean off"),
+                                              (one_token, "MTS covariance off")])
+def test_broken_sampler_breaks_the_moments(sampler, message):
+    fails_at(cot2_checks.monte_carlo_check(sampler), message, v=3, d=2, K=4, seed=0)
 
 
 @pytest.mark.mutant("cot-and-looping.mts-moments")
@@ -125,7 +179,8 @@ def test_covariance_without_one_over_k_breaks_the_identity():
     def moments(alpha, E, K):
         mean, cov = cot2.mts_moments(alpha, E, K)
         return mean, cov * K
-    expect_failure(cot2_checks.exact_moments_check(moments))
+    report = expect_failure(cot2_checks.exact_moments_check(moments))
+    assert "Cov[" in report and "!= exact" in report
 
 
 @pytest.mark.parametrize("digits, error", [
@@ -170,7 +225,22 @@ def test_bad_mts_arguments():
 @pytest.mark.mutant("cot-and-looping.superposition-decoding")
 def test_a_dimension_below_the_bound_fails():
     from constructions.fact_mlps import jl_code_dim
-    expect_failure(cot2_checks.superposition_check(bound=lambda v, g: jl_code_dim(v, g) // 32))
+    report = expect_failure(cot2_sampled.superposition_check(
+        bound=lambda v, g: jl_code_dim(v, g) // 32))
+    assert "recovery probability below 1/2" in report
+
+
+@pytest.mark.mutant("cot-and-looping.superposition-decoding")
+def test_a_dimension_quadratic_in_k_is_not_linear_growth():
+    # the JL dimension times K beyond K = 8 (the draws' largest K): the probability sentence
+    # still holds where it is sampled, the O(K log v) growth does not
+    from constructions.fact_mlps import jl_code_dim
+
+    def quadratic(v, g):
+        K = round(2 / g**2)
+        return jl_code_dim(v, g) * (K if K > 8 else 1)
+    report = expect_failure(cot2_sampled.superposition_check(bound=quadratic))
+    assert "is not O(K log v)" in report
 
 
 def first_token_only(embeddings, sets):
@@ -184,7 +254,25 @@ def first_token_only(embeddings, sets):
 
 @pytest.mark.mutant("cot-and-looping.superposition-decoding")
 def test_decoding_a_single_path_fails():
-    expect_failure(cot2_checks.superposition_check(recovered=first_token_only))
+    report = expect_failure(cot2_sampled.superposition_check(recovered=first_token_only))
+    assert "recovery probability below 1/2" in report
+
+
+def cosine_decoding(embeddings, sets):
+    """Scores by cosine, <x, E_j>/|E_j|: at K = 1 not fact-mlps' criterion <E_i, E_j>."""
+    unit = embeddings / embeddings.norm(dim=2, keepdim=True)
+    x = torch.gather(embeddings[:, None].expand(-1, sets.shape[1], -1, -1), 2,
+                     sets[..., None].expand(-1, -1, -1, embeddings.shape[2])).mean(2)
+    scores = x @ unit.transpose(1, 2)                               # (draws, n, v)
+    inside = torch.zeros_like(scores, dtype=torch.bool).scatter_(2, sets, True)
+    low = scores.masked_fill(~inside, float("inf")).amin(2)
+    return low > scores.masked_fill(inside, float("-inf")).amax(2)
+
+
+@pytest.mark.mutant("cot-and-looping.superposition-decoding")
+def test_cosine_decoding_is_not_the_fact_mlps_criterion():
+    report = expect_failure(cot2_sampled.superposition_check(recovered=cosine_decoding))
+    assert "K = 1 rate" in report
 
 
 def test_bad_superposition_input():
@@ -209,7 +297,8 @@ def uniform_knot_log(z, m, pieces):
 
 @pytest.mark.mutant("cot-and-looping.relu-log")
 def test_uniform_knots_break_the_log_bound():
-    expect_failure(cot2_checks.relu_log_check(uniform_knot_log))
+    report = expect_failure(cot2_checks.relu_log_check(uniform_knot_log))
+    assert "> bound" in report
 
 
 def test_bad_relu_log_input():
@@ -234,13 +323,15 @@ def typeless_oracle(tokens, k=2):
 
 @pytest.mark.mutant("cot-and-looping.dyck-oracle")
 def test_typeless_oracle_breaks_the_oracle():
-    expect_failure(dyck_checks.oracle_exhaustive_check(typeless_oracle))
+    report = expect_failure(dyck_checks.oracle_exhaustive_check(typeless_oracle))
+    assert "membership of" in report
 
 
 @pytest.mark.mutant("cot-and-looping.dyck-oracle")
 def test_an_unbounded_generator_breaks_the_depth_bound():
-    expect_failure(without_shrinking()(dyck_checks.generator_check(
-        lambda n, k, bound, generator=None: dyck.random_dyck(n, k, None, generator=generator))))
+    fails_at(dyck_checks.generator_check(
+        lambda n, k, bound, generator=None: dyck.random_dyck(n, k, None, generator=generator)),
+             "> bound", n=8, k=2, bound=1, seed=0)
 
 
 def no_bos_head(k, max_len):
@@ -260,8 +351,38 @@ def flipped_sign_head(k, max_len):
 @pytest.mark.mutant("cot-and-looping.dyck-depth-head")
 @pytest.mark.parametrize("build", [no_bos_head, flipped_sign_head])
 def test_broken_head_breaks_the_depth_trace(build):
-    expect_failure(dyck_checks.depth_head_check(build))
-    expect_failure(without_shrinking()(dyck_checks.depth_head_property_check(build)))
+    report = expect_failure(dyck_checks.depth_head_check(build))
+    assert "head output is not (1, d_i)/(i+1)" in report
+    fails_at(dyck_checks.depth_head_property_check(build), "emitted depths differ", k=1, n=4,
+             seed=0)
+
+
+def doubled_readout(k, max_len):
+    """The read-out 2(2c x - c^2 y): the same argmax and a wider gap, but not the logits."""
+    model = dyck.depth_trace_head(k, max_len)
+    model.readout *= 2
+    return model
+
+
+@pytest.mark.mutant("cot-and-looping.dyck-depth-head")
+def test_a_doubled_readout_is_not_the_stated_logits():
+    report = expect_failure(dyck_checks.depth_head_check(doubled_readout))
+    assert "read-out logits are not" in report
+
+
+def shifted_decode(k, max_len):
+    """Right logits, decoded one depth too high: the argmax read off the wrong table."""
+    model = dyck.depth_trace_head(k, max_len)
+    model.depths += 1
+    return model
+
+
+@pytest.mark.mutant("cot-and-looping.dyck-depth-head")
+def test_a_shifted_decode_table_misses_the_depth():
+    report = expect_failure(dyck_checks.depth_head_check(shifted_decode))
+    assert "emitted depths differ at length" in report
+    fails_at(dyck_checks.depth_head_property_check(shifted_decode),
+             "emitted depths differ from the oracle", k=1, n=4, seed=0)
 
 
 def rule_reading_the_open(tokens, trace, k=2):
@@ -278,7 +399,8 @@ def rule_reading_the_open(tokens, trace, k=2):
 
 @pytest.mark.mutant("cot-and-looping.dyck-trace-locality")
 def test_reading_the_wrong_trace_token_breaks_locality():
-    expect_failure(without_shrinking()(dyck_checks.locality_check(rule_reading_the_open)))
+    fails_at(dyck_checks.locality_check(rule_reading_the_open),
+             "local rule misses a trace token", n=3, k=2, bound=3, seed=1)
 
 
 @pytest.mark.parametrize("brackets", ["(", "(()", "((", "", "()("])
@@ -356,23 +478,35 @@ def ascent(n, d, H, L, eta, **kw):
 
 
 @pytest.mark.mutant("cot-and-looping.icdl-two-layer-gd")
-@pytest.mark.parametrize("build", [without_cleanup, without_gate, ascent,
-                                   single_pass_rerounded])
+@pytest.mark.parametrize("build", [without_gate, ascent])
 def test_broken_gd_transformer_leaves_gd(build):
-    expect_failure(without_shrinking()(icdl_checks.gd_check(build)))
+    # wrong in exact arithmetic: no relu' gate, or the update's sign flipped
+    fails_at(icdl_checks.gd_check(build), "exceeds the rounding bound",
+             problem=(8, 2, 2, 2, 0.1, 0))
+
+
+@pytest.mark.mutant("cot-and-looping.icdl-two-layer-gd")
+@pytest.mark.parametrize("build", [without_cleanup, single_pass_rerounded])
+def test_stale_scratch_slots_leave_the_float_bound(build):
+    # the scratch slots not cleared, or cleared once with weights off by u: residues carried
+    # into the next block exceed the float64 statement's two-pass allowance (issue 14's case)
+    fails_at(icdl_checks.gd_check(build), "exceeds the rounding bound",
+             problem=(8, 3, 3, 2, 0.5, 278))
 
 
 @pytest.mark.mutant("cot-and-looping.icdl-two-layer-gd")
 def test_a_wide_gap_is_not_needed_to_fail():
     # a construction whose gap is tiny compared with the probe still gives GD: the check fails
-    expect_failure(icdl_checks.gap_needed_check(
+    report = expect_failure(icdl_checks.gap_needed_check(
         lambda n, d, H, L, eta, gap: icdl.icdl_transformer(n, d, H, L, eta, gap=gap / 2**10)))
+    assert "still gave the GD step" in report
 
 
 @pytest.mark.mutant("cot-and-looping.icdl-layer-count")
 def test_dropping_a_layer_breaks_the_count():
-    expect_failure(without_shrinking()(icdl_checks.layer_count_check(
-        lambda n, d, H, L, eta: without_second_pass(n, d, H, L, eta))))
+    fails_at(icdl_checks.layer_count_check(
+        lambda n, d, H, L, eta: without_second_pass(n, d, H, L, eta)),
+             "the formula gives (2N + 4)L", n=1, d=1, H=1, L=1)
 
 
 def test_bad_icdl_input():
@@ -397,19 +531,33 @@ def test_bad_icdl_input():
 # --- the empirical claims ----------------------------------------------------------------------
 
 
+class SwappedArms:
+    """A run with its two arms' names exchanged: SFT's accuracy read as CSFT's."""
+
+    def __init__(self, result):
+        self.result, self.config = result, result.config
+        self.tables, self.figures = result.tables, result.figures
+
+    def metric(self, mode, *rest):
+        return self.result.metric({"sft": "csft", "csft": "sft"}.get(mode, mode), *rest)
+
+
 @pytest.mark.training
 @pytest.mark.mutant("cot-and-looping.cot2-csft")
-def test_a_margin_beyond_the_measured_gain_fails():
-    # the bound tightened past the smoke run's smallest gain (0.32 at seed 0): the check fails
-    expect_failure(cot2_checks.csft_check(margin=0.5))
+def test_swapped_arms_do_not_beat_sft():
+    # the same six seeds' runs (cached), CSFT and SFT exchanged: the gains' interval lies below 0
+    report = expect_failure(cot2_sampled.csft_seeds_check(lambda: tuple(
+        SwappedArms(r) for r in cot2_sampled.csft_seed_results())))
+    assert "CSFT does not beat SFT" in report
 
 
 @pytest.mark.training
 @pytest.mark.mutant("cot-and-looping.dyck-trace-content")
 def test_a_shuffled_trace_is_not_learned_as_the_trace():
     # the trace arm's content shuffled within each training string: it is the control
-    expect_failure(dyck_checks.trace_content_check(
-        lambda: dyck_checks.trace_smoke_result(arms=("trace", "shuffled"), shuffle_trace=True)))
+    report = expect_failure(dyck_checks.trace_content_check(
+        lambda: dyck_checks.trace_seed_results(arms=("trace", "shuffled"), shuffle_trace=True)))
+    assert "no content learned beyond the token statistics" in report
 
 
 # --- valid example arguments for tests/test_public_api.py ---------------------------------------

@@ -7,7 +7,6 @@ bound and the MTS moment identity are this project's [D].
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from fractions import Fraction
@@ -21,7 +20,6 @@ from constructions.cot2 import (
     beam_minabs_targets,
     beam_targets,
     cot2_layer,
-    gaussian_embeddings,
     label_from_distribution,
     max_sum,
     mnns_label,
@@ -32,11 +30,9 @@ from constructions.cot2 import (
     relu_log_bound,
     shift_average_matrix,
     step_leak_bound,
-    superposition_recovered,
     uniform_recursion,
     uniform_targets,
 )
-from constructions.fact_mlps import decoding_success_rate, jl_code_dim
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence, expect_failure
 from theorems.numerics import gamma
@@ -77,7 +73,8 @@ COT2_TASK = Claim(
         r"`uniform` keeps all $2^m$ patterns; `beam` the $K$ patterns with $\sum_i\sigma_ia_i "
         r"\ge 0$ and the smallest final sums (ties by the sign tuple, lexicographically, "
         r"$-1$ before $+1$); "
-        r"`beam_minabs` the $K$ of smallest $|\sum_i\sigma_ia_i|$ (ties: non-negative first). "
+        r"`beam_minabs` the $K$ of smallest $|\sum_i\sigma_ia_i|$ (ties: non-negative first, "
+        r"then by the sign tuple). "
         r"Then every $\alpha_t$ is a probability vector; `beam_minabs` with $K = 2^m$ is "
         r"`uniform`; and $\min\{s\ge0 : \alpha^{\rm beam}_m(s) > 0\} = y$."),
     source=(Source(where=CODE + "data/generate_data.py (generate_text_dataset) and "
@@ -214,13 +211,13 @@ def batched_paths(digits: np.ndarray) -> torch.Tensor:
 
 def exhaustive_linear_check(transition=shift_average_matrix):
     def run():
-        digits = np.array(list(itertools.product(range(1, 10), repeat=4)))   # (6561, 4)
+        digits = np.array(list(itertools.product(range(10), repeat=4)))      # (10^4, 4)
         recursion, paths = batched_recursion(digits, transition), batched_paths(digits)
         # torch.equal is sound: every entry is k 2^-t with k <= 2^t <= 16, and each einsum
         # output sums at most two such halves, so both sides are exact dyadic rationals
         differ = int((recursion != paths).any(2).any(1).sum())
         evidence.metric("strings whose recursion differs from the paths", differ)
-        assert differ == 0, f"{differ} of 9^4 strings: recursion != code's targets"
+        assert differ == 0, f"{differ} of 10^4 strings: recursion != code's targets"
         S = max_sum(4)
         finals = recursion[:, -1, S:]                                      # s >= 0
         labels = (finals > 0).double().argmax(1)
@@ -231,7 +228,7 @@ def exhaustive_linear_check(transition=shift_average_matrix):
                            uniform_recursion((3, 5, 2, 7), transition)), "unbatched differ"
         evidence.cases(len(digits))
         evidence.metric("label mismatches", mismatches)
-        assert mismatches == 0, f"{mismatches} of 9^4 labels differ"
+        assert mismatches == 0, f"{mismatches} of 10^4 labels differ"
     return run
 
 
@@ -513,10 +510,12 @@ def exact_moments_check(moments=mts_moments):
             Et = torch.tensor([[float(e) for e in row] for row in E], dtype=torch.float64)
             formula_mean, formula_cov = moments(alpha, Et, K)
             assert exact_mean == mean, "E[X] != alpha E in exact arithmetic"
-            # the formula in float64 vs the exact values: sums of v products of magnitudes
-            # |w||E|^2 / K, so gamma_{v+3} times those magnitudes bounds the rounding
+            # the formula in float64 vs the exact values, e = max|E|: inputs rounded (u), the mean
+            # within gamma_{v+2} e, a centred entry c within 3 gamma_{v+4} e (|c| <= 2e), a
+            # product of two within 12 gamma_{v+4} e^2 + O(u^2), the v-term sum and the /K add
+            # gamma_{v+4} 4e^2, the exact reference's own rounding u 4e^2: 21 gamma_{v+4} e^2
             scale = float(sum(w for w in weights)) * float(max(abs(e) for r in E for e in r)) ** 2
-            tol = gamma(v + 3) * 4 * scale
+            tol = gamma(v + 4) * 21 * scale
             for j in range(d):
                 assert abs(float(formula_mean[j]) - float(mean[j])) <= tol
                 for k in range(d):
@@ -575,9 +574,7 @@ COT2_SUPERPOSITION = Claim(
         r"recovers $A$ exactly (every $\langle x, E_i\rangle$, $i \in A$, above every "
         r"$\langle x, E_j\rangle$, $j \notin A$) with probability at least $1/2$ once "
         r"$d \ge m_{JL}(v, \gamma_K)$, $\gamma_K = \sqrt{2/K}$, the bound of "
-        r"fact-mlps.decodability-jl: its argument applies to the unit vectors "
-        r"$a = \mathbf 1_A/\sqrt K$, $b = (\delta_i - \delta_j)/\sqrt2$ with "
-        r"$\langle a, b\rangle = \gamma_K/2$, over $K(v - K) < v^2$ pairs. Since "
+        r"fact-mlps.decodability-jl. Since "
         r"$m_{JL} = O(K\log v)$, the number of decodable paths at fixed $d$ grows linearly "
         r"in $d$. At $K = 1$ the recovery of every singleton is fact-mlps' decoding criterion "
         r"for the values $I_v$: the same draws give the same rate."),
@@ -588,59 +585,11 @@ COT2_SUPERPOSITION = Claim(
     kind="bound",
     construction="constructions.cot2:superposition_recovered",
     depends_on=("fact-mlps.decodability-jl",),
+    notes=(r"Why the bound applies (not checked): the argument of fact-mlps.decodability-jl "
+           r"applies to the unit vectors $a = \mathbf 1_A/\sqrt K$, $b = (\delta_i - "
+           r"\delta_j)/\sqrt2$ with $\langle a, b\rangle = \gamma_K/2$, over $K(v - K) < v^2$ "
+           r"pairs. The checks are in cot2_sampled."),
 )
-
-SUPERPOSITION_DRAWS = 64
-
-
-def random_sets(v: int, K: int, draws: int, per_draw: int, seed: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return torch.stack([torch.stack([torch.randperm(v, generator=g)[:K]
-                                     for _ in range(per_draw)]) for _ in range(draws)])
-
-
-def superposition_check(bound=jl_code_dim, recovered=superposition_recovered, v: int = 73):
-    def run():
-        draws = SUPERPOSITION_DRAWS
-        # a binomial proportion's standard error is at most 1/(2 sqrt(n)): 3 sigma below 1/2
-        floor = 0.5 - 3 * 0.5 / math.sqrt(draws)
-        for K in (1, 2, 4, 8):
-            d = bound(v, math.sqrt(2 / K))
-            E = gaussian_embeddings(v, d, draws, seed=K)
-            rate = float(recovered(E, random_sets(v, K, draws, 1, seed=K)).double().mean())
-            evidence.margin(rate - floor)
-            assert rate >= floor, f"K = {K}: only {rate:.2f} recovered at d = m_JL = {d}"
-        for d in (8, 16, 32):      # K = 1: the same draws as fact-mlps' decoding rate
-            E = gaussian_embeddings(v, d, draws, seed=0)
-            singles = torch.arange(v).reshape(1, v, 1).expand(draws, v, 1)
-            ours = float(recovered(E, singles).all(1).double().mean())
-            theirs = decoding_success_rate(torch.eye(v, dtype=torch.float64), d, draws=draws,
-                                           seed=0)
-            assert ours == theirs, f"d = {d}: K = 1 rate {ours} != fact-mlps' {theirs}"
-        widths, ks, rows = (16, 32, 64, 128), (1, 2, 4, 8, 16), []
-        for d in widths:
-            E = gaussian_embeddings(v, d, draws, seed=d)
-            rows.append([d, *(round(float(recovered(E, random_sets(v, K, draws, 8, seed=K))
-                                          .double().mean()), 3) for K in ks)])
-        evidence.table("exact-set recovery (v = 73, Gaussian E, 64 draws x 8 sets)",
-                       ["d", *(f"K={K}" for K in ks)], rows)
-        from empirics.plots import pyplot
-
-        fig, ax = pyplot().subplots(figsize=(5, 3.2))
-        for row in rows:
-            ax.plot(ks, row[1:], "o-", label=f"d = {row[0]}")
-        ax.set(xscale="log", xlabel="K superposed tokens", ylabel="exact-set recovery",
-               title="top-K decoding of a K-superposition")
-        ax.set_xticks(ks, [str(k) for k in ks])
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        evidence.figure(fig, "superposition")
-        evidence.cases(4 + 3 + len(widths) * len(ks))
-    return run
-
-
-test_superposition_decoding = check(COT2_SUPERPOSITION, "numeric")(superposition_check())
-
 
 # --- C2.6: CSFT against discrete SFT by gradient descent -----------------------------------------
 
@@ -652,13 +601,15 @@ COT2_CSFT = Claim(
         r"On MNNS with $m = 3$ digits in $1..9$ and the permutation-group split (all "
         r"orderings of a digit multiset on one side, 80/20), a one-layer one-head GPT-style "
         r"model of width $d \in \{16, 32\}$ trained with Adam ($3\cdot10^{-3}$, batch 128, "
-        r"200 steps, seed 0) by CSFT — $\sum_{t<m}\mathrm{KL}(\alpha^*_t\Vert\alpha_t)$ on "
+        r"200 steps) by CSFT — $\sum_{t<m}\mathrm{KL}(\alpha^*_t\Vert\alpha_t)$ on "
         r"the uniform targets with teacher-forced continuous tokens $\alpha^*_tE$, plus the "
         r"label's cross-entropy — reaches a higher validation accuracy, rolling out its own "
         r"continuous tokens $\mathrm{softmax}(\ell_t)E$, than the same model trained by "
-        r"discrete SFT on one optimal path and decoded greedily. The per-step KL is recorded. "
-        r"Not robust across seeds at $d = 16$: with seeds 1 and 2 the gains were $-0.015$ and "
-        r"$+0.036$ ($+0.36$ and $+0.53$ at $d = 32$), measured once and not checked."),
+        r"discrete SFT on one optimal path and decoded greedily: at each width the median "
+        r"over training seeds of the per-seed gain (CSFT minus SFT accuracy; a seed fixes the "
+        r"split, the initialisation and the batches of both arms) is above 0. Six seeds are "
+        r"run, drawn from independent streams of one root, and the 95% sign-test interval of "
+        r"that median decides."),
     source=(Source(where="Abstract v2 ('our continuous supervision strategy can outperform "
                          "alternative methods')", tag="V", **COT2),
             Source(where=CODE + "train/continuous_train.py (loss, hard_teacher) and "
@@ -668,34 +619,8 @@ COT2_CSFT = Claim(
     kind="dynamics",
     construction="constructions.cot2:uniform_targets",
     depends_on=("cot-and-looping.cot2-task",),
+    notes=("Recorded, not asserted: the per-step KL of the CSFT arm and each seed's accuracies. "
+           "Before the interval (one run, seed 0) the gains were +0.42 (d = 16) and +0.32 "
+           "(d = 32); seeds 1 and 2 gave -0.015 and +0.036 at d = 16. The check is in "
+           "cot2_sampled."),
 )
-
-
-@functools.cache
-def csft_smoke_result(seed: int = 0):
-    """The smoke run, once per process: the check and its tightened mutant share it."""
-    from empirics.cot2 import EXPERIMENT
-
-    return EXPERIMENT("smoke", device="cpu", seed=seed)
-
-
-def csft_check(margin: float = 0.0, result=csft_smoke_result):
-    def run():
-        res = result()
-        for d in res.config["widths"]:
-            sft = res.metric("sft", ("d", d), "val accuracy")
-            csft = res.metric("csft", ("d", d), "val accuracy")
-            evidence.metric(f"d={d}: CSFT val accuracy", csft, worse="lower")
-            evidence.metric(f"d={d}: SFT val accuracy", sft, worse="lower")
-            evidence.margin(csft - sft - margin)
-            assert csft - sft > margin, (
-                f"d={d}: CSFT {csft:.3f} does not beat SFT {sft:.3f} by {margin}")
-        for name, table in res.tables.items():
-            evidence.table(name, table["header"], table["rows"])
-        for name, fig in res.figures.items():
-            evidence.figure(fig, name)
-        evidence.cases(2 * len(res.config["widths"]))
-    return run
-
-
-test_csft_beats_sft = check(COT2_CSFT, "empirical")(csft_check())

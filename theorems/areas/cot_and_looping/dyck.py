@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import itertools
 
+import numpy as np
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -26,11 +27,13 @@ from constructions.dyck import (
     trace_by_locality,
 )
 from theorems.claims import Claim, Source
-from theorems.evidence import check, evidence
+from theorems.evidence import check, decide, evidence
+from theorems.intervals import median_interval, streams, torch_seed
 from theorems.numerics import gamma
 from theorems.profiles import budget
 from theorems.strategies import seeds
 
+LEVEL = 0.95
 VALLE = {"arxiv": "2608.04980", "ref": "Valle & Reid (2026), Protoreasoning in Tiny Transformers"}
 ABSTRACT = Source(where="Abstract (tasks on Dyck languages; only the abstract was read)",
                   tag="V", **VALLE)
@@ -166,12 +169,30 @@ def depth_tolerance(max_len: int, n: int) -> float:
 
 def depth_head_check(build=depth_trace_head, oracle=dyck_oracle, k: int = 1, max_len: int = 12):
     def run():
-        model, cases = build(k, max_len), 0
+        model, cases, mixed = build(k, max_len), 0, []
+        model.hook_z.register_forward_hook(lambda mod, a, out: mixed.append(out.detach()))
+        c = torch.arange(-max_len, max_len + 1, dtype=torch.float64)
         for n in range(1, max_len + 1):
             words = torch.tensor(list(itertools.product(range(2 * k), repeat=n)))
             truth = torch.tensor([oracle(w, k).depths for w in words.tolist()])
+            mixed.clear()
             logits = model.logits(words)                                  # (b, n, 2N+1)
             emitted = model(words)
+            # the head at position i (i + 1 keys): (y, x) = (1, d_i)/(i + 1) within
+            # gamma_{i+4} (depth_tolerance), the reference's division adding u
+            i = torch.arange(1, n + 1, dtype=torch.float64)
+            head = mixed[0].squeeze(2)[:, 1:]                             # (b, n, 2): drop BOS
+            want = torch.stack([(1 / (i + 1)).expand(truth.shape), truth / (i + 1)], -1)
+            slack = torch.tensor([gamma(j + 5) for j in range(1, n + 1)])[None, :, None]
+            assert bool(((head - want).abs() <= slack).all()), (
+                f"head output is not (1, d_i)/(i+1) at length {n}")
+            # the read-out: l_c = (2c d_i - c^2)/(i+1) within (c^2 + 2|c|) gamma_{i+7}
+            # (depth_tolerance's E), the reference's division adding u (c^2 + 2|c|)
+            exact = (2 * c * truth[..., None] - c**2) / (i + 1)[:, None]
+            slack = (c**2 + 2 * c.abs()) * torch.tensor(
+                [gamma(j + 8) for j in range(1, n + 1)])[:, None]
+            assert bool(((logits - exact).abs() <= slack).all()), (
+                f"read-out logits are not (2c d_i - c^2)/(i+1) at length {n}")
             # Integer tensors (the model decodes argmax - N in integer arithmetic): exact.
             assert torch.equal(emitted, truth), f"emitted depths differ at length {n}"
             top2 = logits.topk(2, -1).values
@@ -240,20 +261,19 @@ test_stack_trace_is_local = check(DYCK_LOCALITY, "property")(budget(0.3)(localit
 DYCK_TRACE_CONTENT = Claim(
     id="cot-and-looping.dyck-trace-content",
     title="By GD a tiny transformer learns the depth trace's content, beyond a shuffled "
-          "control; the abstract's OOD gain is recorded and does not reproduce at CPU size",
+          "control (the arms' OOD accuracies are recorded only)",
     statement=(
         r"In this project's design (Dyck-1 membership; members from `random_dyck`, "
         r"non-members random non-Dyck arrangements of the same brackets; training strings of "
         r"1–8 pairs and depth 1–3), a one-layer, two-head, width-32 transformer trained with "
-        r"Adam (150 steps, batch 32, seed 0) on `BOS w SEP z ANSWER`, with $z$ the depth "
-        r"trace, writes the oracle's trace greedily at a fraction of the in-distribution trace "
-        r"positions at least 0.05 above the same model trained on the trace permuted within "
-        r"each string (the content ablation: same tokens, same length). Recorded, not "
-        r"asserted: membership accuracy of the trace, shuffled, filler ($|w|$ filler tokens) "
-        r"and no-trace arms in distribution, at 9–12 pairs (OOD length) and at depth 4–6 (OOD "
-        r"depth). The abstract's claim that the trace's content, not its length, drives an "
-        r"OOD gain is not reproduced at this size: the trace arm is not ahead of the filler "
-        r"or no-trace arms (see the table)."),
+        r"Adam (150 steps, batch 32) on `BOS w SEP z ANSWER`, with $z$ the depth trace, "
+        r"writes the oracle's trace greedily at a fraction of the in-distribution trace "
+        r"positions more than 0.05 above the same model trained on the trace permuted within "
+        r"each string (the content ablation: same tokens, same length): the median over "
+        r"training seeds of the per-seed difference (a seed fixes the data, the "
+        r"initialisation and the batches) is above 0.05. Six seeds are run, drawn from "
+        r"independent streams of one root, and the 95% sign-test interval of that median "
+        r"decides."),
     source=(Source(where="Abstract (protoreasoning traces close the OOD gap; the trace's "
                          "content, not its length, drives the gain)", tag="V", **VALLE),
             Source(where="the task, trace, arms and sizes (this project; the paper's are "
@@ -266,43 +286,55 @@ DYCK_TRACE_CONTENT = Claim(
             "that claim shows one layer emits the trace exactly (the trace is expressible); the "
             "check trains a TinyGPT on dyck_oracle's traces and never builds the head",
     },
+    notes=(r"Recorded, not asserted: membership accuracy of the trace, shuffled, filler "
+           r"($|w|$ filler tokens) and no-trace arms in distribution, at 9–12 pairs (OOD "
+           r"length) and at depth 4–6 (OOD depth), at the first seed. The abstract's claim "
+           r"that the trace's content, not its length, drives an OOD gain was not seen at this "
+           r"size in the recorded runs (the trace arm was not ahead of the filler or no-trace "
+           r"arms); nothing checks it."),
 )
 
 CONTENT_GAIN = 0.05
+TRACE_ROOT = 2026   # the root of the seeds' streams: the one root run, not chosen among several
+TRACE_SEEDS = 6     # sign test: with 6 seeds the 95% interval of the median is [min, max]
 
 
 @functools.cache
-def trace_smoke_result(seed: int = 0, **overrides):
-    """The smoke run, once per process and overrides."""
+def trace_seed_results(root: int = TRACE_ROOT, count: int = TRACE_SEEDS, **overrides) -> tuple:
+    """The smoke run at each seed, once per process and overrides (about 5 CPU-s a seed). A
+    seed fixes the data, the initialisation and the batch stream together (empirics.training
+    seeds the global RNG and the batch generator with one integer)."""
     from empirics.dyck import EXPERIMENT
 
-    return EXPERIMENT("smoke", device="cpu", seed=seed, **overrides)
+    return tuple(EXPERIMENT("smoke", device="cpu", seed=torch_seed(stream), **overrides)
+                 for stream in streams(root, count))
 
 
-def trace_content_check(result=trace_smoke_result):
+def trace_content_check(results=trace_seed_results):
     def run():
-        res = result()
-        learned = res.metric("trace", "in-distribution", "trace-token accuracy")
-        control = res.metric("shuffled", "in-distribution", "trace-token accuracy")
-        for name, value in sorted(res.metrics.items()):
-            evidence.metric(name, value, worse="lower")
-        arms = res.config["arms"]
-        for arm in ("filler", "none"):
-            for axis in ("OOD length", "OOD depth"):
-                if arm in arms:
-                    evidence.metric(f"trace - {arm}, {axis}",
-                                    res.metric("trace", axis, "accuracy")
-                                    - res.metric(arm, axis, "accuracy"), worse="lower")
-        for name, table in res.tables.items():
-            evidence.table(name, table["header"], table["rows"])
-        for name, fig in res.figures.items():
+        runs = results()
+        gains = np.array([r.metric("trace", "in-distribution", "trace-token accuracy")
+                          - r.metric("shuffled", "in-distribution", "trace-token accuracy")
+                          for r in runs])
+        evidence.table("trace - shuffled, in-distribution trace-token accuracy, per seed",
+                       ["seed", "gain"], [[k, round(float(g), 4)] for k, g in enumerate(gains)])
+        first = runs[0]   # recorded only: the first seed's arms, in and out of distribution
+        for name, value in sorted(first.metrics.items()):
+            evidence.metric(f"{name} (seed stream 0)", value, worse="lower")
+        for name, table in first.tables.items():
+            evidence.table(f"{name} (seed stream 0)", table["header"], table["rows"])
+        for name, fig in first.figures.items():
             evidence.figure(fig, name)
-        evidence.margin(learned - control - CONTENT_GAIN)
-        evidence.cases(len(arms))
-        assert learned - control >= CONTENT_GAIN, (
-            f"the trace arm writes {learned:.2f} of the trace right, the shuffled control "
-            f"{control:.2f}: no content learned beyond the token statistics")
+        evidence.cases(len(runs))
+        interval = median_interval(gains, LEVEL)
+        side = decide("median over seeds of trace - shuffled trace-token accuracy", interval,
+                      threshold=CONTENT_GAIN)
+        assert side == "above", (
+            f"no content learned beyond the token statistics: median trace - shuffled "
+            f"{interval.estimate:.3f}, {LEVEL:.0%} sign-test interval [{interval.low:.3f}, "
+            f"{interval.high:.3f}] over {interval.trials} seeds, not above {CONTENT_GAIN}")
     return run
 
 
+# about 30 CPU-s (six seeds, four training runs each): the training tier
 test_trace_arm_learns_the_trace = check(DYCK_TRACE_CONTENT, "empirical")(trace_content_check())

@@ -13,7 +13,14 @@ import torch
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from constructions.icdl import DEPTH, gd_step_reference, icdl_transformer, layer_count
+from constructions.icdl import (
+    DEPTH,
+    ReluAttention,
+    ReluMLP,
+    gd_step_reference,
+    icdl_transformer,
+    layer_count,
+)
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma
@@ -253,14 +260,16 @@ ICDL_LAYERS = Claim(
     statement=(
         r"Counting each residual sublayer (a ReLU attention or a ReLU MLP) as a layer, "
         r"`icdl_transformer(..., steps=L)` has exactly $(2N + 4)L = 8L$ layers for $N = 2$, "
-        r"the paper's formula; each of its $L$ blocks of $2N + 4$ layers is one GD step "
-        r"(cot-and-looping.icdl-two-layer-gd). The split (N forward, N backward, loss "
-        r"derivative, aggregation, update, clean-up) is ours; the paper's is unread."),
+        r"the paper's formula."),
     source=(ABSTRACT, Source(where="the layer convention and the split (this project)",
                              tag="D", **WU)),
     kind="construction",
     construction="constructions.icdl:icdl_transformer",
     depends_on=("cot-and-looping.icdl-two-layer-gd",),
+    notes=("Each of the L blocks of 2N + 4 layers is one GD step: that is "
+           "cot-and-looping.icdl-two-layer-gd, checked there. The split (N forward, N "
+           "backward, loss derivative, aggregation, update, clean-up) is ours; the paper's is "
+           "unread."),
 )
 
 
@@ -268,8 +277,13 @@ def layer_count_check(build=icdl_transformer):
     @given(n=st.integers(1, 6), d=st.integers(1, 3), H=st.integers(1, 3), L=st.integers(1, 6))
     def run(n, d, H, L):
         model = build(n, d, H, L, 0.1)
-        assert model.num_layers == layer_count(DEPTH, L), (
-            f"{model.num_layers} layers, the formula gives {layer_count(DEPTH, L)}")
+        others = [type(x).__name__ for x in model.layers
+                  if not isinstance(x, ReluAttention | ReluMLP)]
+        assert not others, f"sublayers other than a ReLU attention or MLP: {others}"
+        # the paper's (2N + 4)L for N = 2, written out, not read from constructions.icdl
+        assert len(model.layers) == (2 * 2 + 4) * L, (
+            f"{len(model.layers)} layers, the formula gives (2N + 4)L = {8 * L}")
+        assert layer_count(DEPTH, L) == 8 * L, "layer_count is not (2N + 4)L at N = DEPTH = 2"
     return run
 
 

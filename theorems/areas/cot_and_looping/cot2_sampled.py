@@ -1,0 +1,143 @@
+r"""CoT2's sampled and trained verdicts, each decided by an interval (theorems.intervals).
+
+Superposition decoding: the recovery probability at :math:`d = m_{JL}` by a Clopper–Pearson
+interval over independent draws; CSFT against SFT: the median over training seeds of the
+per-seed gain by the sign-test interval. The claims are stated in :mod:`.cot2`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import torch
+
+from constructions.cot2 import gaussian_embeddings, superposition_recovered
+from constructions.fact_mlps import decoding_success_rate, jl_code_dim
+from theorems.areas.cot_and_looping.cot2 import COT2_CSFT, COT2_SUPERPOSITION
+from theorems.evidence import check, decide, evidence
+from theorems.intervals import clopper_pearson, median_interval, streams, torch_seed
+
+LEVEL = 0.95
+
+# --- C2.4: how many superposed paths decode ------------------------------------------------------
+
+SUPERPOSITION_DRAWS = 64
+SUPERPOSITION_ROOT = 73     # the root of the draws' streams (v = 73, as in fact-mlps)
+
+
+def random_sets(v: int, K: int, draws: int, per_draw: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.stack([torch.stack([torch.randperm(v, generator=g)[:K]
+                                     for _ in range(per_draw)]) for _ in range(draws)])
+
+
+def superposition_check(bound=jl_code_dim, recovered=superposition_recovered, v: int = 73):
+    def run():
+        draws = SUPERPOSITION_DRAWS
+        for K, stream in zip((1, 2, 4, 8), streams(SUPERPOSITION_ROOT, 4), strict=True):
+            # the embeddings and the sets of a K from two independent streams
+            embedding_stream, set_stream = stream.spawn(2)
+            d = bound(v, math.sqrt(2 / K))
+            E = gaussian_embeddings(v, d, draws, seed=torch_seed(embedding_stream))
+            sets = random_sets(v, K, draws, 1, seed=torch_seed(set_stream))
+            hits = int(recovered(E, sets).sum())
+            # 64 independent draws: 64/64 gives [0.944, 1]; 41/64 is the fewest whose interval
+            # lies above 1/2
+            interval = clopper_pearson(hits, draws, LEVEL)
+            side = decide(f"K = {K}: P(exact recovery) at d = m_JL = {d}", interval,
+                          threshold=0.5)
+            assert side == "above", (
+                f"K = {K}: recovery probability below 1/2 at d = m_JL = {d}: {hits}/{draws}, "
+                f"interval [{interval.low:.3f}, {interval.high:.3f}]")
+        # m_JL = O(K log v): eps_K^2 - eps_K^3 >= 1/(4K) for eps_K = min(1/sqrt(2K), 1/2), so
+        # m_JL(v, gamma_K) <= 32 K ln(8 v^2) + 1, and any K <= (d - 1)/(32 ln(8 v^2)) decodes
+        for size in (2, 73, 1000):
+            for K in range(1, 65):
+                m_jl = bound(size, math.sqrt(2 / K))
+                assert m_jl <= 32 * K * math.log(8 * size**2) + 1, (
+                    f"m_JL({size}, gamma_{K}) = {m_jl} is not O(K log v)")
+        for d in (8, 16, 32):      # K = 1: the same draws as fact-mlps' decoding rate
+            E = gaussian_embeddings(v, d, draws, seed=0)
+            singles = torch.arange(v).reshape(1, v, 1).expand(draws, v, 1)
+            ours = float(recovered(E, singles).all(1).double().mean())
+            theirs = decoding_success_rate(torch.eye(v, dtype=torch.float64), d, draws=draws,
+                                           seed=0)
+            assert ours == theirs, f"d = {d}: K = 1 rate {ours} != fact-mlps' {theirs}"
+        widths, ks, rows = (16, 32, 64, 128), (1, 2, 4, 8, 16), []
+        for d in widths:
+            E = gaussian_embeddings(v, d, draws, seed=d)
+            rows.append([d, *(round(float(recovered(E, random_sets(v, K, draws, 8, seed=K))
+                                          .double().mean()), 3) for K in ks)])
+        evidence.table("exact-set recovery (v = 73, Gaussian E, 64 draws x 8 sets)",
+                       ["d", *(f"K={K}" for K in ks)], rows)
+        from empirics.plots import pyplot
+
+        fig, ax = pyplot().subplots(figsize=(5, 3.2))
+        for row in rows:
+            ax.plot(ks, row[1:], "o-", label=f"d = {row[0]}")
+        ax.set(xscale="log", xlabel="K superposed tokens", ylabel="exact-set recovery",
+               title="top-K decoding of a K-superposition")
+        ax.set_xticks(ks, [str(k) for k in ks])
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        evidence.figure(fig, "superposition")
+        evidence.cases(4 + 3 + len(widths) * len(ks))
+    return run
+
+
+test_superposition_decoding = check(COT2_SUPERPOSITION, "numeric")(superposition_check())
+
+
+# --- C2.6: CSFT against discrete SFT, over training seeds ----------------------------------------
+
+CSFT_ROOT = 2026    # the root of the seeds' streams: the one root run, not chosen among several
+CSFT_SEEDS = 6      # sign test: with 6 seeds the 95% interval of the median is [min, max]
+
+
+@functools.cache
+def csft_seed_results(root: int = CSFT_ROOT, count: int = CSFT_SEEDS) -> tuple:
+    """The smoke run at each seed, once per process (about 6 CPU-s a seed). A seed fixes the
+    split, the initialisation and the batch stream together (empirics.training seeds the
+    global RNG and the batch generator with one integer)."""
+    from empirics.cot2 import EXPERIMENT
+
+    return tuple(EXPERIMENT("smoke", device="cpu", seed=torch_seed(stream))
+                 for stream in streams(root, count))
+
+
+def csft_seeds_check(results=csft_seed_results):
+    def run():
+        runs = results()
+        rows = []
+        for d in runs[0].config["widths"]:
+            accuracy = {mode: np.array([r.metric(mode, ("d", d), "val accuracy") for r in runs])
+                        for mode in ("sft", "csft")}
+            gains = accuracy["csft"] - accuracy["sft"]
+            rows += [[k, d, round(float(accuracy["sft"][k]), 4),
+                      round(float(accuracy["csft"][k]), 4), round(float(gains[k]), 4)]
+                     for k in range(len(runs))]
+            evidence.metric(f"d={d}: median CSFT val accuracy", float(np.median(
+                accuracy["csft"])), worse="lower")
+            evidence.metric(f"d={d}: median SFT val accuracy", float(np.median(
+                accuracy["sft"])), worse="lower")
+            interval = median_interval(gains, LEVEL)
+            side = decide(f"d={d}: median over seeds of CSFT - SFT val accuracy", interval,
+                          threshold=0.0)
+            assert side == "above", (
+                f"d={d}: CSFT does not beat SFT: median gain {interval.estimate:.3f}, "
+                f"{LEVEL:.0%} sign-test interval [{interval.low:.3f}, {interval.high:.3f}] "
+                f"over {interval.trials} seeds")
+        evidence.table("validation accuracy per seed (stream index)",
+                       ["seed", "d", "SFT", "CSFT", "gain"], rows)
+        for name, table in runs[0].tables.items():
+            evidence.table(f"{name} (seed stream 0)", table["header"], table["rows"])
+        for name, fig in runs[0].figures.items():
+            evidence.figure(fig, name)
+        evidence.cases(len(rows))
+    return run
+
+
+# about 36 CPU-s (six seeds, four training runs each): the training tier
+test_csft_beats_sft = check(COT2_CSFT, "empirical")(csft_seeds_check())

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 import torch
+from hypothesis.errors import HypothesisDeprecationWarning
 
 import empirics.power_method as pm_empirics
 from constructions.power_method import (
@@ -20,7 +22,7 @@ from constructions.power_method import (
     sample_data,
 )
 from theorems.areas.power_method import looped_model, training
-from theorems.areas.power_method._shared import iteration_error_bound
+from theorems.areas.power_method._shared import _PLAIN_A, _PLAIN_X, iteration_error_bound
 from theorems.evidence import expect_failure
 from theorems.numerics import gamma
 
@@ -47,35 +49,106 @@ def cancelling_wrong_sign(d, rho, **kwargs):
     return residual_cancelling_layer(d, -rho, **kwargs)
 
 
-def fails(check) -> str:
-    """Run a check and require it to fail with an assertion."""
-    return expect_failure(check)
+def _with_blocks(model, normalize=True, **blocks):
+    """``model``'s W and V with the named (d x d) blocks set to 0.05 I: ``W21``, ``V11``..."""
+    W, V = model.W.clone(), model.V.clone()
+    d = W.shape[0] // 2
+    for name, value in blocks.items():
+        i, j = (int(c) - 1 for c in name[1:])
+        (W if name[0] == "W" else V)[i * d:(i + 1) * d, j * d:(j + 1) * d] = (
+            value * torch.eye(d, dtype=W.dtype))
+    return from_block_weights(W, V, normalize=normalize)
+
+
+def moves_the_data(d, rho, *, normalize=True, **kwargs):
+    """W21 = V12 = 0.05 I: the data columns' top block gains 0.05^2 a a^T X, the query
+    column keeps a + rho S a (one loop), the off-diagonal blocks stay zero."""
+    return _with_blocks(looped_power_transformer(d, rho, normalize=normalize), normalize,
+                        W21=0.05, V12=0.05)
+
+
+def fills_an_off_block(d, rho, *, normalize=True, **kwargs):
+    """V11 = 0.05 I: the query column's top block gains 0.05 w S a; the data columns stay."""
+    return _with_blocks(looped_power_transformer(d, rho, normalize=normalize), normalize,
+                        V11=0.05)
+
+
+def a_tenth_of_the_shift(d, rho, **kwargs):
+    """The looped model with shift rho/10: a right power method, the wrong rho."""
+    return looped_power_transformer(d, rho / 10, **kwargs)
+
+
+def double_shift(d, rho, **kwargs):
+    """Shift 2 rho: within 2|p|/|u| of the limit, but rho |y - y_inf| tends to C/2."""
+    return looped_power_transformer(d, 2 * rho, **kwargs)
+
+
+def flipped_only_with_normalization(d, rho, *, normalize=True, **kwargs):
+    """Right without N, the shift's sign flipped with N."""
+    return looped_power_transformer(d, -rho if normalize else rho, normalize=normalize,
+                                    **kwargs)
+
+
+def cancelling_moving_the_data(d, rho, **kwargs):
+    """The cancelling layer with W21 = 0.05 I: the query still leaves as rho S a, but the
+    data columns' bottom block gains -0.05 a a^T X."""
+    return _with_blocks(residual_cancelling_layer(d, rho), False, W21=0.05)
+
+
+def killed_at(check, match: str, **example) -> str:
+    """The check fails, and on the pinned ``example`` it fails at the assertion whose message
+    matches ``match``: the sentence's own (a Hypothesis report names only the example)."""
+    report = expect_failure(check)
+    # the checks' assume() on a pinned example that satisfies it only warns outside Hypothesis
+    with warnings.catch_warnings(), pytest.raises(AssertionError, match=match):
+        warnings.simplefilter("ignore", HypothesisDeprecationWarning)
+        check.hypothesis.inner_test(**example)
+    return report
+
+
+PLAIN = (_PLAIN_X, _PLAIN_A, 2, 10.0)
 
 
 # --- mutants: PM.1 -------------------------------------------------------------------------------
 
 
 @pytest.mark.mutant("power-method.looped-shifted-power")
-@pytest.mark.parametrize("build", [without_normalization, wrong_sign, transposed])
-def test_broken_constructions_are_not_shifted_power_iteration(build):
-    fails(looped_model.shifted_power_check(build=build))
+@pytest.mark.parametrize(("build", "match"), [
+    (wrong_sign, r"^loop 1: \|y_k - \(I \+ rho S\)\^k a"),
+    (transposed, r"^data columns moved"),
+    (moves_the_data, r"^data columns moved"),
+    (fills_an_off_block, r"^an off-diagonal block became"),
+    (without_normalization, r"^an output is not a unit vector"),
+], ids=["wrong-sign", "transposed", "moves-data", "off-block", "unnormalized"])
+def test_broken_constructions_are_not_shifted_power_iteration(build, match):
+    killed_at(looped_model.shifted_power_check(build=build), match, case=PLAIN)
 
 
 @pytest.mark.mutant("power-method.looped-shifted-power")
 @pytest.mark.parametrize("build", [wrong_sign, transposed])
 def test_broken_constructions_break_one_more_loop(build):
-    fails(looped_model.extra_loop_check(build=build))
+    killed_at(looped_model.extra_loop_check(build=build), r"^loop 2 is not 1 more power step",
+              case=(_PLAIN_X, _PLAIN_A, 1, 10.0), extra=2)
 
 
 @pytest.mark.mutant("power-method.unshifted-limit")
 @pytest.mark.parametrize("build", [without_normalization, wrong_sign])
 def test_broken_constructions_miss_the_unshifted_limit(build):
-    fails(looped_model.unshifted_limit_check(build=build))
+    killed_at(looped_model.unshifted_limit_check(build=build), r"exceeds 2\|p\|/\|u\|",
+              case=(_PLAIN_X, _PLAIN_A, 3, 1e3))
+
+
+@pytest.mark.mutant("power-method.unshifted-limit")
+def test_a_doubled_shift_misses_the_rate_constant():
+    """Within the 2|p|/|u| bound (the distance halves), but rho |y - y_inf| tends to C/2."""
+    killed_at(looped_model.unshifted_limit_check(build=double_shift),
+              r"is not within the O\(1/rho\) slack", case=(_PLAIN_X, _PLAIN_A, 3, 1e3))
 
 
 @pytest.mark.mutant("power-method.unshifted-limit")
 def test_wrong_sign_breaks_the_convergence_sweep():
-    fails(looped_model.limit_sweep_check(build=wrong_sign, rhos=(1e2, 1e3)))
+    report = expect_failure(looped_model.limit_sweep_check(build=wrong_sign, rhos=(1e2, 1e3)))
+    assert "bound broken at rho=100" in report
 
 
 # --- mutants: PM.4 -------------------------------------------------------------------------------
@@ -84,32 +157,68 @@ def test_wrong_sign_breaks_the_convergence_sweep():
 @pytest.mark.mutant("power-method.iteration-bounds")
 @pytest.mark.parametrize("shifts", [{"upper_shift": 1}, {"lower_shift": -1}])
 def test_bound_exponent_off_by_one_fails(shifts):
-    fails(looped_model.iteration_bounds_check(**shifts))
+    killed_at(looped_model.iteration_bounds_check(**shifts), r"^power method: sin\(phi_L\)",
+              case=looped_model._aligned_case(), log_rho=2.0)
+
+
+@pytest.mark.mutant("power-method.iteration-bounds")
+def test_a_looped_model_with_a_tenth_of_the_shift_breaks_the_finite_rho_bounds():
+    """The power method is right; the looped model contracts at (1 + rho lambda_2/10)/(1 +
+    rho lambda_1/10), slower than the bound's (1 + rho lambda_2)/(1 + rho lambda_1)."""
+    killed_at(looped_model.iteration_bounds_check(build=a_tenth_of_the_shift),
+              r"^looped model \(rho=100\): sin\(phi_L\)",
+              case=looped_model._aligned_case(), log_rho=2.0)
 
 
 @pytest.mark.mutant("power-method.iteration-bounds")
 def test_wrong_sign_breaks_the_bounds_figure():
-    fails(looped_model.bounds_figure_check(build=wrong_sign))
+    report = expect_failure(looped_model.bounds_figure_check(build=wrong_sign))
+    assert report.startswith("bound broken at L=")
 
 
 # --- mutants: PM.3 -------------------------------------------------------------------------------
 
 
 @pytest.mark.mutant("power-method.no-ln-rate-gap")
+def test_a_rate_with_a_doubled_shift_breaks_the_closed_form_gap():
+    """R(gamma) = (1 + 2 gamma lambda_2)/(1 + 2 gamma lambda_1): its gap to lambda_2/lambda_1 is
+    (lambda_1 - lambda_2)/(lambda_1 (1 + 2 gamma lambda_1)), not the claim's."""
+    report = expect_failure(training.rate_gap_identity_check(
+        rate=lambda g, l1, l2: (1 + 2 * g * l2) / (1 + 2 * g * l1)))
+    assert report.startswith("R - lambda2/lambda1 != ")
+
+
+@pytest.mark.mutant("power-method.no-ln-rate-gap")
 @pytest.mark.parametrize("build", [wrong_sign, transposed])
 def test_broken_layers_do_not_contract_at_r_gamma(build):
-    fails(training.rate_gap_check(build=build))
+    killed_at(training.rate_gap_check(build=build), r"^measured rate differs from R\(gamma\)",
+              d=4, seed=3, log_gamma=0.0)
 
 
 @pytest.mark.mutant("power-method.no-ln-expressivity")
 @pytest.mark.parametrize("build", [wrong_sign, transposed])
 def test_broken_constructions_are_not_rescaled_power_iteration(build):
-    fails(training.rescaling_check(build=build))
+    killed_at(training.rescaling_check(build=build), r"^without N the output is not",
+              case=(_PLAIN_X, _PLAIN_A, 2, 3.0))
+
+
+@pytest.mark.mutant("power-method.no-ln-expressivity")
+def test_normalization_that_changes_the_direction_is_caught():
+    """Without N the model is right; with N its shift has the wrong sign."""
+    killed_at(training.rescaling_check(build=flipped_only_with_normalization),
+              r"^N changes more than the query's scale", case=(_PLAIN_X, _PLAIN_A, 2, 3.0))
 
 
 @pytest.mark.mutant("power-method.no-ln-expressivity")
 def test_wrong_sign_cancelling_layer_is_caught():
-    fails(training.cancellation_check(build=cancelling_wrong_sign))
+    killed_at(training.cancellation_check(build=cancelling_wrong_sign),
+              r"^the layer does not output rho S a", case=(_PLAIN_X, _PLAIN_A, 1, 3.0))
+
+
+@pytest.mark.mutant("power-method.no-ln-expressivity")
+def test_a_cancelling_layer_that_moves_the_data_is_caught():
+    killed_at(training.cancellation_check(build=cancelling_moving_the_data),
+              r"^the data columns moved", case=(_PLAIN_X, _PLAIN_A, 1, 3.0))
 
 
 @pytest.fixture
@@ -126,7 +235,8 @@ def no_normalization_in_experiments(monkeypatch):
 @pytest.mark.training
 @pytest.mark.mutant("power-method.layerwise-ln-vs-none")
 def test_layerwise_check_fails_without_normalization(no_normalization_in_experiments):
-    fails(training.layerwise_check(steps=100, eval_every=20, mc_size=2000))
+    report = expect_failure(training.layerwise_check(steps=100, eval_every=20, mc_size=2000))
+    assert "with N the loss does not fall below the plateau" in report
 
 
 @pytest.mark.training
@@ -145,7 +255,37 @@ def test_layerwise_check_fails_off_the_block_manifold(monkeypatch):
 @pytest.mark.mutant("power-method.gd-learns-power-method")
 def test_gd_check_fails_without_normalization(no_normalization_in_experiments):
     # lr 1.0 diverges without normalisation (see the smoke config), so use the control's lr
-    fails(training.gd_check(lr=0.1, control=False, steps=200))
+    report = expect_failure(training.gd_check(lr=0.1, control=False, steps=200))
+    assert "the iterates left the block manifold" in report
+
+
+@pytest.mark.training
+@pytest.mark.mutant("power-method.gd-learns-power-method")
+def test_gd_check_fails_from_a_start_still_in_the_transient():
+    """w_0 = 3: w_t^4 = w_0^4 + K t stays dominated by w_0^4 over 500 steps, so the late slope of
+    w_t is far below 1/4 (the measured form of Theta(t^{1/4}))."""
+    report = expect_failure(training.gd_check(control=False, init=3.0))
+    assert "late log-log slope of w_t" in report
+
+
+@pytest.mark.training
+@pytest.mark.mutant("power-method.gd-learns-power-method")
+def test_gd_check_fails_against_the_wrong_limit(monkeypatch):
+    """L_infinity and the cosine measured against L + 1 power steps, not L."""
+    original = pm_empirics.heldout_set
+    monkeypatch.setattr(pm_empirics, "heldout_set", lambda config, *args, **kwargs: original(
+        {**config, "loops": config["loops"] + 1}, *args, **kwargs))
+    report = expect_failure(training.gd_check(control=False))
+    assert "late log-log slope of the excess loss" in report
+
+
+@pytest.mark.training
+@pytest.mark.mutant("power-method.gd-learns-power-method")
+def test_gd_check_fails_on_a_run_too_short_for_the_late_regime():
+    """60 steps: the slopes pass, but the output has not yet come five times nearer the
+    power method."""
+    report = expect_failure(training.gd_check(control=False, steps=60))
+    assert "the output is not converging to the power method" in report
 
 
 @pytest.mark.training
@@ -154,7 +294,8 @@ def test_gd_check_fails_from_transposed_init(monkeypatch):
     original = pm_empirics.from_block_weights
     monkeypatch.setattr(pm_empirics, "from_block_weights",
                         lambda W, V, *, normalize=True: original(W.T, V.T, normalize=normalize))
-    fails(training.gd_check(control=False, steps=40))
+    report = expect_failure(training.gd_check(control=False, steps=40))
+    assert "a block outside W12, V21 moved" in report
 
 
 # --- the experiments' helpers --------------------------------------------------------------------

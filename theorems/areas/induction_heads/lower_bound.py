@@ -64,11 +64,16 @@ IH_GD = Claim(
     title="Gradient descent finds the two-layer induction circuit; one layer stays far below",
     statement=(
         r"Train attention-only transformers with Adam on uniform sequences over $S = 16$ tokens "
-        r"(loss and accuracy on the positions with $\tau_i \ne \bot$). A two-layer model with "
-        r"one head per layer reaches accuracy $\ge 0.95$ with the construction's mechanism: more "
-        r"than half of its layer-1 attention on $i-1$ and of its layer-2 attention on "
-        r"$j^\star_i + 1$. One-layer models (1–8 heads, several widths) stay below accuracy "
-        r"$1/2$, and their accuracy does not grow with $n$."),
+        r"(loss and accuracy on the positions with $\tau_i \ne \bot$). In one seeded run (seed "
+        r"0; $n = 16$ and $32$, 300 steps, accuracy on 256 held-out sequences), a two-layer "
+        r"model with one head per layer (width 32) reaches accuracy $\ge 0.95$ with the "
+        r"construction's mechanism: more than half of its layer-1 attention on $i-1$ and of its "
+        r"layer-2 attention on $j^\star_i + 1$. A one-layer model (4 heads, width 32) stays "
+        r"below accuracy $1/2$, and its accuracy at $n = 32$ is not above that at $n = 16$."),
+    notes=(r"The catalogue's wider form (one-layer models with 1-8 heads and several widths, "
+           r"lengths up to 64) is the experiment's 'full' configuration, for a GPU; the checked "
+           r"statement is the smoke run. No interval over seeds: the seeds of the model's "
+           r"initialisation and of the data are one integer (empirics/training.py)."),
     source=(Source(where="Section 1: one-layer models trained poorly, two-layer ones well "
                    "(citing Bietti et al.)", tag="V", **SHT),
             Source(where="Section 1: one-layer transformers fail to predict in-context bigrams; "

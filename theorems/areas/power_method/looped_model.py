@@ -92,7 +92,7 @@ PM_BOUNDS = Claim(
         r"$\mathcal V = \mathrm{span}(v_1, \dots, v_r)$; let $a$ be a unit vector with "
         r"$a_Z = P_{\mathcal V}a \ne 0$, $a_\perp = a - a_Z$, $c_{r+1} = v_{r+1}^\top a$, and "
         r"$\varphi_L$ the angle between $y_L^\infty = S^La/\lVert S^La\rVert$ (the limit of "
-        r"the trained looped model) and $\mathcal V$. Then $|c_{r+1}|(\lambda_{r+1}/"
+        r"the looped model as $\rho \to \infty$) and $\mathcal V$. Then $|c_{r+1}|(\lambda_{r+1}/"
         r"\lambda_1)^L \le \sin\varphi_L \le (\lVert a_\perp\rVert/\lVert a_Z\rVert)"
         r"(\lambda_{r+1}/\lambda_1)^L$. At finite $\rho > 0$ the looped model's output obeys "
         r"the same bounds with $\lambda_i$ replaced by $1 + \rho\lambda_i$."),

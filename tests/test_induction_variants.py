@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -30,6 +31,17 @@ from theorems.evidence import expect_failure
 from theorems.numerics import gamma, unit_roundoff
 from theorems.profiles import budget
 from theorems.strategies import seeds
+
+
+def fails_at(check, match: str, **case) -> str:
+    """The Hypothesis check fails, and on the pinned ``case`` it fails at the assertion whose
+    message contains ``match`` (the sentence the mutant breaks: the assertions before it hold
+    there). Returns the check's failure report."""
+    report = expect_failure(check)
+    with pytest.raises(AssertionError, match=re.escape(match)):
+        check.hypothesis.inner_test(**case)
+    return report
+
 
 # --- spatial induction heads -------------------------------------------------------------------
 
@@ -51,7 +63,8 @@ SIH_MUTANTS = {"no time circle": with_temperatures(time=0.0),
 @pytest.mark.mutant("induction-variants.sih-gather")
 @pytest.mark.parametrize("mutant", sorted(SIH_MUTANTS))
 def test_broken_gathers_fail_the_gather_check(mutant):
-    expect_failure(sih_checks.gather_check(build=SIH_MUTANTS[mutant]))
+    fails_at(sih_checks.gather_check(build=SIH_MUTANTS[mutant]), "on a true neighbour <",
+             case=sih_checks.PINNED[2])
 
 
 @pytest.mark.mutant("induction-variants.sih-gather")
@@ -61,13 +74,15 @@ def test_a_wider_positional_table_fails_the_dimension_check():
         if task.side > 8:  # a table that grows with L
             model.features = torch.nn.functional.pad(model.features, (0, 1))
         return model
-    expect_failure(sih_checks.dimension_check(build=build))
+    report = expect_failure(sih_checks.dimension_check(build=build))
+    assert "!= {4D + 6}" in report
 
 
 @pytest.mark.mutant("induction-variants.sih-bayes")
 @pytest.mark.parametrize("mutant", ["no recency bias", "weak column circle"])
 def test_broken_gathers_fail_the_bayes_check(mutant):
-    expect_failure(sih_checks.bayes_check(build=SIH_MUTANTS[mutant]))
+    fails_at(sih_checks.bayes_check(build=SIH_MUTANTS[mutant]), "> bound",
+             case=sih_checks.PINNED[2])
 
 
 @pytest.mark.mutant("induction-variants.sih-bayes")
@@ -77,21 +92,30 @@ def test_a_wrong_prior_sink_fails_the_bayes_check():
         model.bos_value = torch.nn.functional.one_hot(
             torch.tensor(0), task.n_states).to(model.bos_value)  # value e_0, not alpha / A
         return model
-    expect_failure(sih_checks.bayes_check(build=build))
+    fails_at(sih_checks.bayes_check(build=build), "> bound", case=sih_checks.PINNED[2])
+
+
+@pytest.mark.mutant("induction-variants.sih-bayes")
+def test_a_prior_sink_without_its_normalisation_fails_the_counting_identity():
+    # the BOS value alpha_a instead of alpha_a / A: the output is (N_c(a) + A alpha_a)/(N_c + A)
+    report = expect_failure(sih_checks.counting_identity_check(bos_value=lambda a, A: a))
+    assert "the match output is not" in report
 
 
 @pytest.mark.mutant("induction-variants.sih-bayes")
 def test_the_bound_without_its_leak_term_fails():
     def bound(model, n, total, log_max):
         return np.zeros_like(total, dtype=float)  # a bound that ignores leak and rounding
-    expect_failure(sih_checks.bayes_check(
-        build=functools.partial(sih.spatial_induction_circuit, match_beta=8.0), bound=bound))
+    fails_at(sih_checks.bayes_check(
+        build=functools.partial(sih.spatial_induction_circuit, match_beta=8.0), bound=bound),
+        "> bound", case=sih_checks.PINNED[2])
 
 
 @pytest.mark.mutant("induction-variants.sih-deterministic")
 @pytest.mark.parametrize("mutant", sorted(SIH_MUTANTS))
 def test_broken_gathers_fail_the_deterministic_check(mutant):
-    expect_failure(sih_checks.deterministic_check(build=SIH_MUTANTS[mutant]))
+    fails_at(sih_checks.deterministic_check(build=SIH_MUTANTS[mutant]),
+             "seen cells mispredicted", case=sih_checks.PINNED[1])
 
 
 @pytest.mark.mutant("induction-variants.sih-margins")
@@ -99,7 +123,8 @@ def test_half_the_time_temperature_fails_the_symbolic_margins():
     def temperatures(volume, side, positions, *, lib):
         temps = sih.temperatures_for(volume, side, positions, lib=lib)
         return dataclasses.replace(temps, time=temps.time / 2)
-    expect_failure(sih_checks.margin_symbolic_check(temperatures=temperatures))
+    report = expect_failure(sih_checks.margin_symbolic_check(temperatures=temperatures))
+    assert "(wrong time phase) slack minus 1" in report
 
 
 @pytest.mark.mutant("induction-variants.sih-margins")
@@ -107,7 +132,9 @@ def test_a_slightly_weak_recency_fails_the_certified_margins():
     def temperatures(dim, side, positions):
         temps = sih.gather_temperatures(dim, side, positions)
         return dataclasses.replace(temps, recency=temps.recency * (1 - 1 / 30))
-    expect_failure(sih_checks.margin_certified_check(temperatures=temperatures, sides=(3, 4)))
+    report = expect_failure(sih_checks.margin_certified_check(temperatures=temperatures,
+                                                              sides=(3, 4)))
+    assert "fails at D=" in report
 
 
 # --- bad input: spatial induction -------------------------------------------------------------
@@ -172,7 +199,26 @@ def ignoring_triggers(task, tokens):
 
 @pytest.mark.mutant("induction-variants.bb-task")
 def test_an_oracle_without_backcopy_fails_the_task_check():
-    expect_failure(bb_checks.task_check(oracle=ignoring_triggers))
+    fails_at(bb_checks.task_check(oracle=ignoring_triggers), "the oracle is not the delta",
+             case=bb_checks.PINNED[0])
+
+
+def _bigram_only(task, batch, length, generator):
+    """A broken sampler: the bigram row at triggers too (the oracle still back-copies)."""
+    cumulative = task.cond.cumsum(-1)
+    out = np.empty((batch, length), dtype=np.int64)
+    out[:, 0] = task.bos
+    out[:, 1] = generator.choice(task.vocab_size, size=batch, p=task.first_token_law)
+    for i in range(1, length - 1):
+        u = generator.random((batch, 1))
+        out[:, i + 1] = np.minimum((cumulative[out[:, i]] < u).sum(-1), task.vocab_size - 1)
+    return torch.from_numpy(out)
+
+
+@pytest.mark.mutant("induction-variants.bb-task")
+def test_a_sampler_without_backcopy_fails_the_task_check():
+    fails_at(bb_checks.task_check(sampler=_bigram_only), "oracle probability 0",
+             case=bb_checks.PINNED[0])
 
 
 @pytest.mark.mutant("induction-variants.bb-active-dormant")
@@ -181,7 +227,8 @@ def test_a_bos_value_that_is_not_zero_fails_the_construction_check():
         e0 = torch.zeros(task.vocab_size, dtype=torch.float64)
         e0[0] = 1.0
         return bb.active_dormant_model(task, max_len, bos_value=e0, **kwargs)
-    expect_failure(bb_checks.construction_check(build=build))
+    fails_at(bb_checks.construction_check(build=build), "the head is not dormant",
+             case=bb_checks.PINNED[0])
 
 
 @pytest.mark.mutant("induction-variants.bb-active-dormant")
@@ -190,7 +237,41 @@ def test_a_sink_for_every_token_fails_the_construction_check():
         model = bb.active_dormant_model(task, max_len, **kwargs)
         model.W_sink = torch.full_like(model.W_sink, 2 * model.beta)  # triggers sink too
         return model
-    expect_failure(bb_checks.construction_check(build=build))
+    fails_at(bb_checks.construction_check(build=build), "a trigger query misses the previous token",
+             case=bb_checks.PINNED[0])
+
+
+@pytest.mark.mutant("induction-variants.bb-active-dormant")
+def test_a_weak_sink_fails_the_construction_check():
+    def build(task, max_len, **kwargs):
+        model = bb.active_dormant_model(task, max_len, **kwargs)
+        model.W_sink = model.W_sink / 2  # sink score beta: the previous token ties with the BOS
+        return model
+    fails_at(bb_checks.construction_check(build=build), "a non-trigger query misses the BOS sink",
+             case=bb_checks.PINNED[0])
+
+
+@pytest.mark.mutant("induction-variants.bb-active-dormant")
+def test_squared_bigram_logits_fail_the_construction_check():
+    def build(task, max_len, **kwargs):
+        model = bb.active_dormant_model(task, max_len, **kwargs)
+        model.W_mlp = 2 * model.W_mlp  # logits 2 log cond: the law cond^2 / sum, not cond
+        return model
+    fails_at(bb_checks.construction_check(build=build), "non-trigger KL",
+             case=bb_checks.PINNED[0])
+
+
+@pytest.mark.mutant("induction-variants.bb-active-dormant")
+def test_a_quarter_value_gain_fails_the_trigger_kl():
+    # values gamma/4 e_x while the bound reads gamma: KL ~ (V-1) e^-15 at a trigger, far above
+    # the (V-1) e^-60 bound plus its rounding slack (~1e-11); half the gain (e^-30 ~ 1e-13)
+    # would sit below that slack
+    def build(task, max_len, **kwargs):
+        model = bb.active_dormant_model(task, max_len, **kwargs)
+        model.W_OV = model.W_OV / 4
+        return model
+    fails_at(bb_checks.construction_check(build=build), "trigger KL",
+             case=bb_checks.PINNED[0])
 
 
 @pytest.mark.mutant("induction-variants.bb-value-drain")
@@ -220,12 +301,25 @@ def double_sink(a, b, n, s2, lib=math):
 
 @pytest.mark.mutant("induction-variants.bb-caricature")
 def test_a_wrong_drain_rate_fails_the_symbolic_caricature():
-    expect_failure(bb_checks.caricature_symbolic_check(flow=half_drain))
+    report = expect_failure(bb_checks.caricature_symbolic_check(flow=half_drain))
+    assert "bdot is not -2 p^2 b" in report
+
+
+def clock_with_a_flipped_term(a, n, s2, lib=math):
+    # - m^3/u flipped to + m^3/u: the clock gains 2 m^3/u / (2 c m^2) = m^2 e^-a / s^2
+    return bb.caricature_clock(a, n, s2, lib=lib) + (n - 1) ** 2 * lib.exp(-a) / s2
+
+
+@pytest.mark.mutant("induction-variants.bb-caricature")
+def test_a_wrong_clock_fails_the_symbolic_caricature():
+    report = expect_failure(bb_checks.caricature_symbolic_check(clock=clock_with_a_flipped_term))
+    assert "the clock's derivative is not 1/adot" in report
 
 
 @pytest.mark.mutant("induction-variants.bb-caricature")
 def test_a_faster_sink_fails_the_numeric_caricature():
-    expect_failure(bb_checks.caricature_numeric_check(flow=double_sink))
+    report = expect_failure(bb_checks.caricature_numeric_check(flow=double_sink))
+    assert "the flow leaves the drained clock" in report
 
 
 # --- bad input: Bigram-Backcopy -------------------------------------------------------------
@@ -268,7 +362,8 @@ def test_bad_bigram_backcopy_input_is_rejected():
 def test_a_fixed_offset_copier_is_not_the_oracle():
     def copier(tokens, task):
         return dc.fixed_offset_copier(tokens, task, task.distances[0])
-    expect_failure(dg_checks.task_check(copier=copier))
+    fails_at(dg_checks.task_check(copier=copier), "the copier and the targets disagree",
+             task=dg_checks.PINNED_TASKS[0], seed=0)
 
 
 @pytest.mark.mutant("induction-variants.dg-task")
@@ -277,27 +372,80 @@ def test_an_oracle_that_pastes_every_token_of_an_s_pair_fails():
         as_c = tokens.clone()
         as_c[as_c == task.S] = task.C  # S pairs treated as C pairs
         return dc.oracle_copier(as_c, task)
-    expect_failure(dg_checks.task_check(copier=copier))
+    fails_at(dg_checks.task_check(copier=copier), "the copier and the targets disagree",
+             task=dg_checks.PINNED_TASKS[2], seed=2)
 
 
 @pytest.mark.mutant("induction-variants.dg-offset")
 def test_an_off_by_one_fixed_copier_fails_the_offset_check():
     def copier(tokens, task, distance):
         return dc.fixed_offset_copier(tokens, task, distance + 1)
-    expect_failure(dg_checks.offset_check(copier=copier))
+    fails_at(dg_checks.offset_check(copier=copier), "a step is wrong at d_C = d",
+             task=dg_checks.PINNED_TASKS[0], seed=0, shift=0)
+
+
+@pytest.mark.mutant("induction-variants.dg-offset")
+def test_a_copier_that_skips_control_tokens_fails_the_offset_check():
+    # reads one further back when it would read a control token: right at step m of a pair
+    # with d_C = d + 1 (it finds s_m behind the C), unchanged at d_C = d
+    def copier(tokens, task, distance):
+        out = dc.fixed_offset_copier(tokens, task, distance)
+        further = dc.fixed_offset_copier(tokens, task, distance + 1)
+        return torch.where(out >= task.n_data, further, out)
+    fails_at(dg_checks.offset_check(copier=copier), "does not read the C token",
+             task=dg_checks.PINNED_TASKS[0], seed=0, shift=1)
+
+
+def _paste_reversed(task, batch, generator, distance):
+    """A broken generator: every C pair pastes its source in reverse order."""
+    sample = task.sample(batch, generator, distance=distance)
+    for b, pairs in enumerate(sample.pairs):
+        for pair in pairs:
+            if pair.kind == "C":
+                for k, token in enumerate(reversed(pair.source)):
+                    if pair.second + 1 + k < task.length:
+                        sample.tokens[b, pair.second + 1 + k] = token
+    return sample
+
+
+@pytest.mark.mutant("induction-variants.dg-offset")
+def test_a_reversed_paste_fails_the_offset_check():
+    fails_at(dg_checks.offset_check(sample=_paste_reversed), "the offset is not d_C + m",
+             task=dg_checks.PINNED_TASKS[0], seed=0, shift=0)
 
 
 @pytest.mark.mutant("induction-variants.dg-induction-baseline")
 def test_the_leading_order_formula_fails_the_enumeration():
-    expect_failure(dg_checks.exhaustive_check(formula=lambda n, m, g: Fraction(
+    report = expect_failure(dg_checks.exhaustive_check(formula=lambda n, m, g: Fraction(
         dc.approximate_induction_accuracy(n, m, g))))
+    assert "!= formula" in report
+
+
+@pytest.mark.mutant("induction-variants.dg-induction-baseline")
+def test_mirrored_bad_ranks_fail_the_stepwise_enumeration():
+    # B_k with k - 2 read as m - k: the same mean over k, a different acc_k at each step
+    def step(n_data, copy_len, gap, k):
+        return dg_checks.step_accuracy(n_data, copy_len, gap, copy_len + 2 - k)
+    report = expect_failure(dg_checks.exhaustive_check(step=step))
+    assert "!= acc_k" in report
+
+
+@pytest.mark.mutant("induction-variants.dg-induction-baseline")
+def test_an_approximation_without_the_paste_tokens_fails_the_3p2_bound():
+    # the catalogue's formula with n = g (the m - 1 pasted tokens forgotten)
+    def approximation(n_data, copy_len, gap):
+        return dg_checks.catalogue_accuracy(n_data, 1, gap)
+    report = expect_failure(dg_checks.exhaustive_check(approximation=approximation))
+    assert "> 3p^2" in report
 
 
 @pytest.mark.mutant("induction-variants.dg-induction-baseline")
 def test_a_fixed_offset_copier_fails_the_monte_carlo_check():
     def copier(tokens, task):  # tuned to d_C = 20, evaluated at d_C = 42
         return dc.fixed_offset_copier(tokens, task, 20)
-    expect_failure(dg_checks.monte_carlo_check(copier=copier, gaps=(40,), sequences=40))
+    report = expect_failure(dg_checks.monte_carlo_check(copier=copier, gaps=(40,),
+                                                        sequences=40))
+    assert "vs formula" in report
 
 
 # --- bad input: delay copy ------------------------------------------------------------------
@@ -333,11 +481,21 @@ def test_bad_delay_copy_input_is_rejected():
 @pytest.mark.training
 @pytest.mark.mutant("induction-variants.bb-gd-sinks")
 def test_swapped_arms_fail_the_sink_check():
-    # the ReLU run read as the softmax one and back: share 0.06 against 0.96 at seed 0, so the
-    # comparison fails by far more than any rounding (not on a tie of two identical runs)
-    report = expect_failure(bb_checks.gd_check(arms=("relu+adam", "softmax+adam"),
-                                               variants=("softmax+adam", "relu+adam")))
-    assert "softmax+Adam BOS share" in report
+    # the ReLU run read as the softmax one, and the softmax+SGD run (share 0.14 < 1/2, so the
+    # ReLU sentence, asserted first, still holds) as the ReLU one: 0.06 against 0.14 at seed 0,
+    # a failure by far more than any rounding (not on a tie of two identical runs)
+    report = expect_failure(bb_checks.gd_check(arms=("relu+adam", "softmax+sgd"),
+                                               variants=("relu+adam", "softmax+sgd")))
+    assert "softmax+Adam BOS share" in report and "concentrates" not in report
+
+
+@pytest.mark.training
+@pytest.mark.mutant("induction-variants.bb-gd-sinks")
+def test_a_softmax_run_read_as_the_relu_arm_fails_the_half_threshold():
+    # the softmax+Adam run read as the ReLU arm: share 0.96 at seed 0, far above 1/2
+    report = expect_failure(bb_checks.gd_check(arms=("softmax+adam", "softmax+adam"),
+                                               variants=("softmax+adam",)))
+    assert "ReLU attention concentrates on the BOS" in report
 
 
 @pytest.mark.slow

@@ -347,21 +347,29 @@ def bayes_check(build=spatial_induction_circuit, bound=kl_tolerance):
 test_match_layer_is_bayesian_counting = check(SIH_BAYES, "property")(bayes_check())
 
 
-def counting_identity_check():
-    """SymPy: a sink of weight A e^{β|ν|} with value α/A plus N_c matching keys of weight
-    e^{β|ν|} give exactly (N_c(a) + α_a)/(N_c + A); mismatching keys weigh ≤ e^{-β} each
-    relative to a match, so their share is ≤ n e^{-β}/(N_c + A)."""
+def _prior_value(alpha_a, total_alpha):
+    return alpha_a / total_alpha
+
+
+def counting_identity_check(bos_value=_prior_value):
+    """SymPy: a sink of weight A e^{β|ν|} (score β|ν| + ln A) with value α/A (``bos_value``)
+    plus N_c matching keys of weight e^{β|ν|} give exactly (N_c(a) + α_a)/(N_c + A);
+    mismatching keys weigh ≤ e^{-β} each relative to a match, so their share is
+    ≤ n e^{-β}/(N_c + A)."""
     def run():
         import sympy as sp
 
         beta, nu, count_a, count, alpha_a, total_alpha, n = sp.symbols(
             "beta nu N_a N alpha_a A n", positive=True)
         w = sp.exp(beta * nu)
-        output = (count * w * (count_a / count) + total_alpha * w * alpha_a / total_alpha) / (
-            (count + total_alpha) * w)
-        assert sp.simplify(output - (count_a + alpha_a) / (count + total_alpha)) == 0
-        leak = n * sp.exp(beta * (nu - 1)) / ((count + total_alpha) * w)
-        assert sp.simplify(leak - n * sp.exp(-beta) / (count + total_alpha)) == 0
+        sink = sp.exp(beta * nu + sp.log(total_alpha))
+        output = (count * w * (count_a / count) + sink * bos_value(alpha_a, total_alpha)) / (
+            count * w + sink)
+        assert sp.simplify(output - (count_a + alpha_a) / (count + total_alpha)) == 0, (
+            "the match output is not (N_c(a) + alpha_a)/(N_c + A)")
+        leak = n * sp.exp(beta * (nu - 1)) / (count * w + sink)
+        assert sp.simplify(leak - n * sp.exp(-beta) / (count + total_alpha)) == 0, (
+            "the mismatching keys' share is not n e^-beta/(N_c + A)")
         evidence.cases(2)
     return run
 
@@ -409,17 +417,26 @@ def losses(volume, side, positions, temps, lib=math):
 
 
 def margin_symbolic_check(temperatures=temperatures_for):
-    """SymPy: each loss minus M_0 simplifies to an expression >= 1 for all V, L > 0, P >= 1."""
+    """SymPy: each loss minus M_0 simplifies to an expression >= 1 for all V, L > 0, P >= 1;
+    and the temperatures are the statement's M_0, lambda, beta_t, beta_s (written here)."""
     def run():
         import sympy as sp
 
         V, L = sp.symbols("V L", positive=True)
         P = sp.exp(sp.Symbol("ell", nonnegative=True))  # P >= 1
-        required, named = losses(V, L, P, temperatures(V, L, P, lib=sp), lib=sp)
+        temps = temperatures(V, L, P, lib=sp)
+        required, named = losses(V, L, P, temps, lib=sp)
         for name, loss in named.items():
             slack = sp.simplify(loss - required - 1)
             evidence.cases(1)
             assert slack.is_nonnegative, f"({name}) slack minus 1 is {slack}, not >= 0"
+        M0 = sp.log(P) + 29
+        lam = (M0 + 1) / (3 * V)
+        written = {"M_0": (temps.required_loss, M0), "lambda": (temps.recency, lam),
+                   "beta_t": (temps.time, (2 * lam * V + M0 + 1) / (1 - sp.cos(2 * sp.pi / 3))),
+                   "beta_s": (temps.space, (2 * lam * V + M0 + 1) / (1 - sp.cos(2 * sp.pi / L)))}
+        for name, (value, formula) in written.items():
+            assert sp.simplify(value - formula) == 0, f"{name} is not the statement's formula"
     return run
 
 

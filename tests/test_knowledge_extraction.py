@@ -18,6 +18,7 @@ from constructions.knowledge_extraction import (
     storage_transformer,
     tie_break_accuracy,
 )
+from empirics.knowledge_extraction import ARMS
 from theorems.areas.training_dynamics import knowledge
 from theorems.evidence import expect_failure
 
@@ -37,14 +38,63 @@ def reach_instead_of_miss(M, K, n_f):
 @pytest.mark.mutant("training-dynamics.knowledge-covering-law")
 def test_a_one_template_law_fails_the_enumeration():
     report = expect_failure(knowledge.enumeration_check(law=miss_if_one_template_suffices))
-    assert "enumeration" in report
+    assert "enumeration" in report, report
 
 
 @pytest.mark.mutant("training-dynamics.knowledge-covering-law")
 def test_the_reach_probability_has_the_opposite_trends():
+    """1 - P: at M = 2, K = 1 it is 1/2 (the bounds hold with equality) and 1 at K = 2."""
     report = expect_failure(knowledge.trends_check(law=reach_instead_of_miss,
                                                    grid=knowledge.GRID[:20]))
-    assert "not decreasing" in report or "is not 0" in report
+    assert "is not 0" in report, report
+
+
+def miss_one_fine_tuned_fact_short(M, K, n_f):
+    """The law with n_f - 1 fine-tuned facts: 1 at M = 2, K = n_f = 1, above (1 - K/M)^(K n_f)."""
+    return miss_probability(M, K, max(n_f - 1, 0))
+
+
+def miss_flat_in_multiplicity(M, K, n_f):
+    """P at K = 1 for every K <= M/2 (0 beyond): the K-trend alone fails, at M = 4."""
+    return miss_probability(M, 1, n_f) if 2 * K <= M else Fraction(0)
+
+
+def miss_saturating_in_fine_tuning(M, K, n_f):
+    """P with n_f capped at 1: not strictly decreasing in n_f."""
+    return miss_probability(M, K, min(n_f, 1))
+
+
+def miss_on_even_universes(M, K, n_f):
+    """P at M rounded down to even: flat from M = 2 to M = 3."""
+    return miss_probability(M - M % 2, K, n_f)
+
+
+@pytest.mark.mutant("training-dynamics.knowledge-covering-law")
+def test_a_law_above_the_bounds_is_caught():
+    report = expect_failure(knowledge.trends_check(law=miss_one_fine_tuned_fact_short,
+                                                   grid=knowledge.GRID[:20]))
+    assert "above (1-K/M)^(K n_f)" in report, report
+
+
+@pytest.mark.mutant("training-dynamics.knowledge-covering-law")
+def test_a_law_flat_in_multiplicity_is_caught():
+    report = expect_failure(knowledge.trends_check(law=miss_flat_in_multiplicity,
+                                                   grid=knowledge.GRID[:20]))
+    assert "not decreasing at K=1" in report, report
+
+
+@pytest.mark.mutant("training-dynamics.knowledge-covering-law")
+def test_a_law_saturating_in_fine_tuning_is_caught():
+    report = expect_failure(knowledge.trends_check(law=miss_saturating_in_fine_tuning,
+                                                   grid=knowledge.GRID[:20]))
+    assert "not decreasing at n_f=1" in report, report
+
+
+@pytest.mark.mutant("training-dynamics.knowledge-covering-law")
+def test_a_law_flat_in_the_universe_is_caught():
+    report = expect_failure(knowledge.trends_check(law=miss_on_even_universes,
+                                                   grid=knowledge.GRID[:20]))
+    assert "not increasing at M=2" in report, report
 
 
 def test_the_law_at_hand_values():
@@ -59,6 +109,15 @@ def test_the_law_at_hand_values():
 
 
 _PINNED = fact_world(4, 1, 4, 1, 2, n_finetune=1, seed=0)   # the check's @example world
+
+
+def storage_fails_at(build, match: str) -> None:
+    """The storage check rebuilt around ``build`` fails, and on its pinned example (the world
+    above, beta = gap = 10) it fails at the assertion matching ``match``."""
+    check = knowledge.storage_check(build=build)
+    assert "Failing explicit example" in expect_failure(check)
+    with pytest.raises(AssertionError, match=match):
+        check.hypothesis.inner_test(case=(_PINNED, 10.0, 10.0))
 
 
 def _question_rows(model):
@@ -89,8 +148,7 @@ def build_without_filtering(world, **kw):
 
 @pytest.mark.mutant("training-dynamics.knowledge-storage-construction")
 def test_a_full_trigger_extracts_unreachable_facts():
-    report = expect_failure(knowledge.storage_check(build=build_with_full_trigger))
-    assert "Failing explicit example" in report   # the pinned world, with unreachable facts
+    storage_fails_at(build_with_full_trigger, "Q&A accuracy differs")
     world = _PINNED
     qa = world.qa_rows()
     acc = tie_break_accuracy(build_with_full_trigger(world)(qa[:, :4]), qa[:, 4])
@@ -99,8 +157,7 @@ def test_a_full_trigger_extracts_unreachable_facts():
 
 @pytest.mark.mutant("training-dynamics.knowledge-storage-construction")
 def test_a_low_threshold_misses_the_pretraining_level():
-    report = expect_failure(knowledge.storage_check(build=build_with_low_threshold))
-    assert "Failing explicit example" in report
+    storage_fails_at(build_with_low_threshold, "pre-training loss off")
     rows = _PINNED.pretraining_rows()
     loss = torch.nn.functional.cross_entropy(
         build_with_low_threshold(_PINNED, beta=10.0)(rows[:, :2]), rows[:, 2])
@@ -110,8 +167,7 @@ def test_a_low_threshold_misses_the_pretraining_level():
 
 @pytest.mark.mutant("training-dynamics.knowledge-storage-construction")
 def test_attention_that_does_not_filter_extracts_nothing():
-    report = expect_failure(knowledge.storage_check(build=build_without_filtering))
-    assert "Failing explicit example" in report
+    storage_fails_at(build_without_filtering, "Q&A accuracy differs")
     qa = _PINNED.qa_rows()
     logits = build_without_filtering(_PINNED)(qa[:, :4])
     assert bool((logits == 0).all())     # nothing fires, reachable facts included
@@ -125,6 +181,26 @@ def test_a_violated_multiplicity_condition_breaks_the_covering_arm():
     violated = {"n_templates": 16, "multiplicity": 1, "n_finetune": 2}
     report = expect_failure(knowledge.extraction_check({"arms": {"covering": violated}}))
     assert "covering arm" in report
+
+
+@pytest.mark.training
+@pytest.mark.mutant("training-dynamics.knowledge-extraction-gd")
+def test_five_pre_training_steps_do_not_store_the_facts():
+    """(i) alone: the covering arm (run first) stopped after 5 of its 200 pre-training steps."""
+    report = expect_failure(knowledge.extraction_check({"pretrain_steps": 5}))
+    assert report.startswith("covering: the pre-training loss ends at"), report
+
+
+@pytest.mark.training
+@pytest.mark.mutant("training-dynamics.knowledge-extraction-gd")
+def test_a_covered_hallucination_arm_does_not_hallucinate():
+    """(iii): the hallucination arm given the covering arm's world (every tested fact
+    reachable, oracle level 1), so its full fine-tuning extracts as much as the covering arm;
+    (i) and (ii) are the unmutated run's."""
+    covered = dict(ARMS["covering"])
+    report = expect_failure(knowledge.extraction_check(
+        {"arms": {"covering": covered, "hallucination": covered}}))
+    assert report.startswith("the arms' full fine-tuning extractions differ by"), report
 
 
 def test_the_pinned_world_has_reachable_and_unreachable_facts():

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import pytest
 import torch
+from hypothesis.errors import InvalidArgument
 
 from constructions.conditioned_init import (
     attention_jacobian,
@@ -16,6 +18,7 @@ from constructions.conditioned_init import (
 )
 from constructions.grokking_lazy_rich import (
     QuadraticNet,
+    linearised_statistics,
     ntk_regression,
     quadratic_net,
     quadratic_test_loss,
@@ -31,6 +34,20 @@ from constructions.truth_encoding import (
 from theorems.areas.training_dynamics import conditioning, grokking, scan_snap, truth
 from theorems.evidence import expect_failure
 from theorems.numerics import gamma, unit_roundoff
+from theorems.profiles import without_shrinking
+
+
+def fails_at(check, match: str, **case) -> str:
+    """The Hypothesis check fails, and on the pinned ``case`` it fails at the assertion whose
+    message matches ``match`` (the sentence the mutant breaks); returns that message."""
+    try:
+        quick = without_shrinking()(check)
+    except InvalidArgument:     # already decorated with settings (theorems.profiles.budget)
+        quick = check
+    expect_failure(quick)
+    with pytest.raises(AssertionError, match=match) as raised:
+        check.hypothesis.inner_test(**case)
+    return str(raised.value)
 
 
 def semi_orthogonal_tolerance(m: int, n: int, stored: float = 0.0) -> float:
@@ -79,19 +96,65 @@ def test_a_miscounted_isserlis_term_fails_the_exact_expectation():
     assert "Isserlis gives" in report
 
 
+def ridge_regression(net, task):
+    """Kernel ridge regression, (K + I) a = y: a smooth fit that does not interpolate."""
+    from constructions.grokking_lazy_rich import ntk_gram
+
+    K = ntk_gram(net, task.X)
+    a = torch.linalg.solve(K + torch.eye(K.shape[0], dtype=K.dtype), task.y)
+    scale = 1 + net.eps * task.X @ net.W0.T                       # (P, N)
+    return net.alpha / net.W0.shape[0] * (scale * a[:, None]).T @ task.X
+
+
+def statistics_without_the_half(net, delta_W, beta):
+    """S with sym(M) = M + M^T (the 1/2 dropped): twice the predictor's quadratic part."""
+    g, delta = linearised_statistics(net, delta_W, beta)
+    return g, 2 * delta + beta[:, None] * beta[None, :] / 2
+
+
 @pytest.mark.mutant("training-dynamics.grokking-ntk-level")
 def test_the_wrong_kernel_misses_the_ntk_level():
+    """The kernel without its eps-term: the weights it gives do not interpolate through the
+    network's true gradient features."""
     report = expect_failure(grokking.ntk_level_check(
         regression=regression_without_feature_gradients, cases=grokking.NTK_CASES[:1]))
-    assert "misses the targets" in report or "NTK level" in report
+    assert "misses the targets" in report, report
+
+
+@pytest.mark.mutant("training-dynamics.grokking-ntk-level")
+def test_a_ridge_predictor_does_not_interpolate():
+    report = expect_failure(grokking.ntk_level_check(regression=ridge_regression,
+                                                     cases=grokking.NTK_CASES[:1]))
+    assert "misses the targets" in report, report
+
+
+@pytest.mark.mutant("training-dynamics.grokking-ntk-level")
+def test_a_doubled_quadratic_part_misses_the_kernel_predictors_loss():
+    """The statistics sentence alone: the interpolation (through the weights) holds, the
+    level computed from (g, 2S) is not the kernel predictor's Monte Carlo loss."""
+    report = expect_failure(grokking.ntk_level_check(statistics=statistics_without_the_half,
+                                                     cases=grokking.NTK_CASES[:1]))
+    assert "exact NTK level" in report, report
 
 
 @pytest.mark.training
 @pytest.mark.mutant("training-dynamics.grokking-alpha-controls-laziness")
 def test_frozen_features_do_not_beat_the_ntk_level():
-    report = expect_failure(grokking.alpha_check({"steps": 600, "seeds": 1},
-                                                 freeze_features=True))
-    assert "NTK level" in report
+    """Seed 0's run of the claim (4000 steps; the unmutated run passes there), with the
+    network moved along its linearisation: alpha = 0.3 ends at about 1.35 x the NTK level.
+    (At 600 steps the unmutated network is above that level too, so it would not tell.)"""
+    report = expect_failure(grokking.alpha_check({"seeds": 1}, freeze_features=True))
+    assert report.startswith("alpha=0.3: test loss ends at"), report
+
+
+@pytest.mark.training
+@pytest.mark.mutant("training-dynamics.grokking-alpha-controls-laziness")
+def test_a_ten_times_larger_eps_is_not_lazy_at_alpha_ten():
+    """Seed 0's run with eps = 0.2 for 0.02: alpha = 0.3 and 1 still end below the NTK level
+    (about 0.005 and 0.045 of it), but at alpha = 10 the network leaves its linearisation by
+    about 0.44 (relative), above 0.1: the lazy sentence alone fails."""
+    report = expect_failure(grokking.alpha_check({"seeds": 1, "eps": 0.2}))
+    assert report.startswith("alpha=10: the network leaves its linearisation"), report
 
 
 def test_the_closed_form_vanishes_at_the_rank_one_solution():
@@ -124,10 +187,13 @@ def shift_column(Z, row, constant):
     return out
 
 
+PINNED_YZ = (torch.zeros(2, 2, dtype=torch.float64), torch.tensor([[0, 1, 1, 0]]))
+
+
 @pytest.mark.mutant("training-dynamics.scan-snap-long-sequence-limit")
 def test_a_residual_breaks_the_count_form():
-    report = expect_failure(scan_snap.count_check(build=partial(YZModel, residual=True)))
-    assert "Failing explicit example" in report or "count form" in report
+    fails_at(scan_snap.count_check(build=partial(YZModel, residual=True)),
+             "differs from the count form", case=PINNED_YZ)
 
 
 @pytest.mark.mutant("training-dynamics.scan-snap-long-sequence-limit")
@@ -135,12 +201,13 @@ def test_the_wrong_limit_does_not_decay():
     report = expect_failure(scan_snap.rate_check(limit=limit_ignoring_the_context_distribution,
                                                  lengths=(64, 256, 1024, 4096),
                                                  sequences=300))
-    assert "not T^-1" in report or "constant" in report
+    assert "not T^-1" in report, report
 
 
 @pytest.mark.mutant("training-dynamics.scan-snap-row-gauge")
 def test_a_column_shift_is_not_a_gauge():
-    assert "Failing explicit example" in expect_failure(scan_snap.gauge_check(shift=shift_column))
+    fails_at(scan_snap.gauge_check(shift=shift_column), "moved an attention weight",
+             case=PINNED_YZ, row=0, constant=1.0)
 
 
 @pytest.mark.training
@@ -217,18 +284,46 @@ def process_with_false_attributes_never_true(n_subjects, n_attributes, rho, *, s
     return Shifted(base.n_subjects, base.n_attributes, base.rho, base.truth)
 
 
+def levels_in_bits(rho, n):
+    """L_0 in bits (log2 |A|): the other two levels unchanged."""
+    L0, Lmem, Ltruth = truth_levels(rho, n)
+    return L0 / math.log(2), Lmem, Ltruth
+
+
+def levels_with_a_memoriser_that_ignores_lucky_draws(rho, n):
+    """H_mix with q replaced by rho: a false draw that hits g(s) forgotten."""
+    L0, _, Ltruth = truth_levels(rho, n)
+    return L0, -rho * math.log(rho) - (1 - rho) * math.log((1 - rho) / n), Ltruth
+
+
+@pytest.mark.mutant("training-dynamics.truth-loss-levels")
+def test_a_uniform_level_in_bits_is_not_log_a():
+    report = expect_failure(truth.levels_check(levels=levels_in_bits, cases=((0.5, 5),),
+                                               samples=20_000))
+    assert "is not log|A|" in report, report
+
+
+@pytest.mark.mutant("training-dynamics.truth-loss-levels")
+def test_a_memoriser_level_without_lucky_draws_misses_its_predictor():
+    """(ii) alone: at rho = 1/2, |A| = 5 the mutant's 1.498 against the memoriser's 1.228."""
+    report = expect_failure(truth.levels_check(
+        levels=levels_with_a_memoriser_that_ignores_lucky_draws, cases=((0.5, 5),),
+        samples=20_000))
+    assert "L_mem closed form" in report, report
+
+
 @pytest.mark.mutant("training-dynamics.truth-loss-levels")
 def test_an_unaveraged_truth_level_misses_its_predictor():
     report = expect_failure(truth.levels_check(levels=levels_of_the_second_token_only,
                                                cases=((0.5, 50),), samples=20_000))
-    assert "L_truth closed form" in report
+    assert "L_truth closed form" in report, report
 
 
 @pytest.mark.mutant("training-dynamics.truth-loss-levels")
 def test_a_different_false_attribute_law_breaks_the_levels():
     report = expect_failure(truth.levels_check(
         process=process_with_false_attributes_never_true, cases=((0.5, 5),), samples=50_000))
-    assert "Monte Carlo" in report
+    assert "L_mem closed form" in report, report
 
 
 @pytest.mark.slow
@@ -237,6 +332,15 @@ def test_without_truth_co_occurrence_the_truth_level_is_not_reached():
     """The two facts' truths drawn independently: the a' token can only reach L_mem."""
     report = expect_failure(truth.phases_check({"co_occurrence": False}))
     assert "Bayes level" in report
+
+
+@pytest.mark.training
+@pytest.mark.mutant("training-dynamics.truth-two-phases")
+def test_a_hundred_steps_do_not_reach_the_memorisation_level():
+    """The end levels, cut to 100 of the 2000 steps: the a-token loss is still far above
+    L_mem (it starts at about log|A| = 3.9, L_mem = 2.6)."""
+    report = expect_failure(truth.phases_check({"steps": 100}))
+    assert report.startswith("the a-token loss ends"), report
 
 
 @pytest.mark.slow
@@ -267,10 +371,29 @@ def inverse_condition_number(J):
     return 1 / condition_number(J)
 
 
+def value_path_flat_at_the_identity(X, W_Q, W_K, W_V):
+    """Y = AX (W_V + (W_V - I)^2) (entrywise square): its W_V-Jacobian is exactly AX ⊗ I at
+    W_V = I (the derivative 1 + 2(W_V - I) is 1 there) and not at any other W_V."""
+    eye = torch.eye(*W_V.shape, dtype=W_V.dtype)
+    return attention_layer(X, W_Q, W_K, W_V + (W_V - eye) ** 2)
+
+
+#: the check's pinned example: X = diag(1, 2), W_Q = W_K = W_V = I, the other W_V = 2I
+PINNED_LAYER = (torch.tensor([[1.0, 0.0], [0.0, 2.0]], dtype=torch.float64),
+                *(torch.eye(2, dtype=torch.float64),) * 3, 2 * torch.eye(2, dtype=torch.float64))
+
+
 @pytest.mark.mutant("training-dynamics.conditioned-init-value-jacobian")
 def test_a_nonlinear_value_path_is_not_a_kronecker_product():
-    report = expect_failure(conditioning.value_jacobian_check(layer=value_path_through_tanh))
-    assert "Failing explicit example" in report
+    fails_at(conditioning.value_jacobian_check(layer=value_path_through_tanh),
+             "J_V differs from AX ⊗ I", case=PINNED_LAYER)
+
+
+@pytest.mark.mutant("training-dynamics.conditioned-init-value-jacobian")
+def test_a_value_path_flat_only_at_the_identity_depends_on_w_v():
+    """Kronecker at the first W_V, so only the sentence 'do not depend on W_V' breaks."""
+    fails_at(conditioning.value_jacobian_check(layer=value_path_flat_at_the_identity),
+             "J_V at another W_V differs", case=PINNED_LAYER)
 
 
 @pytest.mark.mutant("training-dynamics.conditioned-init-condition-number")

@@ -251,8 +251,7 @@ KE_GD = Claim(
                r"0.125$); (iii) in the hallucination arm ($M = 16$, $K = 1$, $n_f = 2$) full "
                r"fine-tuning extracts at most the covering oracle's level on the drawn world "
                r"(reachable fraction $+$ the rest at $1/V$) plus 0.1, and at least 0.4 less "
-               r"than in the covering arm. Recorded, not asserted: rank-one fine-tuning in "
-               r"the hallucination arm, and the pre-training loss after fine-tuning."),
+               r"than in the covering arm."),
     source=(ABSTRACT_V4,
             Source(where="Abstract (v1): near-optimal training loss in pre-training; low "
                          "error on facts learned in pre-training but not reinforced in "
@@ -272,7 +271,9 @@ KE_GD = Claim(
         "training-dynamics.knowledge-storage-construction":
             "the Bayes level 0 the pre-training loss is held to is attained by the storage "
             "construction; gradient descent trains a model of its own"},
-    notes=("Measured at this config on seeds 0, 1, 2 (only seed 0's run is claimed: the "
+    notes=("Recorded, not asserted: rank-one fine-tuning in the hallucination arm, and the "
+           "pre-training loss after fine-tuning. "
+           "Measured at this config on seeds 0, 1, 2 (only seed 0's run is claimed: the "
            "means of three seeds decide nothing about the law over seeds, and a sign-test "
            "interval needs at least six; an earlier (iv) asserted those means): covering arm "
            "full 0.78 / 0.63 / "

@@ -150,9 +150,7 @@ TS_PHASES = Claim(
                r"with an accuracy within 0.02 of the Bayes accuracy $q\max(\pi, 1-\pi) + "
                r"(1 - q)$, while the same probe fitted to shuffled labels has an accuracy within "
                r"0.05 of 1/2: each accuracy decided by the 95% Clopper-Pearson interval from "
-               r"2048 further held-out examples lying inside the band. "
-               r"Recorded, not asserted: the fraction of training that the $a'$ loss spends "
-               r"within 0.05 of $L_{mem}$ (the abstract's first phase as a plateau)."),
+               r"2048 further held-out examples lying inside the band."),
     source=(Source(where="Abstract: a one-layer transformer toy model; networks first memorise "
                          "individual factual associations, then learn to linearly separate "
                          "true from false", tag="V", **RAVFOGEL),
@@ -161,7 +159,9 @@ TS_PHASES = Claim(
     kind="dynamics",
     construction="constructions.truth_encoding:truth_process",
     depends_on=("training-dynamics.truth-loss-levels",),
-    notes=("At this size the two phases overlap: the a' loss passes L_mem within a few "
+    notes=("Recorded, not asserted: the fraction of training that the a' loss spends within "
+           "0.05 of L_mem (the abstract's first phase as a plateau). "
+           "At this size the two phases overlap: the a' loss passes L_mem within a few "
            "hundred steps and spends under 10% of training near it, so the plateau of the "
            "catalogue's TS.4 does not show; the end levels and the linear probe do."),
 )

@@ -56,15 +56,21 @@ def brute_force(tokens: tuple[int, ...], k: int):
     A string is Dyck iff deleting matched adjacent pairs empties it; a prefix whose reduction
     keeps a close bracket can never be completed (ERROR); otherwise its top is the last open.
     """
-    tops, depths = [], []
-    for i in range(1, len(tokens) + 1):
-        reduced = reduce_pairs(tokens[:i], k)
-        depths.append(sum(1 if t < k else -1 for t in tokens[:i]))
-        if any(t >= k for t in reduced):
-            tops.append(ERROR)
-        else:
-            tops.append(reduced[-1] if reduced else EMPTY)
-    return not reduce_pairs(tokens, k), tuple(depths), tuple(tops)
+    tokens = tuple(tokens)
+    facts = [_prefix_facts(tokens[:i], k) for i in range(1, len(tokens) + 1)]
+    depths, tops = zip(*facts, strict=True) if facts else ((), ())
+    return not reduce_pairs(tokens, k), depths, tops
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _prefix_facts(prefix: tuple[int, ...], k: int) -> tuple[int, int]:
+    """The depth and stack top of one prefix, from the definitions (cached: the exhaustive
+    check enumerates words by length, so it meets every prefix first as a word of its own)."""
+    reduced = reduce_pairs(prefix, k)
+    depth = sum(1 if t < k else -1 for t in prefix)
+    if any(t >= k for t in reduced):
+        return depth, ERROR
+    return depth, reduced[-1] if reduced else EMPTY
 
 
 # --- PR.2: the oracle ----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from fractions import Fraction
 
 import torch
 from hypothesis import example, given
@@ -172,41 +173,65 @@ ISSERLIS_POINTS = 2
 def isserlis_check(loss=quadratic_test_loss, dims=((2, 2), (3, 1))):
     """SymPy: expand E_x over Gaussian monomials (Isserlis, diagonal covariance) for symbolic
     weights and prove it equal to the closed form; then evaluate ``loss`` (the torch
-    implementation) at rational points against the exact rational expectation."""
+    implementation) at rational points against the exact rational expectation.
+
+    The algebra runs in SymPy's sparse polynomial ring over QQ (``sympy.polys.rings``): its
+    elements are kept expanded, with exact rational coefficients, and compare equal exactly
+    when they are the same polynomial, which is what expanding ``Expr`` trees established,
+    at a fraction of the cost."""
     def run():
-        import sympy as sp
+        from sympy.polys.domains import QQ
+        from sympy.polys.rings import ring
 
         rows = []
         for dim, width in dims:
-            x = sp.symbols(f"x0:{dim}")
-            W = sp.Matrix(width, dim, lambda i, j: sp.Symbol(f"w{i}_{j}"))
-            W0 = sp.Matrix(width, dim, lambda i, j: sp.Symbol(f"v{i}_{j}"))
-            beta = sp.Matrix(sp.symbols(f"b0:{dim}"))
-            alpha, eps = sp.symbols("alpha epsilon", positive=True)
-            X = sp.Matrix(x)
+            names = ([f"x{j}" for j in range(dim)]
+                     + [f"w{i}_{j}" for i in range(width) for j in range(dim)]
+                     + [f"v{i}_{j}" for i in range(width) for j in range(dim)]
+                     + [f"b{j}" for j in range(dim)] + ["alpha", "epsilon"])
+            _, *gens = ring(names, QQ)
+            x = gens[:dim]
+            W = [gens[dim * (1 + i):dim * (2 + i)] for i in range(width)]
+            W0 = [gens[dim * (1 + width + i):dim * (2 + width + i)] for i in range(width)]
+            beta = gens[dim * (1 + 2 * width):dim * (2 + 2 * width)]
+            alpha, eps = gens[-2:]
 
-            def f(weights, X=X, alpha=alpha, eps=eps, width=width):
-                z = weights * X
-                return alpha * sum(z[i] + eps / 2 * z[i] ** 2 for i in range(width)) / width
+            def f(weights, x=x, alpha=alpha, eps=eps, width=width, dim=dim):
+                z = [sum(row[j] * x[j] for j in range(dim)) for row in weights]
+                return alpha * sum(zi + eps / 2 * zi ** 2 for zi in z) / width
 
-            residual = sp.expand((f(W) - f(W0) - (beta.T * X)[0] ** 2 / 2) ** 2)
-            expectation = sum(coeff * _gaussian_moment(powers, dim)
-                              for powers, coeff in sp.Poly(residual, *x).terms())
-            g = alpha * (W - W0).T * sp.ones(width, 1) / width
-            delta = alpha * eps / 2 * (W.T * W - W0.T * W0) / width - beta * beta.T / 2
-            closed = ((g.T * g)[0] / dim + delta.trace() ** 2 / dim ** 2
-                      + 2 * sum(e ** 2 for e in delta) / dim ** 2)
-            assert sp.expand(expectation - closed) == 0, (
+            bx = sum(b * xj for b, xj in zip(beta, x, strict=True))
+            residual = (f(W) - f(W0) - bx ** 2 / 2) ** 2
+            # E_x term by term: a monomial's x-part becomes its Gaussian moment
+            expectation = residual.ring({
+                (0,) * dim + monomial[dim:]: coeff * QQ(moment.numerator, moment.denominator)
+                for monomial, coeff in residual.terms()
+                if (moment := _gaussian_moment(monomial[:dim], dim))})
+            g = [alpha * sum(W[i][j] - W0[i][j] for i in range(width)) / width
+                 for j in range(dim)]
+            delta = [[alpha * eps / 2 * sum(W[k][i] * W[k][j] - W0[k][i] * W0[k][j]
+                                            for k in range(width)) / width
+                      - beta[i] * beta[j] / 2 for j in range(dim)] for i in range(dim)]
+            closed = (sum(e ** 2 for e in g) / dim + sum(delta[i][i] for i in range(dim)) ** 2
+                      / dim ** 2 + 2 * sum(e ** 2 for row in delta for e in row) / dim ** 2)
+            assert expectation == closed, (
                 f"D={dim}, N={width}: E_x differs from the closed form by "
-                f"{sp.factor(expectation - closed)}")
+                f"{(expectation - closed).as_expr().factor()}")
+            # the weights' symbols (those of the residual that are not x), sorted by name
+            free = sorted((n for n, k in zip(names, residual.degrees(), strict=True)
+                           if k and not n.startswith("x")))
             for k in range(ISSERLIS_POINTS):   # the implementation against the exact value
-                point = {s: sp.Rational((7 * n + 3 * k) % 11 - 5, 4)
-                         for n, s in enumerate(sorted(residual.free_symbols - set(x),
-                                                      key=str))}
-                exact = expectation.subs(point)
-                gn = torch.tensor([float(e.subs(point)) for e in g], dtype=torch.float64)
-                dn = torch.tensor([[float(delta[i, j].subs(point)) for j in range(dim)]
-                                   for i in range(dim)], dtype=torch.float64)
+                point = [QQ((7 * free.index(n) + 3 * k) % 11 - 5, 4) if n in free else QQ(0)
+                         for n in names]
+
+                def at(element, point=point):
+                    value = element(*point)
+                    return Fraction(int(value.numerator), int(value.denominator))
+
+                exact = at(expectation)
+                gn = torch.tensor([float(at(e)) for e in g], dtype=torch.float64)
+                dn = torch.tensor([[float(at(e)) for e in row] for row in delta],
+                                  dtype=torch.float64)
                 value = float(loss(gn, dn))
                 # Each input entry is rounded once (relative u). The loss adds D + D^2 + D
                 # products after <= D + 2 operations each; the trace may cancel, but
@@ -224,16 +249,14 @@ def isserlis_check(loss=quadratic_test_loss, dims=((2, 2), (3, 1))):
     return run
 
 
-def _gaussian_moment(powers, dim: int):
+def _gaussian_moment(powers, dim: int) -> Fraction:
     """E prod_i x_i^{k_i} for independent x_i ~ N(0, 1/D): Isserlis' theorem with a diagonal
     covariance factorises into (k_i - 1)!! D^{-k_i/2}, and odd moments vanish."""
-    import sympy as sp
-
-    value = sp.Integer(1)
+    value = Fraction(1)
     for k in powers:
         if k % 2:
-            return sp.Integer(0)
-        value *= sp.factorial2(k - 1) * sp.Rational(1, dim) ** (k // 2)
+            return Fraction(0)
+        value *= math.prod(range(k - 1, 0, -2)) * Fraction(1, dim) ** (k // 2)
     return value
 
 

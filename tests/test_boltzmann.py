@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import math
-import warnings
 
 import pytest
 import torch
-from hypothesis.errors import HypothesisDeprecationWarning, InvalidArgument
+from killed import fails_at
 
 from constructions.boltzmann import (
     boltzmann,
@@ -24,7 +23,6 @@ from theorems.areas.boltzmann import operator as operator_checks
 from theorems.areas.boltzmann._shared import SATURATED, SPREAD, TWO_POINT
 from theorems.evidence import expect_failure
 from theorems.numerics import gamma
-from theorems.profiles import without_shrinking
 
 
 def hardmax_operator(a, beta=1.0, dim=-1):
@@ -54,18 +52,6 @@ def with_hardmax(module):
     return module
 
 
-def fails_at(check, match: str, **case) -> None:
-    """The Hypothesis check fails, and on the pinned ``case`` it fails at the assertion whose
-    message matches ``match`` (the sentence the mutant breaks)."""
-    try:
-        quick = without_shrinking()(check)
-    except InvalidArgument:     # already decorated with settings (theorems.profiles.budget)
-        quick = check
-    expect_failure(quick)
-    # a check that calls assume() warns when run outside Hypothesis; the pinned case holds it
-    with warnings.catch_warnings(), pytest.raises(AssertionError, match=match):
-        warnings.simplefilter("ignore", HypothesisDeprecationWarning)
-        check.hypothesis.inner_test(**case)
 
 
 # --- mutants: BZ.1 ---------------------------------------------------------------------------

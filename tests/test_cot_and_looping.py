@@ -1,13 +1,11 @@
 """Mutants and bad input for the cot-and-looping area (theorems/areas/cot_and_looping/)."""
 
-import re
-import warnings
 from functools import partial
 
+import killed
 import numpy as np
 import pytest
 import torch
-from hypothesis.errors import HypothesisDeprecationWarning
 from rerounded_weights import rerounded
 
 from constructions import cot2, dyck, icdl
@@ -16,17 +14,8 @@ from theorems.areas.cot_and_looping import cot2_definitions, cot2_sampled
 from theorems.areas.cot_and_looping import dyck as dyck_checks
 from theorems.areas.cot_and_looping import icdl as icdl_checks
 from theorems.evidence import expect_failure
-from theorems.profiles import without_shrinking
 
-
-def fails_at(check, message: str, **example) -> None:
-    """The mutant fails its Hypothesis check, and on the pinned ``example`` at the assertion
-    saying ``message`` (a Hypothesis report names only the falsifying example)."""
-    expect_failure(without_shrinking()(check))
-    with warnings.catch_warnings():  # gd_check's assume(), here on a pinned example that holds
-        warnings.simplefilter("ignore", HypothesisDeprecationWarning)
-        with pytest.raises(AssertionError, match=re.escape(message)):
-            check.hypothesis.inner_test(**example)
+fails_at = partial(killed.fails_at, literal=True)  # messages as plain text
 
 
 # --- CoT2 ---------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from functools import partial
 
 import pytest
 import torch
-from hypothesis.errors import InvalidArgument
+from killed import fails_at
 
 from constructions.icl_regression import (
     cot_prompt,
@@ -48,7 +48,6 @@ from theorems.certificates import (
 )
 from theorems.evidence import expect_failure
 from theorems.numerics import gamma
-from theorems.profiles import without_shrinking
 
 # --- the mutant constructions --------------------------------------------------------------
 
@@ -119,17 +118,6 @@ def pinned_gd_case():
     return X, y, x_query, 0.5, torch.randn(2, 2, generator=generator, dtype=torch.float64)
 
 
-def fails_at(check, match: str, **case) -> None:
-    """The Hypothesis check fails, and on the pinned ``case`` it fails at the assertion whose
-    message matches ``match`` (the sentence the mutant breaks). A check with a budget of its
-    own keeps its settings (and shrinks)."""
-    try:
-        quick = without_shrinking()(check)
-    except InvalidArgument:     # already decorated with settings (theorems.profiles.budget)
-        quick = check
-    expect_failure(quick)
-    with pytest.raises(AssertionError, match=match):
-        check.hypothesis.inner_test(**case)
 
 
 # --- mutants ---------------------------------------------------------------------------------

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import re
 from fractions import Fraction
 
+import killed
 import numpy as np
 import pytest
 import torch
@@ -32,15 +32,7 @@ from theorems.numerics import gamma, unit_roundoff
 from theorems.profiles import budget
 from theorems.strategies import seeds
 
-
-def fails_at(check, match: str, **case) -> str:
-    """The Hypothesis check fails, and on the pinned ``case`` it fails at the assertion whose
-    message contains ``match`` (the sentence the mutant breaks: the assertions before it hold
-    there). Returns the check's failure report."""
-    report = expect_failure(check)
-    with pytest.raises(AssertionError, match=re.escape(match)):
-        check.hypothesis.inner_test(**case)
-    return report
+fails_at = functools.partial(killed.fails_at, literal=True)  # messages as plain text
 
 
 # --- spatial induction heads -------------------------------------------------------------------

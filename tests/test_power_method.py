@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-import warnings
 
+import killed
 import numpy as np
 import pytest
 import torch
-from hypothesis.errors import HypothesisDeprecationWarning
 
 import empirics.power_method as pm_empirics
 from constructions.power_method import (
@@ -95,15 +94,7 @@ def cancelling_moving_the_data(d, rho, **kwargs):
     return _with_blocks(residual_cancelling_layer(d, rho), False, W21=0.05)
 
 
-def killed_at(check, match: str, **example) -> str:
-    """The check fails, and on the pinned ``example`` it fails at the assertion whose message
-    matches ``match``: the sentence's own (a Hypothesis report names only the example)."""
-    report = expect_failure(check)
-    # the checks' assume() on a pinned example that satisfies it only warns outside Hypothesis
-    with warnings.catch_warnings(), pytest.raises(AssertionError, match=match):
-        warnings.simplefilter("ignore", HypothesisDeprecationWarning)
-        check.hypothesis.inner_test(**example)
-    return report
+killed_at = killed.fails_at
 
 
 PLAIN = (_PLAIN_X, _PLAIN_A, 2, 10.0)
@@ -158,7 +149,7 @@ def test_wrong_sign_breaks_the_convergence_sweep():
 @pytest.mark.parametrize("shifts", [{"upper_shift": 1}, {"lower_shift": -1}])
 def test_bound_exponent_off_by_one_fails(shifts):
     killed_at(looped_model.iteration_bounds_check(**shifts), r"^power method: sin\(phi_L\)",
-              case=looped_model._aligned_case(), log_rho=2.0)
+              case=looped_model._ALIGNED_CASE, log_rho=2.0)
 
 
 @pytest.mark.mutant("power-method.iteration-bounds")
@@ -167,7 +158,7 @@ def test_a_looped_model_with_a_tenth_of_the_shift_breaks_the_finite_rho_bounds()
     rho lambda_1/10), slower than the bound's (1 + rho lambda_2)/(1 + rho lambda_1)."""
     killed_at(looped_model.iteration_bounds_check(build=a_tenth_of_the_shift),
               r"^looped model \(rho=100\): sin\(phi_L\)",
-              case=looped_model._aligned_case(), log_rho=2.0)
+              case=looped_model._ALIGNED_CASE, log_rho=2.0)
 
 
 @pytest.mark.mutant("power-method.iteration-bounds")

@@ -7,7 +7,7 @@ from functools import partial
 
 import pytest
 import torch
-from hypothesis.errors import InvalidArgument
+from killed import fails_at
 
 from constructions.conditioned_init import (
     attention_jacobian,
@@ -34,20 +34,6 @@ from constructions.truth_encoding import (
 from theorems.areas.training_dynamics import conditioning, grokking, scan_snap, truth
 from theorems.evidence import expect_failure
 from theorems.numerics import gamma, unit_roundoff
-from theorems.profiles import without_shrinking
-
-
-def fails_at(check, match: str, **case) -> str:
-    """The Hypothesis check fails, and on the pinned ``case`` it fails at the assertion whose
-    message matches ``match`` (the sentence the mutant breaks); returns that message."""
-    try:
-        quick = without_shrinking()(check)
-    except InvalidArgument:     # already decorated with settings (theorems.profiles.budget)
-        quick = check
-    expect_failure(quick)
-    with pytest.raises(AssertionError, match=match) as raised:
-        check.hypothesis.inner_test(**case)
-    return str(raised.value)
 
 
 def semi_orthogonal_tolerance(m: int, n: int, stored: float = 0.0) -> float:

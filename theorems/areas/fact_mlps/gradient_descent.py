@@ -3,13 +3,13 @@ r"""Gradient-descent-trained gated MLPs against the encoder-decoder construction
 from __future__ import annotations
 
 import functools
-import math
 
 import pytest
 
-from theorems.areas.fact_mlps._shared import DUGAN, t_quantile
+from theorems.areas.fact_mlps._shared import DUGAN
 from theorems.claims import Claim, Source
-from theorems.evidence import check, evidence, expect_failure
+from theorems.evidence import check, decide, evidence, expect_failure
+from theorems.intervals import median_interval
 
 # --- FM.6: gradient descent against the construction -------------------------------------------
 
@@ -36,14 +36,16 @@ FM_GD_CHEAPER = Claim(
 
 FM_GD = Claim(
     id="fact-mlps.gd-matches-construction",
-    title="GD's parameter count grows with F at the construction's rate (not on the "
+    title="GD's parameter count grows with F at the construction's rate (undecided on the "
           "catalogue's experiment)",
     statement=(
         r"With $P_{GD}(F)$ and $P_C(F)$ as in fact-mlps.gd-cheaper, on the catalogue's experiment "
         r"($d = 32$, $|V| = 64$, $F \in \{64, 128, 256, 512\}$, at most 1500 Adam steps, three "
-        r"seeds), the least-squares slopes of $\log P_{GD}$ and $\log P_C$ against $\log F$ "
-        r"agree within their 95% confidence intervals: GD matches the construction's "
-        r"facts-per-parameter scaling."),
+        r"seeds), the least-squares slopes of $\log P_{GD}$ and $\log P_C$ against $\log F$, "
+        r"fitted per seed over its four $F$, differ by 0 in median over seeds: GD matches the "
+        r"construction's facts-per-parameter scaling. The seeds are the units (the points of "
+        r"one seed share its initialisations across $F$), and the 95% sign-test interval of "
+        r"the median per-seed difference decides."),
     source=(Source(where="Abstract: the encoder-decoder matches GD's facts-per-parameter "
                          "asymptotics across all inputs and outputs tested", tag="V", **DUGAN),
             Source(where="the finite-range test of that claim (this project)", tag="D",
@@ -52,14 +54,20 @@ FM_GD = Claim(
     construction="constructions.fact_mlps:encoder_decoder_mlp",
     depends_on=("fact-mlps.gd-cheaper", "fact-mlps.parameter-efficiency"),
     correction=(
-        r"On this experiment GD's parameter count grows markedly more slowly than the "
-        r"construction's (slope about 0.6 against about 1.0): GD is still pre-asymptotic, its "
-        r"bits per parameter rising from about 1 to about 2.5 between $F = 64$ and $512$, while "
-        r"the construction's stay near its limit (fact-mlps.parameter-efficiency). A finite "
-        r"range cannot refute an asymptotic statement; what holds is that GD is cheaper at "
-        r"every $F$ (fact-mlps.gd-cheaper), and that both slopes must approach 1 if GD's bits "
-        r"per parameter stay bounded. Matching slopes would need larger $F/d$."),
+        r"Undecided: on the published seeds 0, 1, 2 the construction's per-seed slope exceeds "
+        r"GD's by 0.40, 0.43 and 0.51 (GD about 0.6, the construction about 1.0), but a "
+        r"sign-test interval from three seeds has coverage at most $1 - 2^{-2} = 75\%$, so at "
+        r"95% it decides nothing; six seeds from independent streams, all on one side, would. "
+        r"The pooled fit over the 12 points (slopes $0.59 \pm 0.03$ against $1.03 \pm 0.05$) "
+        r"does not decide either: its standard errors treat the points of one seed as "
+        r"independent. A finite range cannot refute an asymptotic statement; what holds is "
+        r"that GD is cheaper at every $F$ tested (fact-mlps.gd-cheaper)."),
     refutes="finite-test",
+    notes=("The published streams are not independent in the sense of theorems.intervals: a "
+           "seed s draws its fact sets from torch seeds 1000 s + F and its width-h "
+           "initialisation from s * 7919 + h (the same for every F), and its construction from "
+           "torch seed s, which seed 0's initialisations of widths 1-4 reuse. "
+           "empirics/fact_mlps.py is left as published (changing it makes the results stale)."),
 )
 
 
@@ -130,31 +138,50 @@ def gd_width_sweep_full():
 test_gd_width_sweep_full = check(FM_GD_CHEAPER, "empirical")(gd_width_sweep_full)
 
 
-def slopes_match_check(data=width_sweep_data):
-    """The claim as stated: the two log-log slopes agree within their 95% intervals."""
-    def run() -> None:
-        from empirics.fact_mlps import width_slopes
+def slope_differences(points: list[dict]) -> list[float]:
+    """Per seed with a GD width at every F: the construction's log-log slope minus GD's."""
+    from empirics.compare import loglog_slope
 
-        m = width_slopes(data()["points"])
-        dof = min(m["gd_points"], m["construction_points"]) - 2
-        allowed = t_quantile(dof) * math.hypot(m["gd_slope_se"], m["construction_slope_se"])
-        gap = abs(m["gd_slope"] - m["construction_slope"])
-        assert gap <= allowed, (f"slopes differ: GD {m['gd_slope']:.2f} ± {m['gd_slope_se']:.2f}"
-                                f", construction {m['construction_slope']:.2f} ± "
-                                f"{m['construction_slope_se']:.2f} (allowed gap {allowed:.2f})")
+    differences = []
+    for seed in sorted({p["seed"] for p in points}):
+        rows = [p for p in points if p["seed"] == seed]
+        if all(p["params"] is not None for p in rows):
+            F = [p["num_facts"] for p in rows]
+            differences.append(loglog_slope(F, [p["construction_params"] for p in rows])["slope"]
+                               - loglog_slope(F, [p["params"] for p in rows])["slope"])
+    return differences
+
+
+def slopes_match_check(data=width_sweep_data):
+    """The claim as stated: the median per-seed slope difference is 0. An interval that
+    contains 0 ends the check inconclusive (decide); one that excludes it fails it."""
+    def run() -> None:
+        differences = slope_differences(data()["points"])
+        interval = median_interval(differences, 0.95)
+        side = decide(SLOPE_GAP, interval, threshold=0.0)
+        raise AssertionError(
+            f"slopes differ: per-seed construction - GD slope {[round(x, 3) for x in differences]}"
+            f", 95% sign-test interval [{interval.low:.3f}, {interval.high:.3f}] is {side} 0")
     return run
+
+
+SLOPE_GAP = "median per-seed slope difference (construction - GD)"
 
 
 def slope_refutation(data=published_width_data):
     def run() -> None:
         sweep_data = data()
         gd_cheaper_check(lambda: sweep_data)()      # the data are valid: widths verified
+        differences = slope_differences(sweep_data["points"])
+        evidence.metric("per-seed slope difference, min", min(differences))
+        evidence.metric("published result is stale", float(sweep_data["stale"]))
+        # recorded here: expect_failure below runs the statement without a recorder
+        decide(SLOPE_GAP, median_interval(differences, 0.95), threshold=0.0)
         report = expect_failure(slopes_match_check(lambda: sweep_data))
         config = sweep_data["config"]
         evidence.counterexample(f"d={config['d']}, |V|={config['num_values']}, F in "
                                 f"{config['num_facts']}, {config['steps']} steps, "
                                 f"{config['seeds']} seeds: {report}")
-        evidence.metric("published result is stale", float(sweep_data["stale"]))
     return run
 
 

@@ -290,9 +290,7 @@ FM_EFFICIENCY = Claim(
     id="fact-mlps.parameter-efficiency",
     title="The construction's parameters per stored bit stay bounded as F grows",
     statement=(
-        r"Storing an arbitrary $f:[F]\to[|V|]$ takes $F\log_2|V|$ bits, so a model with $P$ "
-        r"parameters of $b$ bits each needs $P \ge F\log_2|V|/b$. The encoder-decoder MLP "
-        r"(fact-mlps.encoder-exact-storage) with code dimension $m$ and "
+        r"The encoder-decoder MLP (fact-mlps.encoder-exact-storage) with code dimension $m$ and "
         r"$h = \max(m, \lceil Fm/d\rceil)$ has $P(F) = 2hd + mh + md_v$ parameters, so for "
         r"fixed $d, d_v, m$: $\lim_{F\to\infty} P(F)/(F\log_2|V|) = (2m + m^2/d)/\log_2|V|$, "
         r"i.e. it stores $\log_2|V|/(2m + m^2/d)$ bits per parameter asymptotically; with "
@@ -307,6 +305,8 @@ FM_EFFICIENCY = Claim(
     construction="constructions.fact_mlps:encoder_decoder_mlp",
     depends_on=("fact-mlps.linear-memory-capacity", "fact-mlps.encoder-exact-storage",
                 "fact-mlps.decodability-jl"),
+    notes=(r"Optimal against the counting bound (not checked here; fact-mlps.frontier-precision "
+           r"checks it): $P$ weights of $b$ bits each store at most $Pb$ bits of a fact map."),
     result_dependencies={
         "fact-mlps.decodability-jl":
             "the bounded limit rests on that claim's m = O(log|V|/gamma^2); the checks measure "

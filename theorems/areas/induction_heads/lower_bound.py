@@ -37,11 +37,11 @@ IH_LOWER_BOUND = Claim(
         r"$\tau_n$ on all inputs of odd length $n$ over $\{0, 1, \star\}$, then "
         r"$h(m+1)p \ge (n-1)/2$: by the decomposition Alice's message has $h(m+1)p$ bits, and "
         r"one-way INDEX on $n' = (n-1)/2$ bits needs $n'$ (two inputs sharing a message differ "
-        r"at some index that Bob then answers wrongly for one of them). The constant $1/2$ is "
-        r"this reconstruction's; the paper states $hmp = \Omega(n)$. In contrast the circle "
+        r"at some index that Bob then answers wrongly for one of them). In contrast the circle "
         r"construction has $h(m+1)p(n) = 12\lceil\log_2 M(n) + 6\rceil = O(\log n)$, which is "
         r"below $(n-1)/2$ for all $n \ge n_0$, so a one-layer model of its size cannot solve the "
         r"task there."),
+    notes=r"The constant $1/2$ is this reconstruction's; the paper states $hmp = \Omega(n)$.",
     source=(Source(where="abstract: one layer needs exponentially larger size than two", tag="V",
                    **SHT),
             Source(where="main theorem: hmp = Ω(n) (from a summary)", tag="S", verified=False,

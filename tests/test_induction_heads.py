@@ -14,6 +14,7 @@ import math
 
 import pytest
 import torch
+from killed import failed_assertion
 
 from constructions import induction_heads as ih
 from theorems.areas.induction_heads import exactness, lower_bound
@@ -47,26 +48,91 @@ def broken(kind: str) -> dict:
 
 # --- exactness --------------------------------------------------------------------------------
 
-@pytest.mark.mutant("induction-heads.two-layer-exact", "induction-heads.compact-exact")
-@pytest.mark.parametrize("kind", ["two_layer", "compact"])
-@pytest.mark.parametrize("mutant", ["small beta1", "no recency bias", "no BOS sink",
-                                    "rolled positions"])
-def test_broken_constructions_fail_the_property_check(kind, mutant):
-    report = expect_failure(exactness.exactness_check(broken(kind)[mutant], kind))
-    assert "Falsifying" in report or "Failing" in report
+def fails_at(check, match: str, **case) -> str:
+    """The Hypothesis check fails, and on the pinned ``case`` it fails at the assertion whose
+    message matches ``match`` (the sentence the mutant breaks)."""
+    report = expect_failure(check)
+    with pytest.raises(AssertionError, match=match):
+        check.hypothesis.inner_test(**case)
+    return report
+
+
+def beta1_one_below(kind: str):
+    """The builder with beta1 one e-fold (one 1/g_pos for the circles) below the derivation:
+    the argmax survives on short inputs, the layer-1 weight on i-1 drops below alpha (1 - delta)
+    by about n e^{-beta1}(e - 1), far above layer1_weight_tolerance."""
+    def make(vocab_size, max_len, **kwargs):
+        params = exactness.parameters_for(kind, vocab_size, max_len)
+        beta1 = params.beta1 - 1 / params.position_gap
+        return BUILDERS[kind](vocab_size, max_len, beta1=beta1, **kwargs)
+    return make
+
+
+ARGMAX = r"^S=\d+, max_len=\d+: predicted"
+LAYER1 = r"^layer-1 weight on i-1 is .* below the guarantee"
+LAYER2 = r"^layer-2 weight on the induction key is .* too low"
 
 
 @pytest.mark.mutant("induction-heads.two-layer-exact", "induction-heads.compact-exact")
 @pytest.mark.parametrize("kind", ["two_layer", "compact"])
-@pytest.mark.parametrize("mutant", ["small beta1", "no recency bias", "no BOS sink",
-                                    "rolled positions"])
+@pytest.mark.parametrize(("mutant", "sequence"), [
+    ("small beta1", [0, 1, 0, 2, 0]), ("no BOS sink", [0, 1, 2]),
+    ("rolled positions", [0, 1, 0, 2, 0])])
+def test_broken_constructions_miss_the_argmax(kind, mutant, sequence):
+    fails_at(exactness.exactness_check(broken(kind)[mutant], kind), ARGMAX,
+             case=(3, len(sequence), sequence))
+
+
+@pytest.mark.mutant("induction-heads.two-layer-exact", "induction-heads.compact-exact")
+@pytest.mark.parametrize("kind", ["two_layer", "compact"])
+def test_beta1_below_the_derivation_misses_the_layer1_guarantee(kind):
+    fails_at(exactness.exactness_check(beta1_one_below(kind), kind), LAYER1,
+             case=(3, 5, [0, 1, 0, 2, 0]))
+
+
+@pytest.mark.mutant("induction-heads.two-layer-exact", "induction-heads.compact-exact")
+@pytest.mark.parametrize("kind", ["two_layer", "compact"])
+def test_no_recency_bias_splits_the_layer2_weight(kind):
+    # both older matches of the last 0 are followed by 1: the argmax stays right, but the
+    # weight on the latest one falls below the threshold
+    fails_at(exactness.exactness_check(broken(kind)["no recency bias"], kind), LAYER2,
+             case=(3, 5, [0, 1, 0, 1, 0]))
+
+
+@pytest.mark.mutant("induction-heads.two-layer-exact", "induction-heads.compact-exact")
+@pytest.mark.parametrize("kind", ["two_layer", "compact"])
+@pytest.mark.parametrize("mutant", ["small beta1", "no BOS sink", "rolled positions",
+                                    "no recency bias"])
 def test_broken_constructions_fail_the_exhaustive_check(kind, mutant):
-    expect_failure(exactness.exhaustive_check(broken(kind)[mutant], kind, sizes=((3, 5),)))
+    report = failed_assertion(exactness.exhaustive_check(broken(kind)[mutant], kind,
+                                                         sizes=((3, 5),)))
+    assert "S=3, n=5: " in report and "sequences wrong" in report
+
+
+@pytest.mark.mutant("induction-heads.two-layer-exact", "induction-heads.compact-exact")
+@pytest.mark.parametrize(("kind", "mutant", "message"), [
+    ("two_layer", "beta1", "layer-1 weight too low"),
+    ("compact", "beta1", "layer-1 weight too low"),
+    ("two_layer", "recency", "layer-2 weight on the induction key too low"),
+    ("compact", "recency", "layer-2 weight on the induction key too low")])
+def test_exhaustive_check_fails_at_the_weight_sentences(kind, mutant, message):
+    # over {0}^n every target is 0 (or bot first), so the argmax holds and the weights fail
+    build = (beta1_one_below(kind) if mutant == "beta1" else broken(kind)["no recency bias"])
+    report = failed_assertion(exactness.exhaustive_check(build, kind, sizes=((1, 5),)))
+    assert f"S=1, n=5: {message}" in report
 
 
 @pytest.mark.mutant("induction-heads.compact-exact")
 def test_a_growing_width_fails_the_width_check():
-    expect_failure(exactness.width_check(ih.two_layer_induction))
+    report = failed_assertion(exactness.width_check(ih.two_layer_induction))
+    assert "are not the stated ones" in report
+
+
+@pytest.mark.mutant("induction-heads.two-layer-exact")
+def test_a_width_off_by_one_fails_the_two_layer_width_check():
+    report = failed_assertion(exactness.width_check(
+        ih.two_layer_induction, lambda S, n: 3 * S + n + 4))
+    assert "are not the stated ones" in report
 
 
 # --- margin conditions ------------------------------------------------------------------------
@@ -80,23 +146,64 @@ def _with(parameters, **changes):
     return formula
 
 
+def only_b_tightened(conditions, factor: float):
+    """The conditions with (B)'s bound divided by ``factor``: a falsified (B), the others as
+    stated. (B) cannot be broken alone by the parameters: (C) and (D) imply it (adding their
+    exponents gives (B)'s, for the one-hot and, as rho <= 1, for the circle model)."""
+    def run(n, params, *, lib):
+        out = conditions(n, params, lib=lib)
+        return out | {"B": (out["B"][0], out["B"][1] / factor)}
+    return run
+
+
+def margin_failures(parameters, conditions=ih.two_layer_conditions, **kwargs) -> str:
+    return failed_assertion(exactness.margin_numeric_check(parameters, conditions, **kwargs))
+
+
 @pytest.mark.mutant("induction-heads.two-layer-margins")
 def test_beta1_below_the_derivation_fails_the_two_layer_margin_checks():
     small = _with(ih.two_layer_parameters, beta1=lambda n, p, lib: lib.log(n * p.beta2) - 1)
-    expect_failure(exactness.two_layer_margin_symbolic_check(small))
-    expect_failure(exactness.margin_numeric_check(small))
+    assert "n exp(-beta1) != 1/(e beta2)" in failed_assertion(
+        exactness.two_layer_margin_symbolic_check(small))
+    assert "(A) fails at S=None, n=1:" in margin_failures(small)
 
 
 @pytest.mark.mutant("induction-heads.two-layer-margins")
-def test_recency_without_slack_fails_the_two_layer_symbolic_check():
+def test_recency_without_slack_fails_condition_a():
     tight = _with(ih.two_layer_parameters, recency=lambda n, p, lib: lib.log(3 * n))
-    expect_failure(exactness.two_layer_margin_symbolic_check(tight))
+    assert "(A) could not be proved" in failed_assertion(
+        exactness.two_layer_margin_symbolic_check(tight))
+    assert "(A) fails at S=None, n=1:" in margin_failures(tight)
 
 
 @pytest.mark.mutant("induction-heads.two-layer-margins")
-def test_no_sink_fails_the_two_layer_numeric_check():
-    expect_failure(exactness.margin_numeric_check(
-        _with(ih.two_layer_parameters, sink=lambda n, p, lib: 0 * n)))
+def test_a_tightened_b_fails_the_two_layer_numeric_check():
+    # (B) at n = 1 is about e^{-21}: a bound 1/3 e^{-30} is false there
+    report = margin_failures(ih.two_layer_parameters,
+                             only_b_tightened(ih.two_layer_conditions, math.exp(30)))
+    assert "(B) fails at S=None, n=1:" in report
+
+
+@pytest.mark.mutant("induction-heads.two-layer-margins")
+def test_a_sink_above_the_match_fails_condition_c():
+    high = _with(ih.two_layer_parameters, sink=lambda n, p, lib: 2 * p.beta2)
+    assert "(C) could not be proved" in failed_assertion(
+        exactness.two_layer_margin_symbolic_check(high))
+    assert "(C) fails at S=None, n=1:" in margin_failures(high)
+
+
+@pytest.mark.mutant("induction-heads.two-layer-margins")
+@pytest.mark.parametrize("sink", [lambda n, p, lib: p.sink - 2, lambda n, p, lib: 0 * n],
+                         ids=["sink-2", "no-sink"])
+def test_a_low_sink_fails_condition_d(sink):
+    low = _with(ih.two_layer_parameters, sink=sink)
+    assert "(D) could not be proved" in failed_assertion(
+        exactness.two_layer_margin_symbolic_check(low))
+    assert "(D) fails at S=None, n=1:" in margin_failures(low)
+
+
+def compact_failures(parameters, conditions=ih.compact_conditions) -> str:
+    return margin_failures(parameters, conditions, vocab_sizes=(3,))
 
 
 @pytest.mark.mutant("induction-heads.compact-margins")
@@ -105,15 +212,42 @@ def test_beta1_below_the_derivation_fails_the_compact_margin_checks():
         return (lib.log(n * p.beta2) - 1) / p.position_gap
 
     mutant = _with(ih.compact_parameters, beta1=small)
-    expect_failure(exactness.compact_margin_symbolic_check(mutant))
-    expect_failure(exactness.margin_numeric_check(mutant, ih.compact_conditions, vocab_sizes=(3,)))
+    assert "delta * beta2 != 1/e" in failed_assertion(
+        exactness.compact_margin_symbolic_check(mutant))
+    assert "(A) fails at S=3, n=1:" in compact_failures(mutant)
 
 
 @pytest.mark.mutant("induction-heads.compact-margins")
-def test_no_recency_fails_the_compact_numeric_check():
-    expect_failure(exactness.margin_numeric_check(
-        _with(ih.compact_parameters, recency=lambda n, p, lib: 0 * n), ih.compact_conditions,
-        vocab_sizes=(3,)))
+@pytest.mark.parametrize("recency", [lambda n, p, lib: p.recency - 2, lambda n, p, lib: 0 * n],
+                         ids=["recency-2", "no-recency"])
+def test_low_recency_fails_condition_a_prime(recency):
+    low = _with(ih.compact_parameters, recency=recency)
+    assert "(A') could not be proved" in failed_assertion(
+        exactness.compact_margin_symbolic_check(low))
+    assert "(A) fails at S=3, n=1:" in compact_failures(low)
+
+
+@pytest.mark.mutant("induction-heads.compact-margins")
+def test_a_tightened_b_prime_fails_the_compact_numeric_check():
+    report = compact_failures(ih.compact_parameters,
+                              only_b_tightened(ih.compact_conditions, math.exp(30)))
+    assert "(B) fails at S=3, n=1:" in report
+
+
+@pytest.mark.mutant("induction-heads.compact-margins")
+def test_a_sink_above_the_match_fails_condition_c_prime():
+    high = _with(ih.compact_parameters, sink=lambda n, p, lib: p.sink + p.beta2)
+    assert "(C') could not be proved" in failed_assertion(
+        exactness.compact_margin_symbolic_check(high))
+    assert "(C) fails at S=3, n=1:" in compact_failures(high)
+
+
+@pytest.mark.mutant("induction-heads.compact-margins")
+def test_a_low_sink_fails_condition_d_prime():
+    low = _with(ih.compact_parameters, sink=lambda n, p, lib: p.sink - 2)
+    assert "(D') could not be proved" in failed_assertion(
+        exactness.compact_margin_symbolic_check(low))
+    assert "(D) fails at S=3, n=1:" in compact_failures(low)
 
 
 # --- precision --------------------------------------------------------------------------------
@@ -122,8 +256,10 @@ def test_no_recency_fails_the_compact_numeric_check():
 @pytest.mark.parametrize("kind", ["two_layer", "compact"])
 def test_small_beta1_fails_the_precision_checks(kind):
     build = broken(kind)["small beta1"]
-    expect_failure(exactness.precision_check({kind: build}, {kind: (16,)}))
-    expect_failure(exactness.emulated_exactness_check(build, kind))
+    report = failed_assertion(exactness.precision_check({kind: build}, {kind: (16,)}))
+    assert f"{kind}, n=16: not exact with the predicted p=" in report
+    fails_at(exactness.emulated_exactness_check(build, kind), r"^S=3, max_len=5: wrong with p=",
+             case=(3, 5, [0, 1, 0, 2, 0]))
 
 
 @pytest.mark.mutant("induction-heads.precision")
@@ -131,13 +267,26 @@ def test_a_tightened_precision_bound_fails():
     def tightened(kind, vocab_size, length):
         return math.ceil(math.log2(length))  # "log2 n bits", without constants or log log n
 
-    expect_failure(exactness.precision_check(lengths={"two_layer": (64,), "compact": (256,)},
-                                          bits=tightened))
+    report = failed_assertion(exactness.precision_check(
+        lengths={"two_layer": (64,), "compact": (256,)}, bits=tightened))
+    assert "two_layer, n=64: not exact with the predicted p=6 bits" in report
+
+
+def bits_with(kind: str, formula):
+    """required_bits_for, with the bits of construction ``kind`` replaced by ``formula(n)``."""
+    def bits(which, vocab_size, n):
+        return formula(n) if which == kind else exactness.required_bits_for(which, vocab_size, n)
+    return bits
 
 
 @pytest.mark.mutant("induction-heads.precision")
-def test_linear_precision_fails_the_logarithmic_check():
-    expect_failure(exactness.logarithmic_bits_check(lambda kind, vocab_size, n: n))
+@pytest.mark.parametrize(("kind", "name", "formula"), [
+    ("two_layer", "one-hot", lambda n: 2 * n.bit_length()),   # M ~ n^2: slope 2
+    ("compact", "circle", lambda n: n.bit_length()),          # M ~ n: slope 1
+    ("compact", "circle", lambda n: n)])                      # linear p
+def test_a_wrong_growth_fails_the_logarithmic_check(kind, name, formula):
+    report = failed_assertion(exactness.logarithmic_bits_check(bits_with(kind, formula)))
+    assert f"{name}: p grows by" in report
 
 
 # --- task, reduction, decomposition, lower bound --------------------------------------------
@@ -152,31 +301,82 @@ def earliest_occurrence_targets(tokens: torch.Tensor) -> torch.Tensor:
     return torch.tensor(out).reshape(tokens.shape)
 
 
-@pytest.mark.mutant("induction-heads.task")
-def test_first_occurrence_oracle_fails_the_task_check():
-    expect_failure(exactness.task_check(earliest_occurrence_targets))
-
-
 def matched_token_oracle(tokens: torch.Tensor) -> torch.Tensor:
     """A wrong oracle: the matched token itself, sigma_{j*}, instead of its successor."""
     previous = ih.previous_occurrence(tokens)
     return torch.where(previous >= 0, tokens.gather(-1, previous.clamp(min=0)), ih.NO_MATCH)
 
 
+def zero_for_no_match(tokens: torch.Tensor) -> torch.Tensor:
+    """A wrong oracle: token 0 where no earlier match exists, instead of bot."""
+    return ih.induction_targets(tokens).clamp(min=0)
+
+
+def bot_as_vocabulary_size(tokens: torch.Tensor) -> torch.Tensor:
+    """A wrong encoding: bot = max token + 1 (the model's class S), not -1."""
+    targets = ih.induction_targets(tokens)
+    return torch.where(targets == ih.NO_MATCH, int(tokens.max()) + 1, targets)
+
+
+def flattened(tokens: torch.Tensor) -> torch.Tensor:
+    """A wrong batch shape: the leading dims flattened into one."""
+    return ih.induction_targets(tokens.reshape(-1, tokens.shape[-1]))
+
+
+ORACLE = r"^oracle \[.*\] != definition"
+
+
+@pytest.mark.mutant("induction-heads.task")
+@pytest.mark.parametrize(("oracle", "sequence"), [
+    (earliest_occurrence_targets, [0, 1, 0, 2, 0]), (matched_token_oracle, [0, 1, 0, 2, 0])])
+def test_wrong_matches_fail_the_task_check(oracle, sequence):
+    fails_at(exactness.task_check(oracle), ORACLE, case=(3, 5, sequence), batch=1)
+
+
+@pytest.mark.mutant("induction-heads.task")
+def test_no_bot_without_a_match_fails_the_task_check():
+    fails_at(exactness.task_check(zero_for_no_match), ORACLE, case=(3, 3, [0, 1, 2]), batch=1)
+
+
+@pytest.mark.mutant("induction-heads.task")
+def test_another_bot_fails_the_task_check():
+    fails_at(exactness.task_check(bot_as_vocabulary_size), ORACLE, case=(3, 3, [0, 1, 2]),
+             batch=1)
+
+
+@pytest.mark.mutant("induction-heads.task")
+def test_a_flattened_batch_fails_the_task_check():
+    fails_at(exactness.task_check(flattened), r"^shape \(2, \d+\) != \(2, 1, \d+\)",
+             case=(3, 5, [0, 1, 0, 2, 0]), batch=2)
+
+
 @pytest.mark.mutant("induction-heads.index-reduction")
 def test_matched_token_oracle_fails_the_reduction_check():
-    expect_failure(lower_bound.index_reduction_check(oracle=matched_token_oracle))
+    fails_at(lower_bound.index_reduction_check(oracle=matched_token_oracle),
+             r"^tau_n = 2, but x_2 = 1", case=([0, 1, 0], 2))
+
+
+def star_on_alices_side(bits, index):
+    tokens, alice = ih.index_instance(bits, index)
+    tokens[2 * (index - 1)] = 0
+    tokens[2 * index - 1] = ih.STAR  # Bob's star moved onto Alice's bit
+    return tokens, alice
+
+
+def alice_on_odd_positions(bits, index):
+    tokens, alice = ih.index_instance(bits, index)
+    return tokens, alice.roll(1)
 
 
 @pytest.mark.mutant("induction-heads.index-reduction")
-def test_star_on_alices_side_fails_the_reduction_check():
-    def shifted(bits, index):
-        tokens, alice = ih.index_instance(bits, index)
-        tokens[2 * (index - 1)] = 0
-        tokens[2 * index - 1] = ih.STAR  # Bob's star moved onto Alice's bit
-        return tokens, alice
+@pytest.mark.parametrize(("instance", "match"), [
+    (star_on_alices_side, r"^sigma .* is not the instance"),
+    (alice_on_odd_positions, r"^Alice's positions are not the even ones")])
+def test_a_wrong_instance_fails_the_reduction_check(instance, match):
+    fails_at(lower_bound.index_reduction_check(instance=instance), match, case=([0, 1, 0], 2))
 
-    expect_failure(lower_bound.index_reduction_check(instance=shifted))
+
+DECOMPOSITION_CASE = {"case": ([1, 1, 0, 1], 3), "heads": 2, "width": 8, "seed": 0}
 
 
 @pytest.mark.mutant("induction-heads.one-layer-decomposition")
@@ -184,23 +384,88 @@ def test_bob_normalising_alone_fails_the_decomposition_check():
     def bob_only(model, tokens, alice, bob):
         return ih.combine_messages(model, tokens, (alice[0], torch.zeros_like(alice[1])), bob)
 
-    expect_failure(without_shrinking()(lower_bound.decomposition_check(combine=bob_only)))
+    fails_at(without_shrinking()(lower_bound.decomposition_check(combine=bob_only)),
+             r"^rebuilt output differs by", **DECOMPOSITION_CASE)
+
+
+@pytest.mark.mutant("induction-heads.one-layer-decomposition")
+def test_bob_reading_alices_tokens_fails_the_decomposition_check():
+    def from_the_tokens(model, tokens, alice, bob):
+        return model(tokens)[-1]  # the whole forward pass: right only if Bob saw her bits
+
+    fails_at(without_shrinking()(lower_bound.decomposition_check(combine=from_the_tokens)),
+             r"^rebuilt output differs by", **DECOMPOSITION_CASE)
+
+
+@pytest.mark.mutant("induction-heads.one-layer-decomposition")
+def test_a_message_with_alices_bits_fails_the_decomposition_check():
+    def with_bits(model, tokens, owned, *, bos=False):
+        numerator, total = ih.one_layer_messages(model, tokens, owned, bos=bos)
+        return numerator, torch.cat([total, tokens[owned].to(total.dtype)])  # |A| more numbers
+
+    fails_at(without_shrinking()(lower_bound.decomposition_check(messages=with_bits)),
+             r"^Alice sends .* not H\(m\+1\) numbers", **DECOMPOSITION_CASE)
+
+
+@pytest.mark.mutant("induction-heads.one-layer-lower-bound")
+def test_an_oracle_blind_to_the_index_fails_the_counting_check():
+    report = failed_assertion(lower_bound.counting_check(oracle=matched_token_oracle))
+    assert "n'=1: 1 answer tuples, so fewer than n' bits would do" in report
 
 
 @pytest.mark.mutant("induction-heads.one-layer-lower-bound")
 def test_separation_below_the_crossover_fails():
-    expect_failure(lower_bound.separation_check(length=511))
+    report = failed_assertion(lower_bound.separation_check(length=511))
+    assert "is not below (n-1)/2 = 255.0" in report
 
 
 @pytest.mark.mutant("induction-heads.one-layer-lower-bound")
 def test_linear_precision_fails_the_counting_check():
-    expect_failure(lower_bound.counting_check(circle_bits=lambda n: n))
+    report = failed_assertion(lower_bound.counting_check(circle_bits=lambda n: n))
+    assert "two-layer size / one-layer minimum -> 24, not 0" in report
+
+
+def doctored(monkeypatch, changes: dict) -> None:
+    """The smoke experiment cut to 2 steps (cheap), its metrics then set to a clean
+    separation (two layers exact with their mechanism, one layer at 0.3 then 0.2) and
+    ``changes`` applied on top: each mutant breaks one sentence of the statement alone."""
+    import empirics.induction_heads as experiment
+
+    real = experiment.INDUCTION_HEADS
+
+    def run(config, **kwargs):
+        result = real(config, **(kwargs | {"steps": 2, "eval_batch": 64}))
+        for key in result.metrics:
+            _, model, name = key.split("/")
+            n = int(key.split("/")[0][1:])
+            clean = {"accuracy": 1.0 if model.startswith("2L") else 0.3 - (n - 16) / 160,
+                     "layer1_mass": 0.9, "layer2_mass": 0.9}
+            if not model.startswith("construction") and name in clean:
+                result.metrics[key] = changes.get((n, model[:2], name), clean[name])
+        return result
+
+    monkeypatch.setattr(experiment, "INDUCTION_HEADS", run)
 
 
 @pytest.mark.training
 @pytest.mark.mutant("induction-heads.gd-depth-separation")
 def test_undertrained_models_fail_the_empirical_check():
-    expect_failure(lower_bound.gd_check(steps=2, eval_batch=64))
+    report = failed_assertion(lower_bound.gd_check(steps=2, eval_batch=64))
+    assert "n=16: two layers reach only" in report
+
+
+@pytest.mark.training
+@pytest.mark.mutant("induction-heads.gd-depth-separation")
+@pytest.mark.parametrize(("change", "message"), [
+    ({(16, "2L", "accuracy"): 0.9}, "n=16: two layers reach only 0.900"),
+    ({(32, "2L", "layer1_mass"): 0.4}, "n=32: no previous-token head"),
+    ({(16, "2L", "layer2_mass"): 0.4}, "n=16: no induction head"),
+    ({(16, "1L", "accuracy"): 0.6}, "reaches 0.600 at n=16"),
+    ({(32, "1L", "accuracy"): 0.4}, "accuracy grows with n: [0.3, 0.4]")],
+    ids=["accuracy", "layer1", "layer2", "one-layer-half", "one-layer-grows"])
+def test_doctored_runs_fail_the_empirical_check_at_their_sentence(monkeypatch, change, message):
+    doctored(monkeypatch, change)
+    assert message in failed_assertion(lower_bound.gd_check())
 
 
 # --- the model and its emulation ------------------------------------------------------------------

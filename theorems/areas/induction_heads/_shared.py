@@ -28,11 +28,12 @@ TASK_STATEMENT = (
 # --- strategies and shared helpers ------------------------------------------------------------
 
 def brute_force_targets(sequence: list[int]) -> list[int]:
-    """The task, literally: scan back from i-1 for the latest equal token."""
+    """The task, literally: scan back from i-1 for the latest equal token; bot is -1, as the
+    statement says (a literal, not the oracle's NO_MATCH)."""
     out = []
     for i, token in enumerate(sequence):
         earlier = [j for j in range(i) if sequence[j] == token]
-        out.append(sequence[earlier[-1] + 1] if earlier else NO_MATCH)
+        out.append(sequence[earlier[-1] + 1] if earlier else -1)
     return out
 
 

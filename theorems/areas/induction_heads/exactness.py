@@ -299,16 +299,18 @@ test_compact_is_exact_on_every_longer_sequence = pytest.mark.slow(check(
                                                SLOW_EXHAUSTIVE_SIZES)))
 
 
-def width_check(build=compact_induction):
+def width_check(build=compact_induction, width=lambda S, n: 11):
     def run():
-        widths = {build(S, n).d_model for S in (1, 5, 40) for n in (1, 16, 500)}
+        wrong = {(S, n): w for S in (1, 5, 40) for n in (1, 16, 500)
+                 if (w := build(S, n).d_model) != width(S, n)}
         evidence.cases(9)
-        assert widths == {11}, f"widths {sorted(widths)} depend on S or n"
+        assert not wrong, f"residual widths {wrong} (by (S, n)) are not the stated ones"
     return run
 
 
 test_compact_width_is_independent_of_size = check(IH_COMPACT, "property")(width_check())
-
+test_two_layer_width_is_3s_plus_n_plus_5 = check(IH_TWO_LAYER, "property")(
+    width_check(two_layer_induction, lambda S, n: 3 * S + n + 5))
 
 # --- margin conditions ---------------------------------------------------------------------------
 
@@ -584,8 +586,6 @@ test_predicted_precision_sweep = pytest.mark.slow(check(IH_PRECISION, "numeric")
 
 
 # --- proved (appended: machine-checked proofs, see theorems/proving.py) ----------------------
-
-
 
 def margin_query(parameters=two_layer_parameters, conditions=two_layer_conditions, *,
                  geometry: bool = False):

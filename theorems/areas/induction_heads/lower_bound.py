@@ -10,6 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from constructions.induction_heads import (
+    STAR,
     combine_messages,
     compact_induction,
     index_instance,
@@ -36,11 +37,11 @@ IH_LOWER_BOUND = Claim(
         r"$\tau_n$ on all inputs of odd length $n$ over $\{0, 1, \star\}$, then "
         r"$h(m+1)p \ge (n-1)/2$: by the decomposition Alice's message has $h(m+1)p$ bits, and "
         r"one-way INDEX on $n' = (n-1)/2$ bits needs $n'$ (two inputs sharing a message differ "
-        r"at some index that Bob then answers wrongly for one of them). The constant $1/2$ is "
-        r"this reconstruction's; the paper states $hmp = \Omega(n)$. In contrast the circle "
+        r"at some index that Bob then answers wrongly for one of them). In contrast the circle "
         r"construction has $h(m+1)p(n) = 12\lceil\log_2 M(n) + 6\rceil = O(\log n)$, which is "
         r"below $(n-1)/2$ for all $n \ge n_0$, so a one-layer model of its size cannot solve the "
         r"task there."),
+    notes=r"The constant $1/2$ is this reconstruction's; the paper states $hmp = \Omega(n)$.",
     source=(Source(where="abstract: one layer needs exponentially larger size than two", tag="V",
                    **SHT),
             Source(where="main theorem: hmp = Ω(n) (from a summary)", tag="S", verified=False,
@@ -100,9 +101,11 @@ def index_reduction_check(oracle=induction_targets, instance=index_instance):
     def run(case):
         bits, k = case
         tokens, alice = instance(bits, k)
-        assert len(tokens) == 2 * len(bits) + 1
-        assert set(tokens.tolist()) <= {0, 1, 2}, "the alphabet is {0, 1, star = 2}"
-        assert alice.sum() == len(bits) and not alice[-1], "Alice holds exactly her bits"
+        # The statement's sigma, literally (1-indexed 2j - 1: Bob's star or 0; 2j: x_j).
+        expected = [t for j, x in enumerate(bits, 1) for t in (STAR if j == k else 0, x)]
+        assert tokens.tolist() == [*expected, STAR], f"sigma {tokens.tolist()} is not the instance"
+        assert alice.tolist() == [i % 2 == 1 for i in range(len(tokens))], (
+            "Alice's positions are not the even ones")
         answer = int(oracle(tokens)[-1])
         assert answer == bits[k - 1], f"tau_n = {answer}, but x_{k} = {bits[k - 1]}"
     return run
@@ -166,8 +169,12 @@ def decomposition_check(messages=one_layer_messages, combine=combine_messages):
         tokens, alice = index_instance(*case)
         model = random_one_layer(3, len(tokens), heads, width, seed)
         full = model(tokens)[-1]
-        rebuilt = combine(model, tokens, messages(model, tokens, alice),
-                          messages(model, tokens, ~alice, bos=True))
+        message = messages(model, tokens, alice)
+        value_width = model.layers[0].W_V.shape[-1]
+        assert sum(part.numel() for part in message) == heads * (value_width + 1), (
+            f"Alice sends {[tuple(part.shape) for part in message]}, not H(m+1) numbers")
+        bob_view = tokens.masked_fill(alice, 0)  # Bob never sees Alice's tokens
+        rebuilt = combine(model, bob_view, message, messages(model, bob_view, ~alice, bos=True))
         tolerance = decomposition_tolerance(model, tokens)
         error = float((full - rebuilt).abs().max())
         evidence.margin((tolerance - error) / tolerance)
@@ -178,13 +185,25 @@ def decomposition_check(messages=one_layer_messages, combine=combine_messages):
 test_last_output_from_alice_and_bob = check(IH_DECOMPOSITION, "property")(decomposition_check())
 
 
-def counting_check(circle_bits=None):
-    """SymPy: the INDEX count gives n <= 2h(m+1)p + 1, and the circle construction's
-    h(m+1)p(n) / ((n-1)/2) -> 0 for p(n) = 2 log2 n + c1 log2 log n + c2, the form of
-    required_bits for the circle model (test_predicted_precision_is_logarithmic bounds the
-    difference)."""
+def counting_check(circle_bits=None, oracle=induction_targets):
+    """INDEX needs n' bits: over every x in {0,1}^n' (n' <= 8) the answers tau_n of the
+    reduction's instances, one per k, are 2^n' distinct tuples, so a message shared by two
+    inputs makes Bob wrong on one. SymPy: that count gives n <= 2h(m+1)p + 1, and the circle
+    construction's h(m+1)p(n) / ((n-1)/2) -> 0 for p(n) = 2 log2 n + c1 log2 log n + c2, the
+    form of required_bits for the circle model (test_predicted_precision_is_logarithmic
+    bounds the difference)."""
     def run():
         import sympy as sp
+
+        for bits_count in range(1, 9):
+            inputs = list(itertools.product((0, 1), repeat=bits_count))
+            tokens = torch.stack([index_instance(list(x), k)[0] for x in inputs
+                                  for k in range(1, bits_count + 1)])
+            answers = oracle(tokens)[:, -1].reshape(len(inputs), bits_count)
+            distinct = len({tuple(row) for row in answers.tolist()})
+            assert distinct == 2**bits_count, (
+                f"n'={bits_count}: {distinct} answer tuples, so fewer than n' bits would do")
+        evidence.cases(2**9 - 2)
 
         h, m, p = sp.symbols("h m p", positive=True, integer=True)
         n, c1, c2 = sp.symbols("n c1 c2", positive=True)

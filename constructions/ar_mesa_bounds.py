@@ -1,10 +1,14 @@
-r"""A forward-error bound for the AR-MESA training loss computed two ways (ar-mesa.trained-optimum).
+r"""Forward-error bounds for the AR-MESA construction's float evaluations.
 
-``statistics_loss`` (from the sufficient statistics) and ``direct_loss`` (from the forward pass)
-of :mod:`constructions.ar_mesa` are equal in exact arithmetic; :func:`loss_identity_error_bound`
-bounds how far their float evaluations can differ, so the trained-optimum check compares them
-within a derived tolerance. (Kept apart from :mod:`constructions.ar_mesa`, whose code the
-published ``ar-mesa`` result's fingerprint hashes.)
+The rounding counts of one layer prediction, of a sampled AR sequence and of a sampled error
+(:func:`layer_roundings`, :func:`sequence_roundings`, :func:`residual_roundings`) and the
+per-entry bound between the layer and the one-GD-step oracle (:func:`one_step_tolerance`) give
+the tolerances of ``theorems/areas/ar_mesa.py``. ``statistics_loss`` (from the sufficient
+statistics) and ``direct_loss`` (from the forward pass) of :mod:`empirics.ar_mesa` are equal in
+exact arithmetic; :func:`loss_identity_error_bound` bounds how far their float evaluations can
+differ, so the trained-optimum check compares them within a derived tolerance. (Kept apart
+from :mod:`constructions.ar_mesa`, whose code the published ``ar-mesa`` result's fingerprint
+hashes.)
 """
 
 from __future__ import annotations
@@ -14,10 +18,66 @@ import math
 import torch
 
 from constructions import _validate
-from constructions.ar_mesa import ARLinearAttention, _complex_tensor
+from constructions.ar_mesa import ARLinearAttention, _complex_tensor, ar_mesa_layer
 from constructions.numerics import gamma as _gamma
 
-__all__ = ["loss_identity_error_bound"]
+__all__ = ["layer_roundings", "loss_identity_error_bound", "one_step_tolerance",
+           "residual_roundings", "sequence_roundings"]
+
+
+def layer_roundings(T: int, d: int) -> int:
+    r""":math:`k_1 = 4(T + 4d + 4)`: roundings of one layer prediction relative to the same
+    computation on absolute values (:func:`one_step_tolerance`). The products are :math:`2d`-wide
+    (the tokens), the context sum has at most :math:`T` terms, and a complex multiply-add
+    counts as up to four real roundings (Higham Lemma 3.5: :math:`\sqrt2\gamma_2` per complex
+    product); the division by :math:`\rho_t` and the few scalar products fit in the slack."""
+    T, d = _validate.positive_int("T", T), _validate.positive_int("d", d)
+    return 4 * (T + 4 * d + 4)
+
+
+def sequence_roundings(T: int) -> int:
+    r""":math:`k_x = 7T`: ``ar_sequences`` computes :math:`x_t = \mathrm{polar}(1,
+    \mathrm{fl}(\theta(t-1)))\,x_1`: the angle's rounding moves the phase by
+    :math:`\le 2\pi(T-1)u`, cos, sin (< 1 ulp) and the product add :math:`6u`, so a sampled
+    sequence is autoregressive only within :math:`\gamma_{7T}|x_1|` entrywise."""
+    return 7 * _validate.positive_int("T", T)
+
+
+def residual_roundings(T: int, d: int) -> int:
+    r"""Roundings of a sampled error or coefficient (degree <= 6 in :math:`x`) relative to its
+    evaluation on absolute values: the prediction errs by :math:`k_1` and, being cubic in the
+    sequence, by :math:`3k_x` more; a squared norm doubles that (:math:`2(k_1 + 3k_x)`), the
+    target adds :math:`2k_x`; the :math:`d`-term complex sums :math:`4d + 8`, the closed-form
+    conditional means (powers of :math:`|x_1|^2` up to the third, :math:`d`-term sums, one
+    division) :math:`2d + 16`, the step size's :math:`\sqrt{ab}` twice :math:`4`."""
+    k1, kx = layer_roundings(T, d), sequence_roundings(T)
+    return 2 * (k1 + 3 * kx) + 2 * kx + 6 * d + 28
+
+
+def one_step_tolerance(x: torch.Tensor, a: float, b: float) -> torch.Tensor:
+    r"""Per-entry rounding bound between the layer ``ar_mesa_layer(d, a, b)`` on ``x``
+    ``(..., T, d)`` and the one-GD-step oracle (or the closed form of its step).
+
+    Each evaluates :math:`\frac{ab}{\rho_t}\sum_{i\le t} x_i (x_{i-1}^{\mathsf H}x_t)`, sums of
+    at most :math:`T` terms of :math:`d`-term complex inner products (plus :math:`2d`-wide
+    matrix products in the layer). The standard model bounds each by :math:`\gamma_k` times
+    the same computation on absolute values, which the construction itself evaluates on
+    :math:`|x|` with :math:`|a|, |b|`; :math:`k = 4(T + 4d + 4)` counts each complex
+    multiply-add as up to four roundings. Each side may err by that much: twice the bound.
+    The oracle (autograd of the OLS loss at :math:`W = 0`: a :math:`T`-term sum of outer
+    products, the factor :math:`-\mathrm{fl}(ab)`, a :math:`d`-term product with :math:`x_t`)
+    and the closed form (a :math:`T`-term cumulative sum of outer products, the division by
+    :math:`\rho_t`, the factor :math:`\mathrm{fl}(ab)`, a :math:`d`-term product with
+    :math:`x_t`) have fewer roundings on the same absolute-value computation. That
+    computation is itself evaluated in floating point, low by at most :math:`\gamma_{k}`
+    relative: second order, inside the count's slack (the layer needs about
+    :math:`T + 6d + 9` of the :math:`4T + 16d + 16`).
+    """
+    x = _validate.nonempty("x", _complex_tensor("x", x, ndim=(2, 3)))
+    a, b = _validate.finite_float("a", a), _validate.finite_float("b", b)
+    T, d = x.shape[-2], x.shape[-1]
+    absolute = ar_mesa_layer(d, abs(a), abs(b))(x.abs()).abs()
+    return 2 * _gamma(layer_roundings(T, d)) * absolute
 
 
 def loss_identity_error_bound(model: ARLinearAttention, x: torch.Tensor, chunk: int) -> float:

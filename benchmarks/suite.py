@@ -3,6 +3,7 @@
 ::
 
     python benchmarks/suite.py [--skip-tests] [--skip-verify] [--out benchmarks/results]
+                               [--evidence build/evidence.json]
 
 A script, not a timed test: timings are facts about a machine and its load, never assertions.
 Run it on a quiet machine. It measures
@@ -111,9 +112,11 @@ def run_tests() -> dict:
     return {**result, "per_area_s": dict(sorted(per_area.items())), "slowest": slowest}
 
 
-def run_verify() -> dict:
+def run_verify(out: Path | None = None) -> dict:
+    """``verify`` into ``out`` (the evidence and its figures are kept there), or a temporary
+    folder."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "evidence.json"
+        out = out.resolve() if out is not None else Path(tmp) / "evidence.json"
         result = timed([sys.executable, "-m", "theorems", "verify", "--out", str(out)])
         data = json.loads(out.read_text()) if out.exists() else {"claims": {}}
     checks = [{"nodeid": c["nodeid"], "seconds": c.get("duration", 0.0),
@@ -170,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-tests", action="store_true")
     parser.add_argument("--skip-verify", action="store_true")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--evidence", type=Path, default=None,
+                        help="keep verify's evidence here (build/evidence.json, say)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     results: dict = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -184,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                                         if s > results["budgets"].get(a, float("inf")))
     if not args.skip_verify:
         print("verify ...", flush=True)
-        results["verify"] = run_verify()
+        results["verify"] = run_verify(args.evidence)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     text = markdown(results)

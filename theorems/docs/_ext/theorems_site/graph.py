@@ -32,7 +32,7 @@ LEGEND = {
     "verified": "verified with all its dependencies: it and every claim it transitively "
                 "depends on are verified",
     "verified-alone": "verified on its own checks, but it depends (perhaps transitively) on a "
-                      "claim that is refuted, failing or unchecked",
+                      "claim that is refuted, inconclusive, failing or unchecked",
     "refuted": "a counterexample to the claim as stated is pinned",
     "inconclusive": "the interval of a sampled or seeded check did not decide",
     "failing": "some check failed",

@@ -444,9 +444,17 @@ def logit_difference(logits: torch.Tensor, clean: torch.Tensor, corrupted: torch
 
 # --- edge patching on the native hook points ------------------------------------------------
 
+def per_head_results(model: InductionTransformer) -> contextlib.AbstractContextManager[None]:
+    """A context in which every layer's head outputs go through its ``hook_result``
+    (TransformerLens's ``use_attn_result``), the flags restored after: the per-head source
+    nodes that edge patching reads (here and in the circuit-discovery harness)."""
+    if not isinstance(model, InductionTransformer):
+        raise TypeError(f"model must be an InductionTransformer, got {type(model).__name__}")
+    return _per_head_results(model)
+
+
 @contextlib.contextmanager
 def _per_head_results(model: InductionTransformer) -> Iterator[None]:
-    """Route the heads' outputs through ``hook_result`` for the duration (restored after)."""
     before = [layer.use_attn_result for layer in model.layers]
     try:
         for layer in model.layers:
@@ -501,7 +509,7 @@ def edge_patched_logits(model: InductionTransformer, clean: torch.Tensor,
         edges.append(next(e for e in attention_graph(len(model.layers),
                                                      model.layers[0].n_heads)
                           if e.name == name))
-    with _per_head_results(model), torch.no_grad():
+    with per_head_results(model), torch.no_grad():
         corrupt_out: dict = {}
         handles = _record_sources(model, corrupt_out)
         try:

@@ -61,17 +61,16 @@ Measured full-config cost (this project's 2-core CPU machine, under load from ot
 
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from constructions import _validate
 from constructions.circuit_cases import CircuitCase, all_cases
-from constructions.circuits import QKV, Circuit, Edge, attention_graph
+from constructions.circuits import QKV, Circuit, Edge, attention_graph, per_head_results
 from constructions.files import INTEROP_HINT
 from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
@@ -181,20 +180,6 @@ def _nnsight():
     return NNsight
 
 
-@contextlib.contextmanager
-def _per_head_results(model) -> Iterator[None]:
-    """Route every layer's head outputs through its ``hook_result`` (TransformerLens's
-    ``use_attn_result``) for the duration, and restore the flags after."""
-    before = [layer.use_attn_result for layer in model.layers]
-    try:
-        for layer in model.layers:
-            layer.use_attn_result = True
-        yield
-    finally:
-        for layer, flag in zip(model.layers, before, strict=True):
-            layer.use_attn_result = flag
-
-
 class Setup:
     r"""A multi-layer case's model (an attention-only
     :class:`~constructions.induction_heads.model.InductionTransformer`: its gauge and spurious-head
@@ -222,7 +207,7 @@ class Setup:
     def _sources(self, prompt: torch.Tensor) -> dict[str, torch.Tensor]:
         """Each source node's output ``(B, n+1, d)`` in an unpatched run."""
         saved: dict = {}
-        with _per_head_results(self.module), torch.no_grad(), self.model.trace(prompt):
+        with per_head_results(self.module), torch.no_grad(), self.model.trace(prompt):
             saved["input"] = self.model.hook_resid_pre[0].output.save()
             for layer in range(self.n_layers):
                 saved[layer] = self.model.layers[layer].hook_result.output.save()
@@ -259,7 +244,7 @@ class Setup:
                 layer, head = _head(edge.target)
                 by_target.setdefault((layer, edge.input), []).append((head, edge.source))
         saved: dict = {}
-        with _per_head_results(self.module), torch.no_grad(), self.model.trace(self.clean):
+        with per_head_results(self.module), torch.no_grad(), self.model.trace(self.clean):
             current = {"input": self.model.hook_resid_pre[0].output}
 
             def delta(sources):
@@ -303,7 +288,7 @@ def edge_attribution(setup: Setup) -> dict[str, float]:
     for ``logits`` the gradient at the final residual stream."""
     kept: dict = {}
     final = setup.model.hook_resid_post[setup.n_layers - 1]
-    with _per_head_results(setup.module), torch.enable_grad(), setup.model.trace(setup.clean):
+    with per_head_results(setup.module), torch.enable_grad(), setup.model.trace(setup.clean):
         for layer in range(setup.n_layers):
             for x in QKV:
                 envoy = getattr(setup.model.layers[layer], f"hook_{x}")

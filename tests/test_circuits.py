@@ -630,6 +630,7 @@ def _patching() -> dict:
 
 PUBLIC_API_EXAMPLES = {
     "circuits.attention_graph": lambda: {"n_layers": 2, "n_heads": 1},
+    "circuits.per_head_results": lambda: {"model": two_layer_induction(4, max_len=6)},
     "circuits.induction_circuit": lambda: {"kind": "two_layer", "vocab_size": 4, "max_len": 6},
     "circuits.induction_mechanism": lambda: {"kind": "two_layer", "vocab_size": 4,
                                              "max_len": 6},

@@ -82,14 +82,23 @@ def _decode(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
     raise ValueError(f"unknown tagged value {tag!r} in the sidecar")
 
 
-def _versions() -> dict[str, str]:
+def installed_version(distribution: str) -> str | None:
+    """The installed version of ``distribution`` (its package metadata; nothing is imported),
+    or ``None`` where it is not installed."""
     from importlib.metadata import PackageNotFoundError, version
 
+    if not isinstance(distribution, str):
+        raise TypeError(f"distribution must be a str, got {type(distribution).__name__}")
     try:
-        package = version("transformer-theorems")
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        package = "unknown"
-    return {"transformer-theorems": package, "torch": torch.__version__}
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
+
+
+def _versions() -> dict[str, str]:
+    # "unknown": running from a source tree that was never installed
+    return {"transformer-theorems": installed_version("transformer-theorems") or "unknown",
+            "torch": torch.__version__}
 
 
 def _paths(path: str | Path) -> tuple[Path, Path]:

@@ -22,6 +22,7 @@ from torch import nn
 
 import constructions
 from constructions import _validate
+from constructions.files import installed_version
 from constructions.layers import Attention, L2Norm, LayerNorm, Looped
 from constructions.recording import construction_name
 from constructions.residual_layout import (
@@ -188,9 +189,4 @@ def transformer_lens_outputs(model: nn.Module, logits: torch.Tensor) -> torch.Te
 def transformer_lens_version() -> str | None:
     """The installed TransformerLens's version, or ``None`` (read from its package metadata,
     without importing it)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("transformer-lens")
-    except PackageNotFoundError:
-        return None
+    return installed_version("transformer-lens")

@@ -61,15 +61,10 @@ INTEROP_PACKAGES = {"transformer_lens": "transformer-lens", "nnsight": "nnsight"
 def interop_versions() -> dict[str, str | None]:
     """TransformerLens's and nnsight's installed versions, ``None`` where one is not installed,
     read from the package metadata (neither is imported)."""
-    from importlib.metadata import PackageNotFoundError, version
+    from constructions.files import installed_version  # here: this module stays torch-free
 
-    found: dict[str, str | None] = {}
-    for key, distribution in INTEROP_PACKAGES.items():
-        try:
-            found[key] = version(distribution)
-        except PackageNotFoundError:
-            found[key] = None
-    return found
+    return {key: installed_version(distribution)
+            for key, distribution in INTEROP_PACKAGES.items()}
 
 
 def json_ready(value: Any) -> Any:

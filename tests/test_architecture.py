@@ -19,7 +19,8 @@ LAYER = {"constructions": 0, "empirics": 1, "theorems": 2}
 MAX_LINES = 700
 # The interop layer: exports to TransformerLens and nnsight, files and bundles. The area modules
 # may use build recording and the torch-only residual layout types, nothing else of it.
-INTEROP_LAYER = {"export", "transformer_lens", "transformer_bridge", "files", "bundle"}
+INTEROP_LAYER = {"export", "transformer_lens", "transformer_lens_layout", "transformer_bridge",
+                 "files", "bundle"}
 INTEROP = (*(f"constructions.{m}" for m in INTEROP_LAYER), "transformer_lens", "nnsight",
            "safetensors")
 

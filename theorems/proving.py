@@ -51,6 +51,7 @@ from pathlib import Path
 
 import pytest
 
+from constructions.files import installed_version
 from theorems.proof_statements import (
     ProofSpec,
     Scope,
@@ -140,16 +141,7 @@ def coq_version() -> str | None:
 def z3_version() -> str | None:
     """The installed ``z3-solver``'s version (read from its metadata: importing z3 costs
     seconds, and a cached proof never needs it), or None when it is not installed."""
-    return _distribution_version("z3-solver")
-
-
-def _distribution_version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
+    return installed_version("z3-solver")
 
 
 def missing_coq() -> str | None:
@@ -445,7 +437,7 @@ def check_smt(build: Callable, name: str, source: str, depends: tuple[str, ...] 
     early_key = None
     if depends:
         contents = [(ROOT / path).read_text() for path in depends]
-        early_key = _cache_key("z3-inputs", version, _distribution_version("sympy") or "",
+        early_key = _cache_key("z3-inputs", version, installed_version("sympy") or "",
                                name, source, statement_sha, *trusts, *depends, *contents)
         hit = _cached(early_key)
         if hit is not None:

@@ -36,4 +36,13 @@ def gamma(n: int, dtype: torch.dtype = torch.float64) -> float:
     nu = n * unit_roundoff(dtype)
     if nu >= 1:
         raise ValueError(f"n * u must be < 1 for the bound to hold, got n={n}")
+    return gamma_at(n, unit_roundoff(dtype))
+
+
+def gamma_at(n, u: float):
+    r""":math:`\gamma_n = nu/(1 - nu)` at a given unit roundoff ``u`` (``u = 0`` is exact
+    arithmetic and gives 0; a scaled ``u`` bounds a computation in a coarser precision), for a
+    count ``n`` or a tensor of counts (elementwise). The caller keeps ``nu < 1``: :func:`gamma`
+    is the checked entry point for one count and one dtype."""
+    nu = n * u
     return nu / (1 - nu)

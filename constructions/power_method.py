@@ -62,6 +62,7 @@ from torch import nn
 from constructions import _validate
 from constructions._roles import oracle
 from constructions.layers import Attention, L2Norm, Residual, resolve
+from constructions.numerics import gamma, unit_roundoff
 from constructions.residual_layout import LINEAR_ATTENTION, LOOPED
 
 # --- the task (the oracle) -----------------------------------------------------------------
@@ -80,9 +81,7 @@ def unit_norm_tolerance(d: int, *dtypes: torch.dtype) -> float:
         raise TypeError("dtypes must name at least one dtype")
     for dtype in dtypes:
         _validate.float_dtype("dtypes", dtype)
-    u = max(torch.finfo(dt).eps / 2 for dt in dtypes)
-    m = (2 * d + 4) * u
-    return m / (1 - m)
+    return gamma(2 * d + 4, max(dtypes, key=unit_roundoff))
 
 
 def normalize_columns(X: torch.Tensor) -> torch.Tensor:

@@ -2,6 +2,6 @@
 copy lives in :mod:`constructions.numerics` (constructions state their own error bounds with
 them too)."""
 
-from constructions.numerics import gamma, unit_roundoff
+from constructions.numerics import gamma, gamma_at, unit_roundoff
 
-__all__ = ["gamma", "unit_roundoff"]
+__all__ = ["gamma", "gamma_at", "unit_roundoff"]

@@ -10,7 +10,7 @@ import math
 import torch
 from torch import nn
 
-from constructions import _validate
+from constructions import _validate, numerics
 from constructions.boltzmann.operator import (
     _direction,
     best_spacing_direction,
@@ -51,10 +51,9 @@ def context_id_error_bound(x: torch.Tensor, w: torch.Tensor, rho: float,
     w = _direction("w", w, d, "x").to(x.dtype)
     _validate.finite_float("rho", rho)
     _validate.finite_float("out_scale", out_scale)
-    unit = torch.finfo(x.dtype).eps / 2
 
     def gamma(k: int) -> float:
-        return k * unit / (1 - k * unit)
+        return numerics.gamma(k, x.dtype)
 
     projected = x.abs() @ w.abs()
     R = projected.amax(dim=-1, keepdim=True)

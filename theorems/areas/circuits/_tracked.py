@@ -52,12 +52,7 @@ import torch
 from constructions.circuits import Edge, attention_graph
 from constructions.induction_heads.model import InductionTransformer
 from constructions.layers import causal_mask
-from constructions.numerics import unit_roundoff
-
-
-def _gamma(k: float, u: float) -> float:
-    return k * u / (1 - k * u)
-
+from constructions.numerics import gamma_at, unit_roundoff
 
 # Underflow: a product that underflows errs by at most half the least subnormal, 2^-1075,
 # absolutely (Higham 2002, §2.1; sums of floats underflow exactly), and exp(t) by at most
@@ -106,7 +101,7 @@ def _product(spec: str, a: Tracked, b: Tracked, terms: int, u: float, *,
         return torch.einsum(spec, x, y)
     e = ein(a.e, b.m) + ein(a.m, b.e) + ein(a.e, b.e)
     if rounding:
-        e = e + _gamma(terms, u) * ein(a.n, b.n) + (terms * SUBNORMAL if u else 0.0)
+        e = e + gamma_at(terms, u) * ein(a.n, b.n) + (terms * SUBNORMAL if u else 0.0)
     return Tracked.computed(ein(a.v, b.v), e, a.ops + b.ops + terms + 6)
 
 
@@ -124,7 +119,7 @@ def _softmax(s: Tracked, u: float) -> Tracked:
     zero = torch.zeros((), dtype=s.v.dtype, device=s.v.device)
     eta = (torch.where(mask, s.e, zero).amax(-1, keepdim=True)
            + 2 * u * torch.where(mask, s.n, zero).amax(-1, keepdim=True))
-    F = 1 + torch.expm1(2 * eta) * (1 + _gamma(T + 8, u)) + _gamma(T + 8, u)
+    F = 1 + torch.expm1(2 * eta) * (1 + gamma_at(T + 8, u)) + gamma_at(T + 8, u)
     A = s.v.masked_fill(~mask, float("-inf")).softmax(dim=-1)
     underflow = torch.where(mask, 4 * SUBNORMAL if u else 0.0, 0.0)   # 2^-1072, see above
     return Tracked.computed(A, (F - 1) * F * A + underflow, s.ops + T + 16)
@@ -197,9 +192,9 @@ def tracked_logits(model: InductionTransformer, tokens: torch.Tensor, errors: di
         for h in range(H):
             current[f"a{index}.h{h}"] = results.map((slice(None), slice(None), h))
         if per_head:
-            out_e = results.e.sum(2) + _gamma(H - 1, u) * results.n.sum(2)
+            out_e = results.e.sum(2) + gamma_at(H - 1, u) * results.n.sum(2)
         else:   # one contraction over H d_v terms
-            out_e = results.e.sum(2) + _gamma(H * d_v, u) * torch.einsum(
+            out_e = results.e.sum(2) + gamma_at(H * d_v, u) * torch.einsum(
                 "bihv,hvo->bio", z.n, W["W_O"].n)
         out = Tracked.computed(results.v.sum(2), out_e, results.ops + H + 4)
         x = _add(x, out, u)
@@ -207,7 +202,7 @@ def tracked_logits(model: InductionTransformer, tokens: torch.Tensor, errors: di
             x = _add(x, delta(by_target[("logits", None)], current), u)
     W_U = Tracked.stored(model.W_U.detach(), errors.get("W_U"))
     logits = _product("btd,dc->btc", x.map((slice(None), slice(1, None))), W_U, d, u)
-    inflate = 1 + _gamma(logits.ops, unit_roundoff())
+    inflate = 1 + gamma_at(logits.ops, unit_roundoff())
     logits = Tracked(logits.v, logits.e * inflate, logits.n * inflate, logits.ops)
     return logits, current
 
@@ -231,11 +226,11 @@ def metric_error(logits: Tracked, clean_target: torch.Tensor, corrupted_target: 
     e, n = logits.e[rows, -1], logits.n[rows, -1]
     a, b = clean_target, corrupted_target
     return (e[rows, a] + e[rows, b] + u * (n[rows, a] + n[rows, b])) * (
-        1 + _gamma(2, unit_roundoff()))
+        1 + gamma_at(2, unit_roundoff()))
 
 
 def gamma_depth(terms: int) -> float:
     """:math:`\\gamma` of ``terms`` roundings at float64 (for the callers' own inflation)."""
-    return _gamma(terms, unit_roundoff())
+    return gamma_at(terms, unit_roundoff())
 
 

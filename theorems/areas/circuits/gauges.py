@@ -70,7 +70,7 @@ from theorems.areas.circuits.earlier_occurrence import (
     occurrence_cases,
 )
 from theorems.evidence import check, evidence
-from theorems.numerics import gamma
+from theorems.numerics import gamma, gamma_at, unit_roundoff
 from theorems.profiles import budget
 
 EARLIER = "resample_earlier_occurrence"
@@ -122,8 +122,8 @@ def _product_error(X: torch.Tensor, G: torch.Tensor, u_scale: float) -> torch.Te
     :math:`\gamma_c\sum|x_lg_l|` with :math:`c` its number of non-zero terms; inflated by
     :math:`1 + \gamma_{K+4}` for its own evaluation."""
     terms = (X != 0).to(X.dtype) @ (G != 0).to(X.dtype)
-    u = u_scale * gamma(1)
-    g = torch.where(terms >= 2, terms * u / (1 - terms * u), torch.zeros_like(terms))
+    g = torch.where(terms >= 2, gamma_at(terms, u_scale * unit_roundoff(X.dtype)),
+                    torch.zeros_like(terms))
     return g * (X.abs() @ G.abs()) * (1 + gamma(G.shape[-2] + 4))
 
 

@@ -305,3 +305,20 @@ def math_library(name: str, value: object, needs: Sequence[str]) -> object:
     if missing:
         raise ValueError(f"{name} must provide {', '.join(missing)}")
     return value
+
+
+def complex_tensor(name: str, value: object, *, ndim) -> torch.Tensor:
+    """A complex tensor (real input is promoted), with its rank checked and finite entries."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if value.dtype == torch.bool:
+        raise TypeError(f"{name} must be a numeric tensor, got dtype {value.dtype}")
+    if not value.is_complex():
+        value = value.to(torch.complex64 if value.dtype == torch.float32 else torch.complex128)
+    allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+    if value.ndim not in allowed:
+        raise ValueError(f"{name} must have {' or '.join(map(str, allowed))} dims, "
+                         f"got shape {tuple(value.shape)}")
+    if not bool(torch.isfinite(torch.view_as_real(value)).all()):
+        raise ValueError(f"{name} must be finite (it contains NaN or inf)")
+    return value

@@ -87,7 +87,8 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.layers import HookPoint, _with_axes, resolve
+from constructions._kernels import hook_with_axes
+from constructions.layers import HookPoint, resolve
 from constructions.residual_layout import LINEAR_ATTENTION
 
 X1_KINDS = ("gaussian", "one-hot", "ones")
@@ -125,7 +126,7 @@ def ar_sequences(x1: torch.Tensor, T: int, *, theta: torch.Tensor | None = None,
     ``x1`` is ``(B, d)`` (complex or real); ``theta`` ``(B, d)`` are the phases of
     :math:`W = \mathrm{diag}(e^{i\theta})`, drawn uniform on :math:`[0, 2\pi)` when omitted.
     """
-    x1 = _validate.nonempty("x1", _complex_tensor("x1", x1, ndim=2))
+    x1 = _validate.nonempty("x1", _validate.complex_tensor("x1", x1, ndim=2))
     T = _validate.positive_int("T", T)
     generator = _validate.generator("generator", generator)
     real = x1.real.dtype
@@ -176,7 +177,7 @@ def one_step_gd_predictions(x: torch.Tensor, lr: float) -> torch.Tensor:
     :math:`\partial_{\mathrm{Re}\,W} + i\,\partial_{\mathrm{Im}\,W}`, the steepest-descent
     direction), one independent :math:`W_t` per step, so this shares no code with the layer.
     """
-    x = _validate.nonempty("x", _complex_tensor("x", x, ndim=(2, 3)))
+    x = _validate.nonempty("x", _validate.complex_tensor("x", x, ndim=(2, 3)))
     lr = _validate.finite_float("lr", lr)
     batched = x.ndim == 3
     x = x if batched else x.unsqueeze(0)
@@ -290,8 +291,8 @@ class ARLinearAttention(nn.Module):
 
     def __init__(self, W_KQ: torch.Tensor, W_PV: torch.Tensor) -> None:
         super().__init__()
-        W_KQ = _complex_tensor("W_KQ", W_KQ, ndim=2)
-        W_PV = _complex_tensor("W_PV", W_PV, ndim=2)
+        W_KQ = _validate.complex_tensor("W_KQ", W_KQ, ndim=2)
+        W_PV = _validate.complex_tensor("W_PV", W_PV, ndim=2)
         D = W_KQ.shape[0]
         if W_KQ.shape != (D, D) or D % 2:
             raise ValueError(f"W_KQ must be square with an even side 2d, got {tuple(W_KQ.shape)}")
@@ -313,7 +314,7 @@ class ARLinearAttention(nn.Module):
         return torch.view_as_complex(self.W_PV_parts)
 
     def _inputs(self, x: torch.Tensor) -> tuple[torch.Tensor, bool]:
-        x = _complex_tensor("x", x, ndim=(2, 3))
+        x = _validate.complex_tensor("x", x, ndim=(2, 3))
         if x.shape[-1] != self.d:
             raise ValueError(f"x must have width d = {self.d}, got shape {tuple(x.shape)}")
         return x.to(self.W_KQ.dtype), x.ndim == 3
@@ -332,10 +333,10 @@ class ARLinearAttention(nn.Module):
         x, _ = self._inputs(x)
         e = tokens(x)                                                   # (..., T, 2d)
         # the hooks see TransformerLens's (..., T, head = 1, width) views of each tensor
-        query = _with_axes(self.hook_q, e @ self.W_KQ.T, -2)            # W_KQ e_t
-        gram = _gram(_with_axes(self.hook_k, e, -2), _with_axes(self.hook_v, e, -2))
-        context = _with_axes(self.hook_z, torch.einsum("...tab,...tb->...ta", gram, query), -2)
-        return _with_axes(self.hook_result, context @ self.W_PV.T, -2)  # (..., T, d)
+        query = hook_with_axes(self.hook_q, e @ self.W_KQ.T, -2)            # W_KQ e_t
+        gram = _gram(hook_with_axes(self.hook_k, e, -2), hook_with_axes(self.hook_v, e, -2))
+        context = hook_with_axes(self.hook_z, torch.einsum("...tab,...tb->...ta", gram, query), -2)
+        return hook_with_axes(self.hook_result, context @ self.W_PV.T, -2)  # (..., T, d)
 
     def attention_scores(self, x: torch.Tensor) -> torch.Tensor:
         r"""Causal scores :math:`s_{ti} = e_i^{\mathsf H} W_{KQ} e_t/\rho_t` (0 for
@@ -395,21 +396,3 @@ def ar_mesa_layer(d: int, a: float, b: float, *, dtype: torch.dtype = torch.floa
     W_PV = torch.zeros(d, 2 * d, **complex_kw)
     W_PV[:, :d] = b * torch.eye(d, **complex_kw)
     return ARLinearAttention(W_KQ, W_PV)
-
-
-def _complex_tensor(name: str, value: object, *, ndim) -> torch.Tensor:
-    """A complex tensor (real input is promoted), with its rank checked and finite entries."""
-    if not isinstance(value, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-    if value.dtype == torch.bool:
-        raise TypeError(f"{name} must be a numeric tensor, got dtype {value.dtype}")
-    if not value.is_complex():
-        real = value.dtype if value.dtype in COMPLEX else torch.float64
-        value = value.to(COMPLEX[real])
-    allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
-    if value.ndim not in allowed:
-        raise ValueError(f"{name} must have {' or '.join(map(str, allowed))} dims, "
-                         f"got shape {tuple(value.shape)}")
-    if not bool(torch.isfinite(torch.view_as_real(value)).all()):
-        raise ValueError(f"{name} must be finite (it contains NaN or inf)")
-    return value

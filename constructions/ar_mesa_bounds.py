@@ -18,7 +18,7 @@ import math
 import torch
 
 from constructions import _validate
-from constructions.ar_mesa import ARLinearAttention, _complex_tensor, ar_mesa_layer
+from constructions.ar_mesa import ARLinearAttention, ar_mesa_layer
 from constructions.numerics import gamma as _gamma
 
 __all__ = ["layer_roundings", "loss_identity_error_bound", "one_step_tolerance",
@@ -73,7 +73,7 @@ def one_step_tolerance(x: torch.Tensor, a: float, b: float) -> torch.Tensor:
     relative: second order, inside the count's slack (the layer needs about
     :math:`T + 6d + 9` of the :math:`4T + 16d + 16`).
     """
-    x = _validate.nonempty("x", _complex_tensor("x", x, ndim=(2, 3)))
+    x = _validate.nonempty("x", _validate.complex_tensor("x", x, ndim=(2, 3)))
     a, b = _validate.finite_float("a", a), _validate.finite_float("b", b)
     T, d = x.shape[-2], x.shape[-1]
     absolute = ar_mesa_layer(d, abs(a), abs(b))(x.abs()).abs()
@@ -112,7 +112,7 @@ def loss_identity_error_bound(model: ARLinearAttention, x: torch.Tensor, chunk: 
 
     The magnitudes are computed here (the abs model's own rounding: :math:`1 + 2\theta_f`)."""
     _validate.instance("model", model, ARLinearAttention)
-    x = _complex_tensor("x", x, ndim=3)
+    x = _validate.complex_tensor("x", x, ndim=3)
     if x.shape[-1] != model.d or x.shape[-2] < 3 or x.shape[0] < 1:
         raise ValueError(f"x must have shape (m >= 1, T >= 3, d = {model.d}), "
                          f"got {tuple(x.shape)}")

@@ -47,7 +47,8 @@ import torch
 from torch import nn
 
 from constructions import _validate as check
-from constructions.layers import HookPoint, _with_axes
+from constructions._kernels import hook_with_axes
+from constructions.layers import HookPoint
 from constructions.residual_layout import (
     AttentionBlock,
     Interface,
@@ -236,11 +237,11 @@ class ActiveDormantHead(nn.Module):
         scores = self.W_pos[:n, :n].expand(B, n, n).clone()                 # (B, n, n)
         scores[:, :, 0] += self.W_sink[tokens]                              # key 0 is the BOS
         causal = torch.ones(n, n, dtype=torch.bool, device=tokens.device).tril()
-        scores = _with_axes(self.hook_attn_scores, scores, 1)
-        pattern = _with_axes(self.hook_pattern,
+        scores = hook_with_axes(self.hook_attn_scores, scores, 1)
+        pattern = hook_with_axes(self.hook_pattern,
                              scores.masked_fill(~causal, -math.inf).softmax(-1), 1)  # (B, n, n)
-        values = _with_axes(self.hook_v, onehot @ self.W_OV, 2)             # (B, n, V)
-        head_out = _with_axes(self.hook_result, pattern @ values, 2)        # (B, n, V)
+        values = hook_with_axes(self.hook_v, onehot @ self.W_OV, 2)             # (B, n, V)
+        head_out = hook_with_axes(self.hook_result, pattern @ values, 2)        # (B, n, V)
         mlp = self.hook_mlp_out(torch.relu(onehot) @ self.W_mlp)            # (B, n, V)
         return {"pattern": pattern, "head_out": head_out, "logits": head_out + mlp}
 

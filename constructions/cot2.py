@@ -32,8 +32,9 @@ import torch
 from torch import nn
 
 from constructions import _validate
+from constructions._kernels import hook_with_axes
 from constructions._roles import oracle
-from constructions.layers import HookPoint, HookPoints, _with_axes
+from constructions.layers import HookPoint, HookPoints
 
 MAX_DIGIT = 9
 NUM_DIGITS = MAX_DIGIT + 1
@@ -325,21 +326,21 @@ class CoT2Layer(nn.Module):
         """Logits over sums at the last token of ``context`` (n, d), and its attention (n,)."""
         attn = self.attn
         # hooks see TransformerLens's [batch, pos, head, d_head], batch 1 and one head
-        context = _with_axes(self.hook_resid_pre, context, 0)    # (n, d)
-        q = _with_axes(attn.hook_q, self.W_Q @ context[-1], 0, count=3)      # (m,)
-        k = _with_axes(attn.hook_k, (context @ self.W_K.T).unsqueeze(1), 0).squeeze(1)  # (n, m)
-        v = _with_axes(attn.hook_v, context.unsqueeze(1), 0).squeeze(1)     # (n, d)
-        scores = _with_axes(attn.hook_attn_scores, k @ q, 0, count=3)         # (n,)
-        attention = _with_axes(attn.hook_pattern, torch.softmax(scores, dim=0), 0, count=3)
-        z = _with_axes(attn.hook_z, attention @ v, 0, count=3)               # (d,)
-        h = context[-1] + _with_axes(self.hook_attn_out, self.W_OV @ z, 0, count=2)  # residual
-        h = _with_axes(self.hook_resid_mid, h, 0, count=2)                   # (d,)
+        context = hook_with_axes(self.hook_resid_pre, context, 0)    # (n, d)
+        q = hook_with_axes(attn.hook_q, self.W_Q @ context[-1], 0, count=3)      # (m,)
+        k = hook_with_axes(attn.hook_k, (context @ self.W_K.T).unsqueeze(1), 0).squeeze(1)  # (n, m)
+        v = hook_with_axes(attn.hook_v, context.unsqueeze(1), 0).squeeze(1)     # (n, d)
+        scores = hook_with_axes(attn.hook_attn_scores, k @ q, 0, count=3)         # (n,)
+        attention = hook_with_axes(attn.hook_pattern, torch.softmax(scores, dim=0), 0, count=3)
+        z = hook_with_axes(attn.hook_z, attention @ v, 0, count=3)               # (d,)
+        h = context[-1] + hook_with_axes(self.hook_attn_out, self.W_OV @ z, 0, count=2)  # residual
+        h = hook_with_axes(self.hook_resid_mid, h, 0, count=2)                   # (d,)
         alpha, c = h[self.blocks["sum"]], h[self.blocks["fetched"]]
         z = self.experts @ alpha                                 # (10, v): M_a alpha
         phi = torch.clamp(torch.log(z), min=-self.clamp)         # (10, v), log 0 = -inf -> -B
-        gate = _with_axes(self.mlp.hook_post, torch.relu(_with_axes(
+        gate = hook_with_axes(self.mlp.hook_post, torch.relu(hook_with_axes(
             self.mlp.hook_pre, -phi - self.clamp * (1 - c)[:, None], 0, count=2)), 0, count=2)
-        return _with_axes(self.hook_mlp_out, -gate.sum(0), 0, count=2), attention  # (v,), (n,)
+        return hook_with_axes(self.hook_mlp_out, -gate.sum(0), 0, count=2), attention  # (v,), (n,)
 
     def rollout(self, digits) -> tuple[torch.Tensor, torch.Tensor]:
         r"""The continuous chain of thought: :math:`\alpha_1..\alpha_m` (m, v) and the attention

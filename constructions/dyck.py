@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.layers import HookPoint, _with_axes
+from constructions._kernels import hook_with_axes
+from constructions.layers import HookPoint
 
 EMPTY, ERROR = -1, -2
 
@@ -187,13 +188,13 @@ class DepthTraceHead(nn.Module):
                          device=tokens.device)
         h = self.hook_embed(self.embed[torch.cat([bos, tokens], 1)])  # (b, n+1, 2)
         n1 = h.shape[1]
-        q = _with_axes(self.hook_q, h @ self.W_Q.T, 2)               # (b, n+1, 1)
-        k = _with_axes(self.hook_k, h @ self.W_K.T, 2)
-        scores = _with_axes(self.hook_attn_scores, q @ k.transpose(1, 2), 1)  # zeros
+        q = hook_with_axes(self.hook_q, h @ self.W_Q.T, 2)               # (b, n+1, 1)
+        k = hook_with_axes(self.hook_k, h @ self.W_K.T, 2)
+        scores = hook_with_axes(self.hook_attn_scores, q @ k.transpose(1, 2), 1)  # zeros
         mask = torch.ones(n1, n1, dtype=torch.bool, device=h.device).tril()
-        weights = _with_axes(self.hook_pattern,
+        weights = hook_with_axes(self.hook_pattern,
                              torch.softmax(scores.masked_fill(~mask, float("-inf")), -1), 1)
-        mixed = _with_axes(self.hook_z, weights @ h, 2)              # (b, n+1, 2): (y, x)
+        mixed = hook_with_axes(self.hook_z, weights @ h, 2)              # (b, n+1, 2): (y, x)
         return (mixed @ self.readout.T)[:, 1:]                       # drop BOS
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:

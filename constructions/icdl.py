@@ -53,7 +53,8 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.layers import HookPoint, _through
+from constructions._kernels import hook_transposed
+from constructions.layers import HookPoint
 
 DEPTH = 2
 
@@ -132,11 +133,11 @@ class ReluAttention(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         h = self.hook_resid_pre(h)
         # the arithmetic keeps heads first; the hooks see (T, heads, width) views
-        q = _through(self.hook_q, torch.einsum("hkD,tD->htk", self.W_Q, h), 0, 1)
-        k = _through(self.hook_k, torch.einsum("hkD,tD->htk", self.W_K, h), 0, 1)
-        v = _through(self.hook_v, torch.einsum("hED,tD->htE", self.W_OV, h), 0, 1)
+        q = hook_transposed(self.hook_q, torch.einsum("hkD,tD->htk", self.W_Q, h), 0, 1)
+        k = hook_transposed(self.hook_k, torch.einsum("hkD,tD->htk", self.W_K, h), 0, 1)
+        v = hook_transposed(self.hook_v, torch.einsum("hED,tD->htE", self.W_OV, h), 0, 1)
         scores = self.hook_attn_scores(torch.relu(q @ k.transpose(1, 2)))  # (heads, T, T)
-        result = _through(self.hook_result, scores @ v, 0, 1)             # (heads, T, D)
+        result = hook_transposed(self.hook_result, scores @ v, 0, 1)             # (heads, T, D)
         return self.hook_resid_post(h + result.sum(0))                    # (T, D)
 
 

@@ -52,7 +52,8 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.layers import HookPoints, _with_axes, fixed, resolve
+from constructions._kernels import hook_with_axes
+from constructions.layers import HookPoints, fixed, resolve
 from constructions.residual_layout import LOOPED
 
 # --- the task ----------------------------------------------------------------------------------
@@ -263,16 +264,16 @@ class LoopedNGD(nn.Module):
         """:func:`softmax_update` (the same operations in the same order) through ``block``'s
         hook points; inputs already validated."""
         attn = block.attn
-        w = _with_axes(block.hook_resid_pre, w, 1)                              # (B, d)
-        q = _with_axes(attn.hook_q, w @ W_Q, 1, count=2)                       # (B, d)
-        k = _with_axes(attn.hook_k, Z @ W_K, 2)                                # (B, n, d)
-        scores = _with_axes(attn.hook_attn_scores, torch.einsum("bk,bnk->bn", q, k), 1,
+        w = hook_with_axes(block.hook_resid_pre, w, 1)                              # (B, d)
+        q = hook_with_axes(attn.hook_q, w @ W_Q, 1, count=2)                       # (B, d)
+        k = hook_with_axes(attn.hook_k, Z @ W_K, 2)                                # (B, n, d)
+        scores = hook_with_axes(attn.hook_attn_scores, torch.einsum("bk,bnk->bn", q, k), 1,
                             count=2)                                           # (B, n)
-        pattern = _with_axes(attn.hook_pattern,
+        pattern = hook_with_axes(attn.hook_pattern,
                              scores.softmax(-1) if self.normalize else scores.exp(), 1, count=2)
-        v = _with_axes(attn.hook_v, Z @ W_V, 2)                                # (B, n, d)
-        z = _with_axes(attn.hook_z, torch.einsum("bn,bnd->bd", pattern, v), 1, count=2)
-        return _with_axes(block.hook_resid_post, w + z, 1), pattern
+        v = hook_with_axes(attn.hook_v, Z @ W_V, 2)                                # (B, n, d)
+        z = hook_with_axes(attn.hook_z, torch.einsum("bn,bnd->bd", pattern, v), 1, count=2)
+        return hook_with_axes(block.hook_resid_post, w + z, 1), pattern
 
     def weights(self, d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(W_Q, W_K, W_V)`` for dimension ``d``."""

@@ -39,7 +39,7 @@ from torch import nn
 from constructions import _validate
 from constructions.circuits import Edge, _patched_names
 from constructions.icl_regression import LinearSelfAttention
-from constructions.icl_regression.lifted import _key_moment
+from constructions.icl_regression.lifted import key_moment_unchecked
 from constructions.layers import HookPoint, HookPoints
 
 SPURIOUS_HEADS = {"a0.h0": "a0.h1"}
@@ -77,14 +77,14 @@ class MultiHeadLSA(nn.Module):
     def forward(self, Z: torch.Tensor) -> torch.Tensor:
         """:math:`f(Z)`, same shape as ``Z`` (``(..., D, n+1)``)."""
         Z, n = self.heads[0]._check(Z, None)
-        G = _key_moment(Z, n, self.mask_query)                            # (..., D, D)
+        G = key_moment_unchecked(Z, n, self.mask_query)                            # (..., D, D)
         return Z + sum(h.W_PV @ G @ h.W_KQ @ Z for h in self.heads)
 
     def predict(self, Z: torch.Tensor) -> torch.Tensor:
         r""":math:`\hat y = -f(Z)_{D, n+1}`, ``(...)``: each head's term as
         :meth:`LinearSelfAttention.predict` computes it, summed in head order."""
         Z, n = self.heads[0]._check(Z, None)
-        G = _key_moment(Z, n, self.mask_query)
+        G = key_moment_unchecked(Z, n, self.mask_query)
         query = Z[..., -1:]
         update = sum(h.W_PV[-1:] @ G @ h.W_KQ @ query for h in self.heads)  # (..., 1, 1)
         return -(query[..., -1:, :] + update)[..., 0, 0]

@@ -32,7 +32,7 @@ shapes (positions before heads; scores and patterns ``[batch, head, query, key]`
   ``hook_attn_scores`` ``(B, H, n, n)`` (scaled, before the mask), ``hook_pattern``
   ``(B, H, n, n)``, ``hook_z`` ``(B, n, H, d_v)`` and, with ``use_attn_result = True``,
   ``hook_result`` ``(B, n, H, d_out)``, the per-head outputs. The arithmetic keeps heads
-  before positions; a hook sees a transposed *view*, which ``_through`` turns back, so
+  before positions; a hook sees a transposed *view*, which ``hook_transposed`` turns back, so
   with no hook attached every operation reads the very same tensor;
 * :class:`MLP`: ``hook_mlp_in`` ``(..., d)``, ``hook_post`` ``(..., hidden)`` (after the
   activation) and ``hook_mlp_out`` ``(..., d_out)``;
@@ -51,6 +51,7 @@ import torch
 from torch import nn
 
 from constructions import _validate
+from constructions._kernels import hook_transposed
 from constructions.residual_layout import (
     DEFAULT_N_CTX,
     Interface,
@@ -122,24 +123,6 @@ class HookPoints(nn.Module):
         for name, child in children.items():
             _validate.instance(name, child, nn.Module)
             self.add_module(name, child)
-
-
-def _through(hook: nn.Module, x: torch.Tensor, dim0: int, dim1: int) -> torch.Tensor:
-    """``x`` passed through ``hook`` as the view with dims ``dim0`` and ``dim1`` swapped (the
-    hook's layout), and swapped back: with an identity hook, ``x``'s values and strides."""
-    return hook(x.transpose(dim0, dim1)).transpose(dim0, dim1)
-
-
-def _with_axes(hook: nn.Module, x: torch.Tensor, dim: int, count: int = 1) -> torch.Tensor:
-    """``x`` passed through ``hook`` with ``count`` singleton axes inserted at ``dim`` (the
-    head or position axis TransformerLens has and a one-head or one-query construction lacks),
-    and removed again: with an identity hook, ``x``'s values and strides."""
-    for _ in range(count):
-        x = x.unsqueeze(dim)
-    x = hook(x)
-    for _ in range(count):
-        x = x.squeeze(dim)
-    return x
 
 
 def _as_heads(name: str, weight: object, d_in: int | None) -> torch.Tensor:
@@ -224,8 +207,8 @@ class Attention(nn.Module):
     def scores(self, x: torch.Tensor) -> torch.Tensor:
         """Raw scores :math:`S^h_{ij}`, shape ``(B, H, n, n)``, before masking."""
         # hooks see (B, n, H, d_k), TransformerLens's layout; the arithmetic (B, H, n, d_k)
-        q = _through(self.hook_q, torch.einsum("bnd,hdk->bhnk", x, self.W_Q), 1, 2)
-        k = _through(self.hook_k, torch.einsum("bnd,hdk->bhnk", x, self.W_K), 1, 2)
+        q = hook_transposed(self.hook_q, torch.einsum("bnd,hdk->bhnk", x, self.W_Q), 1, 2)
+        k = hook_transposed(self.hook_k, torch.einsum("bnd,hdk->bhnk", x, self.W_K), 1, 2)
         return self.hook_attn_scores(self.scale * q @ k.transpose(-1, -2))  # (B, H, n, n)
 
     def pattern(self, x: torch.Tensor) -> torch.Tensor:
@@ -251,11 +234,11 @@ class Attention(nn.Module):
             raise ValueError(f"x must have width {self.d_model}, got shape {tuple(x.shape)}")
         x = x.to(self.W_Q.dtype)
         pattern = self.pattern(x)                                          # (B, H, n, n)
-        values = _through(self.hook_v, torch.einsum("bnd,hdv->bhnv", x, self.W_V), 1, 2)
+        values = hook_transposed(self.hook_v, torch.einsum("bnd,hdv->bhnv", x, self.W_V), 1, 2)
         # torch.einsum (without opt_einsum) contracts "bhij,bhjv,hvo->bio" left to right: these
         # two contractions are the ones it made before the hook between them, so bit for bit
         # (B, H, n, d_v); hook_z sees (B, n, H, d_v)
-        z = _through(self.hook_z, torch.einsum("bhij,bhjv->bhiv", pattern, values), 1, 2)
+        z = hook_transposed(self.hook_z, torch.einsum("bhij,bhjv->bhiv", pattern, values), 1, 2)
         if self.use_attn_result:
             result = self.hook_result(torch.einsum("bhiv,hvo->biho", z, self.W_O))
             out = result.sum(dim=2)                                        # (B, n, d_out)

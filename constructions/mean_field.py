@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from constructions import _validate
+from constructions._kernels import layer_norm_without_eps
 from constructions.layers import MLP, Attention, HookPoint
 from constructions.residual_layout import (
     DEFAULT_N_CTX,
@@ -39,10 +40,6 @@ TRANSFORMER_LENS_EXAMPLES = {
 }
 
 ARCHS = ("pre", "post")
-
-
-def _layer_norm(x: torch.Tensor) -> torch.Tensor:
-    return nn.functional.layer_norm(x, (x.shape[-1],), eps=0.0)
 
 
 class MeanFieldTransformer(nn.Module):
@@ -95,15 +92,15 @@ class MeanFieldTransformer(nn.Module):
         for layer in range(self.depth):
             x = self.hook_resid_pre[layer](x)
             if self.arch == "post":
-                x3 = _layer_norm(x + self._attention(x, layer))
+                x3 = layer_norm_without_eps(x + self._attention(x, layer))
                 lemma = x3 + self._ffn(x3, layer)
-                x = _layer_norm(lemma)
+                x = layer_norm_without_eps(lemma)
             else:
-                x3 = x + self._attention(_layer_norm(x), layer)
-                x = x3 + self._ffn(_layer_norm(x3), layer)
+                x3 = x + self._attention(layer_norm_without_eps(x), layer)
+                x = x3 + self._ffn(layer_norm_without_eps(x3), layer)
                 lemma = x
             x = self.hook_resid_post[layer](x)
-        output = _layer_norm(x) if (self.arch == "pre" and self.final_norm) else x
+        output = layer_norm_without_eps(x) if (self.arch == "pre" and self.final_norm) else x
         return output, lemma
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

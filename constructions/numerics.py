@@ -39,10 +39,21 @@ def gamma(n: int, dtype: torch.dtype = torch.float64) -> float:
     return gamma_at(n, unit_roundoff(dtype))
 
 
-def gamma_at(n, u: float):
+def gamma_at(n: float | torch.Tensor, u: float) -> float | torch.Tensor:
     r""":math:`\gamma_n = nu/(1 - nu)` at a given unit roundoff ``u`` (``u = 0`` is exact
     arithmetic and gives 0; a scaled ``u`` bounds a computation in a coarser precision), for a
-    count ``n`` or a tensor of counts (elementwise). The caller keeps ``nu < 1``: :func:`gamma`
-    is the checked entry point for one count and one dtype."""
+    count ``n`` or a tensor of counts (elementwise); :math:`nu < 1` is required."""
+    if isinstance(u, bool) or not isinstance(u, numbers.Real) or not 0 <= u < 1:
+        raise ValueError(f"u must be a unit roundoff in [0, 1), got {u!r}")
+    if isinstance(n, torch.Tensor):
+        n = _validate.real_tensor("n", n)
+        if not bool(((n >= 0) & (n * u < 1)).all()):
+            raise ValueError("n must hold counts >= 0 with n * u < 1 for the bound to hold")
+    else:
+        if isinstance(n, bool) or not isinstance(n, numbers.Real):
+            raise TypeError(f"n must be a real number (a count) or a tensor, got "
+                            f"{type(n).__name__}")
+        if not math.isfinite(n) or n < 0 or n * u >= 1:
+            raise ValueError(f"n must be a count >= 0 with n * u < 1, got n={n}")
     nu = n * u
     return nu / (1 - nu)

@@ -41,7 +41,8 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.layers import HookPoint, _with_axes, fixed
+from constructions._kernels import hook_with_axes
+from constructions.layers import HookPoint, fixed
 
 KERNELS = ("exp", "poly2")
 
@@ -175,9 +176,9 @@ class NTKAttention(nn.Module):
         if V.shape[-1] != self.Z.shape[1]:
             raise ValueError(f"V must have width {self.Z.shape[1]}, got {V.shape[-1]}")
         # hooks see (B, ., 1, width), TransformerLens's layout with its one head
-        q, K, V = (_with_axes(self.hook_q, q, 2), _with_axes(self.hook_k, K, 2),
-                   _with_axes(self.hook_v, V, 2))
-        scores = _with_axes(self.hook_attn_scores, self.scale * q @ K.transpose(-1, -2), 1)
+        q, K, V = (hook_with_axes(self.hook_q, q, 2), hook_with_axes(self.hook_k, K, 2),
+                   hook_with_axes(self.hook_v, V, 2))
+        scores = hook_with_axes(self.hook_attn_scores, self.scale * q @ K.transpose(-1, -2), 1)
         weights = _weights_of(self.kernel, scores, self.c)                  # (B, n_q, n)
         phi_q = self.phi(q)                                                 # (B, n_q, r)
         prefix_num, prefix_den = phi_q @ self.Z, phi_q @ self.kappa[:, None]
@@ -186,7 +187,7 @@ class NTKAttention(nn.Module):
             unshift = (-scores.amax(dim=-1, keepdim=True)).exp()
             prefix_num, prefix_den = prefix_num * unshift, prefix_den * unshift
         numerator = weights @ V + prefix_num
-        return _with_axes(self.hook_z,
+        return hook_with_axes(self.hook_z,
                           numerator / (weights.sum(dim=-1, keepdim=True) + prefix_den), 2)
 
 

@@ -65,8 +65,9 @@ import torch
 from torch import nn
 
 from constructions import _validate as check
+from constructions._kernels import hook_with_axes
 from constructions._roles import oracle
-from constructions.layers import HookPoints, _with_axes
+from constructions.layers import HookPoints
 from constructions.residual_layout import (
     AttentionBlock,
     Interface,
@@ -432,32 +433,32 @@ class SpatialInductionCircuit(nn.Module):
         gath, mat = self.blocks[0].attn, self.blocks[1].attn
         f = self.features[:n]                                           # (n, F)
         # the gather reads positions only: its hooks see a batch axis of size 1
-        scores = _with_axes(gath.hook_attn_scores,
+        scores = hook_with_axes(gath.hook_attn_scores,
                             torch.einsum("pf,hfg,qg->hpq", f, self.W_gather, f), 0)  # (2nu, n, n)
         causal = torch.ones(n, n, dtype=torch.bool, device=f.device).tril()
-        gather = _with_axes(gath.hook_pattern,
+        gather = hook_with_axes(gath.hook_pattern,
                             scores.masked_fill(~causal, -math.inf).softmax(-1), 0)  # (2nu, n, n)
         onehot = nn.functional.one_hot(tokens, k + 1)[..., :k].to(f.dtype)  # BOS value 0
-        shared = _with_axes(gath.hook_v, onehot, 2)                     # (B, n, k)
+        shared = hook_with_axes(gath.hook_v, onehot, 2)                     # (B, n, k)
         # a patch with one pattern per sequence comes back (B, 2nu, n, n)
         spec = "hpq,bqk->bphk" if gather.ndim == 3 else "bhpq,bqk->bphk"
         configs = gath.hook_z(torch.einsum(spec, gather, shared))       # (B, n, 2nu, k)
-        nxt = _with_axes(mat.hook_q, configs[:, :, :nu], 2)             # (B, n, nu, k)
-        cur = _with_axes(mat.hook_k, configs[:, :, nu:], 2)
+        nxt = hook_with_axes(mat.hook_q, configs[:, :, :nu], 2)             # (B, n, nu, k)
+        cur = hook_with_axes(mat.hook_k, configs[:, :, nu:], 2)
         beta = self.match_beta
         sink = beta * nu + math.log(float(self.alpha.sum())) + beta
         cold = (1 - self.warm[:n]).expand(B, n)                          # key j < V (or BOS)
         key_flags = torch.stack([cold, (tokens == k).to(f.dtype)], -1)  # (B, n, 2)
         match = beta * torch.einsum("bphk,bqhk->bpq", nxt, cur)          # (B, n, n)
         weights = torch.tensor([-beta, sink], dtype=f.dtype, device=f.device)
-        match = _with_axes(mat.hook_attn_scores,
+        match = hook_with_axes(mat.hook_attn_scores,
                            match + (key_flags @ weights)[:, None, :], 1)  # per key j
-        match = _with_axes(mat.hook_pattern,
+        match = hook_with_axes(mat.hook_pattern,
                            match.masked_fill(~causal, -math.inf).softmax(-1), 1)  # (B, n, n)
         values = onehot.clone()
         values[:, 0] = self.bos_value                                   # BOS value alpha / A
-        values = _with_axes(mat.hook_v, values, 2)                      # (B, n, k)
-        probs = _with_axes(mat.hook_z, match @ values, 2)               # (B, n, k)
+        values = hook_with_axes(mat.hook_v, values, 2)                      # (B, n, k)
+        probs = hook_with_axes(mat.hook_z, match @ values, 2)               # (B, n, k)
         return {"gather": gather.expand(B, -1, -1, -1), "match": match, "next_config": nxt,
                 "current_config": cur, "probs": probs}
 

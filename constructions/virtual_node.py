@@ -33,7 +33,8 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.layers import HookPoint, _with_axes, fixed, resolve
+from constructions._kernels import hook_with_axes
+from constructions.layers import HookPoint, fixed, resolve
 
 FEATURE_MAPS = ("exp", "elu1", "identity")
 
@@ -122,18 +123,18 @@ class _FeatureAttention(nn.Module):
     def features(self, x) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         r"""``(phi(q), phi(k), v)``, shapes ``(B, n, r), (B, n, r), (B, n, d_v)``."""
         x = self._input(x)
-        q = _with_axes(self.hook_q, x @ self.W_Q, 2)                   # hooks see (B, n, 1, w)
-        k = _with_axes(self.hook_k, x @ self.W_K, 2)
+        q = hook_with_axes(self.hook_q, x @ self.W_Q, 2)                   # hooks see (B, n, 1, w)
+        k = hook_with_axes(self.hook_k, x @ self.W_K, 2)
         return (apply_feature_map(self.feature_map, q, self.W_phi),
                 apply_feature_map(self.feature_map, k, self.W_phi),
-                _with_axes(self.hook_v, x @ self.W_V, 2))
+                hook_with_axes(self.hook_v, x @ self.W_V, 2))
 
 
 class LinearAttention(_FeatureAttention):
     """One linear-attention layer (module docstring): ``(B, n, d)`` to ``(B, n, d_v)``."""
 
     def forward(self, x) -> torch.Tensor:
-        return _with_axes(self.hook_z, linear_attention(*self.features(x)), 2)
+        return hook_with_axes(self.hook_z, linear_attention(*self.features(x)), 2)
 
 
 class VirtualNodeRound(_FeatureAttention):
@@ -158,7 +159,7 @@ class VirtualNodeRound(_FeatureAttention):
         phi_q, phi_k, v = self.features(x)
         local = adjacency @ v                                  # (B, n, d_v): edge messages
         # x + 0 * y is x exactly for finite y, so with local_weight = 0 the edges change nothing
-        return _with_axes(self.hook_z, self.aggregate(phi_q, phi_k, v), 2) + \
+        return hook_with_axes(self.hook_z, self.aggregate(phi_q, phi_k, v), 2) + \
             self.local_weight * local
 
 

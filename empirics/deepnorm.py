@@ -39,8 +39,8 @@ import torch
 from torch import nn
 
 from constructions import _validate
+from constructions._kernels import layer_norm_without_eps
 from constructions.deepnorm import deepnorm_constants
-from constructions.mean_field import _layer_norm
 from empirics.compare import loglog_slope
 from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
@@ -81,10 +81,10 @@ class DeepNormStack(nn.Module):
         for layer in range(self.depth):
             for sublayer in self._sublayers(layer):
                 if self.arch == "pre":
-                    x = x + sublayer(_layer_norm(x))                   # (trials, n, d)
+                    x = x + sublayer(layer_norm_without_eps(x))                   # (trials, n, d)
                 else:
-                    x = _layer_norm(self.alpha * x + sublayer(x))
-        return _layer_norm(x) if self.arch == "pre" else x
+                    x = layer_norm_without_eps(self.alpha * x + sublayer(x))
+        return layer_norm_without_eps(x) if self.arch == "pre" else x
 
 
 def deepnorm_stack(arch: str, depth: int, d: int, *, trials: int = 1, seed: int = 0,

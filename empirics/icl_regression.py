@@ -59,7 +59,7 @@ from constructions.icl_regression import (
     spd_matrix,
     zfb_init,
 )
-from constructions.icl_regression.task import _draw_prompts  # the sampler's unchecked loop
+from constructions.icl_regression.task import draw_prompts_unchecked  # the sampler's unchecked loop
 from empirics.experiment import Experiment, Result
 from empirics.plots import new_axes
 from empirics.training import TrainConfig, train
@@ -90,7 +90,7 @@ class RegressionCase:
                antithetic: bool = False) -> RegressionPrompts:
         """``batch`` tasks with prompts of ``n`` examples (default: the case's ``n``)."""
         L_x, L_w = self.factors
-        return _draw_prompts(batch, self.n if n is None else n, L_x, L_w, self.sigma2,
+        return draw_prompts_unchecked(batch, self.n if n is None else n, L_x, L_w, self.sigma2,
                             self.response, antithetic, generator)
 
     def closed_form(self) -> torch.Tensor:

@@ -37,7 +37,7 @@ from constructions.hopfield import hopfield_update
 from constructions.icdl import ReluAttention, icdl_transformer
 from constructions.icl_logistic import looped_ngd, softmax_update
 from constructions.icl_regression import cot_prompt, multi_step_gd, von_oswald
-from constructions.icl_regression.lifted import _key_moment
+from constructions.icl_regression.lifted import key_moment_unchecked
 from constructions.induction_heads import compact_induction, two_layer_induction
 from constructions.layernorm_geometry import majority_head
 from constructions.layers import MLP, Attention, HookPoint, Residual
@@ -218,7 +218,7 @@ def _old_forwards() -> dict[str, Callable[[nn.Module], torch.Tensor]]:
     (the same operations in the same order, without hook points)."""
     def lsa(layer, Z, n=None):
         n = Z.shape[-1] - 1 if n is None else n
-        return Z + layer.W_PV @ _key_moment(Z, n, layer.mask_query) @ layer.W_KQ @ Z
+        return Z + layer.W_PV @ key_moment_unchecked(Z, n, layer.mask_query) @ layer.W_KQ @ Z
 
     def multi_step(model, Z):
         n = Z.shape[-1] - 1

@@ -21,7 +21,7 @@ from constructions.power_method import (
     sample_data,
 )
 from theorems.areas.power_method import looped_model, training
-from theorems.areas.power_method._shared import _PLAIN_A, _PLAIN_X, iteration_error_bound
+from theorems.areas.power_method._shared import PLAIN_A, PLAIN_X, iteration_error_bound
 from theorems.evidence import expect_failure
 from theorems.numerics import gamma
 
@@ -97,7 +97,7 @@ def cancelling_moving_the_data(d, rho, **kwargs):
 killed_at = killed.fails_at
 
 
-PLAIN = (_PLAIN_X, _PLAIN_A, 2, 10.0)
+PLAIN = (PLAIN_X, PLAIN_A, 2, 10.0)
 
 
 # --- mutants: PM.1 -------------------------------------------------------------------------------
@@ -119,21 +119,21 @@ def test_broken_constructions_are_not_shifted_power_iteration(build, match):
 @pytest.mark.parametrize("build", [wrong_sign, transposed])
 def test_broken_constructions_break_one_more_loop(build):
     killed_at(looped_model.extra_loop_check(build=build), r"^loop 2 is not 1 more power step",
-              case=(_PLAIN_X, _PLAIN_A, 1, 10.0), extra=2)
+              case=(PLAIN_X, PLAIN_A, 1, 10.0), extra=2)
 
 
 @pytest.mark.mutant("power-method.unshifted-limit")
 @pytest.mark.parametrize("build", [without_normalization, wrong_sign])
 def test_broken_constructions_miss_the_unshifted_limit(build):
     killed_at(looped_model.unshifted_limit_check(build=build), r"exceeds 2\|p\|/\|u\|",
-              case=(_PLAIN_X, _PLAIN_A, 3, 1e3))
+              case=(PLAIN_X, PLAIN_A, 3, 1e3))
 
 
 @pytest.mark.mutant("power-method.unshifted-limit")
 def test_a_doubled_shift_misses_the_rate_constant():
     """Within the 2|p|/|u| bound (the distance halves), but rho |y - y_inf| tends to C/2."""
     killed_at(looped_model.unshifted_limit_check(build=double_shift),
-              r"is not within the O\(1/rho\) slack", case=(_PLAIN_X, _PLAIN_A, 3, 1e3))
+              r"is not within the O\(1/rho\) slack", case=(PLAIN_X, PLAIN_A, 3, 1e3))
 
 
 @pytest.mark.mutant("power-method.unshifted-limit")
@@ -190,26 +190,26 @@ def test_broken_layers_do_not_contract_at_r_gamma(build):
 @pytest.mark.parametrize("build", [wrong_sign, transposed])
 def test_broken_constructions_are_not_rescaled_power_iteration(build):
     killed_at(training.rescaling_check(build=build), r"^without N the output is not",
-              case=(_PLAIN_X, _PLAIN_A, 2, 3.0))
+              case=(PLAIN_X, PLAIN_A, 2, 3.0))
 
 
 @pytest.mark.mutant("power-method.no-ln-expressivity")
 def test_normalization_that_changes_the_direction_is_caught():
     """Without N the model is right; with N its shift has the wrong sign."""
     killed_at(training.rescaling_check(build=flipped_only_with_normalization),
-              r"^N changes more than the query's scale", case=(_PLAIN_X, _PLAIN_A, 2, 3.0))
+              r"^N changes more than the query's scale", case=(PLAIN_X, PLAIN_A, 2, 3.0))
 
 
 @pytest.mark.mutant("power-method.no-ln-expressivity")
 def test_wrong_sign_cancelling_layer_is_caught():
     killed_at(training.cancellation_check(build=cancelling_wrong_sign),
-              r"^the layer does not output rho S a", case=(_PLAIN_X, _PLAIN_A, 1, 3.0))
+              r"^the layer does not output rho S a", case=(PLAIN_X, PLAIN_A, 1, 3.0))
 
 
 @pytest.mark.mutant("power-method.no-ln-expressivity")
 def test_a_cancelling_layer_that_moves_the_data_is_caught():
     killed_at(training.cancellation_check(build=cancelling_moving_the_data),
-              r"^the data columns moved", case=(_PLAIN_X, _PLAIN_A, 1, 3.0))
+              r"^the data columns moved", case=(PLAIN_X, PLAIN_A, 1, 3.0))
 
 
 @pytest.fixture

@@ -280,6 +280,7 @@ VALID: dict[str, Callable[[], dict]] = {
     "layernorm_geometry.projection_form": lambda: {"x": randn(2, 3)},
     "layernorm_geometry.selectability_margin": lambda: {"keys": randn(3, 2), "index": 1},
     "layers.causal_mask": lambda: {"n": 3},
+    "numerics.gamma_at": lambda: {"n": 3, "u": 2.0 ** -53},
     "layers.fixed": lambda: {"weight": randn(2, 2)},
     "layers.hardmax": lambda: {"scores": randn(2, 3)},
     "layers.resolve": lambda: {"dtype": torch.float64, "device": "cpu"},
@@ -353,15 +354,17 @@ ACCEPTED_TEXT = {
     "0-d": """addition.column_sums.a addition.column_sums.b addition.per_digit_addition.a
               addition.per_digit_addition.b induction_heads.round_significand.x
               layers.fixed.weight""",  # a single number
-    # 0 is a count here: no steps, no fillers, no rows, the first key, the seed 0
-    "zero": """icl_regression.gd_iterates.steps power_method.power_iteration.steps
+    # 0 is a count here: no steps, no fillers, no rows, the first key, the seed 0; and u = 0
+    # is exact arithmetic, where gamma_n = 0
+    "zero": """numerics.gamma_at.u icl_regression.gd_iterates.steps
+               power_method.power_iteration.steps
                fact_mlps.fact_prompts.num_fillers fact_mlps.fact_transformer.num_fillers
                layers.causal_mask.n layernorm_geometry.selectability_margin.index
                power_method.frame_data.rest *.seed""",
     "zero negative": "boltzmann.boltzmann.dim",  # dims count from the end too
     # gamma_n = nu/(1 - nu) is a formula in n: gamma_0 = 0, and the many checks that call it
     # compute n as a number of operations, not always held in an int
-    "zero wrong-type-float": "numerics.gamma.n",
+    "zero wrong-type-float": "numerics.gamma.n numerics.gamma_at.n",
 }
 ACCEPTED: dict[tuple[str, str], set[str]] = {}
 for _kinds, _targets in ACCEPTED_TEXT.items():

@@ -10,10 +10,10 @@ from torch import nn
 
 from constructions import _validate
 from constructions.boltzmann.operator import (
-    _distances,
-    _unit_vector,
     best_direction,
     boltzmann,
+    checked_unit_vector,
+    pairwise_distances,
     projection_constant,
     rank_one_head,
     separation,
@@ -160,7 +160,7 @@ def _vocabulary(vocabulary: object) -> torch.Tensor:
         raise ValueError(f"vocabulary is not tokenwise separated: row {row} is the zero vector "
                          f"(r_min must be > 0)")
     if len(vocabulary) > 1:
-        distances = _distances(vocabulary)
+        distances = pairwise_distances(vocabulary)
         if float(distances.min()) == 0:
             i, j = (int(k) for k in (distances == 0).nonzero()[0])
             raise ValueError(f"vocabulary is not tokenwise separated: rows {i} and {j} are equal "
@@ -196,9 +196,9 @@ def contextual_mapping(vocabulary, seq_len: int, *, w=None, u=None, rho: float |
             raise ValueError(f"no direction among {trials} trials reaches the projection "
                              f"constant {theorem_projection_constant(V, d):.3g}; raise trials")
     else:
-        w = _unit_vector("w", w, d)
+        w = checked_unit_vector("w", w, d)
         c_w = projection_constant(vocabulary, w)
-    u = w if u is None else _unit_vector("u", u, d)
+    u = w if u is None else checked_unit_vector("u", u, d)
     if rho is None:
         if c_w == 0:
             raise ValueError("w does not separate the vocabulary (two tokens, or a token and 0, "

@@ -12,9 +12,9 @@ from torch import nn
 
 from constructions import _validate, numerics
 from constructions.boltzmann.operator import (
-    _direction,
     best_spacing_direction,
     boltzmann,
+    checked_direction,
     rank_one_head,
 )
 from constructions.layers import MLP, Attention, resolve
@@ -48,7 +48,7 @@ def context_id_error_bound(x: torch.Tensor, w: torch.Tensor, rho: float,
     """
     x = _validate.nonempty("x", _validate.real_tensor("x", x, ndim=3))
     n, d = x.shape[1], x.shape[2]
-    w = _direction("w", w, d, "x").to(x.dtype)
+    w = checked_direction("w", w, d, "x").to(x.dtype)
     _validate.finite_float("rho", rho)
     _validate.finite_float("out_scale", out_scale)
 

@@ -75,7 +75,7 @@ def rank_one_head(w, rho: float, *, u=None, out_scale: float = 1.0,
 # --- tokenwise separation and the projection direction ------------------------------------------
 
 
-def _distances(points: torch.Tensor) -> torch.Tensor:
+def pairwise_distances(points: torch.Tensor) -> torch.Tensor:
     """Pairwise distances with ``inf`` on the diagonal, from exact differences (the default
     matrix-product form of ``cdist`` cancels small distances to 0 beyond 25 rows)."""
     distances = torch.cdist(points, points, compute_mode="donot_use_mm_for_euclid_dist")
@@ -89,7 +89,7 @@ def separation(vocabulary: torch.Tensor) -> tuple[float, float, float]:
     norms = vocabulary.norm(dim=-1)
     if len(vocabulary) < 2:
         return float(norms.min()), float(norms.max()), math.inf
-    distances = _distances(vocabulary)
+    distances = pairwise_distances(vocabulary)
     return float(norms.min()), float(norms.max()), float(distances.min())
 
 
@@ -97,7 +97,7 @@ def projection_constant(points: torch.Tensor, w: torch.Tensor) -> float:
     r""":math:`c_w = \min_{x\ne x'} |w^\top(x - x')|/\lVert x - x'\rVert` over the rows of
     ``points`` and the origin: how well the direction ``w`` keeps them apart."""
     points = _points("points", points)
-    w = _direction("w", w, points.shape[1], "points").to(points.dtype)
+    w = checked_direction("w", w, points.shape[1], "points").to(points.dtype)
     points = torch.cat([points, points.new_zeros(1, points.shape[1])])
     diffs = points[:, None, :] - points[None, :, :]
     norms = diffs.norm(dim=-1)
@@ -118,7 +118,7 @@ def _points(name: str, points: object) -> torch.Tensor:
     return _validate.nonempty(name, _validate.real_tensor(name, points, ndim=2))
 
 
-def _direction(name: str, w: object, d: int, to: str) -> torch.Tensor:
+def checked_direction(name: str, w: object, d: int, to: str) -> torch.Tensor:
     """A direction ``(d,)`` matching the width of ``to``."""
     w = _validate.real_tensor(name, w, ndim=1)
     return _validate.matching(name, w, d, to=to)
@@ -174,7 +174,9 @@ def best_spacing_direction(points: torch.Tensor, *, trials: int = 512, seed: int
     return candidates[best], float(spacings[best])
 
 
-def _unit_vector(name: str, value: object, d: int) -> torch.Tensor:
+def checked_unit_vector(name: str, value: object, d: int) -> torch.Tensor:
+    """``value`` as a float64 vector of shape ``(d,)``, normalised to unit length (a zero
+    vector is a ``ValueError`` naming ``name``)."""
     value = _validate.real_tensor(name, value, shape=(d,)).to(torch.float64)
     norm = float(value.norm())
     if norm == 0:

@@ -47,16 +47,16 @@ def key_moment(Z: torch.Tensor, n_context: int | None = None,
                mask_query: bool = True) -> torch.Tensor:
     r""":math:`G = \tfrac1n Z M Z^\top`: the keys' second moment, ``(..., D, D)``. The first
     ``n`` columns are context; later columns are keys only when ``mask_query=False``."""
-    Z = _prompt_tokens(Z)
+    Z = checked_prompt_tokens(Z)
     if n_context is not None:
         n_context = _validate.positive_int("n_context", n_context)
         if n_context > Z.shape[-1]:
             raise ValueError(f"n_context must be <= the {Z.shape[-1]} columns of Z, "
                              f"got {n_context}")
-    return _key_moment(Z, n_context, _validate.boolean("mask_query", mask_query))
+    return key_moment_unchecked(Z, n_context, _validate.boolean("mask_query", mask_query))
 
 
-def _prompt_tokens(Z: object) -> torch.Tensor:
+def checked_prompt_tokens(Z: object) -> torch.Tensor:
     """Validated prompt tokens ``Z`` ``(..., D, n + 1)`` with ``D >= 2`` and ``n >= 1``."""
     Z = _validate.real_tensor("Z", Z)
     if Z.ndim < 2 or Z.shape[-2] < 2 or Z.shape[-1] < 2:
@@ -65,7 +65,8 @@ def _prompt_tokens(Z: object) -> torch.Tensor:
     return Z
 
 
-def _key_moment(Z: torch.Tensor, n_context: int | None, mask_query: bool) -> torch.Tensor:
+def key_moment_unchecked(Z: torch.Tensor, n_context: int | None, mask_query: bool) -> torch.Tensor:
+    """:func:`key_moment` without argument checks, for callers that validated ``Z`` already."""
     n = Z.shape[-1] - 1 if n_context is None else n_context
     keys = Z if not mask_query else Z[..., :n]
     return keys @ keys.transpose(-1, -2) / n
@@ -77,8 +78,8 @@ def lifted_features(Z: torch.Tensor, *, mask_query: bool = True) -> torch.Tensor
     :math:`\hat y = \phi(Z)^\top\theta` with ``θ`` its
     :meth:`LinearSelfAttention.lifted_coefficients`. Least squares in these features is the
     convex relaxation of training an LSA (IR.1/IR.2's "lifted least squares")."""
-    Z = _prompt_tokens(Z)
-    G = _key_moment(Z, None, _validate.boolean("mask_query", mask_query))
+    Z = checked_prompt_tokens(Z)
+    G = key_moment_unchecked(Z, None, _validate.boolean("mask_query", mask_query))
     x_query = Z[..., :-1, -1]
     return (_pair_features(G).unsqueeze(-1) * x_query.unsqueeze(-2)).flatten(-2)
 
@@ -87,7 +88,7 @@ def effective_tensor(W_PV: torch.Tensor, W_KQ: torch.Tensor) -> torch.Tensor:
     """:meth:`LinearSelfAttention.effective_tensor` of raw weights (differentiable; like a
     layer it lets non-finite weights through, so that a diverging run reports its loss)."""
     W_PV, W_KQ = _raw_weights(W_PV, W_KQ)
-    return _effective_tensor(W_PV, W_KQ)
+    return effective_tensor_unchecked(W_PV, W_KQ)
 
 
 def _raw_weights(W_PV: object, W_KQ: object) -> tuple[torch.Tensor, torch.Tensor]:
@@ -99,7 +100,8 @@ def _raw_weights(W_PV: object, W_KQ: object) -> tuple[torch.Tensor, torch.Tensor
     return W_PV, W_KQ
 
 
-def _effective_tensor(W_PV: torch.Tensor, W_KQ: torch.Tensor) -> torch.Tensor:
+def effective_tensor_unchecked(W_PV: torch.Tensor, W_KQ: torch.Tensor) -> torch.Tensor:
+    """:func:`effective_tensor` without argument checks (the model's forward pass calls it)."""
     E = torch.einsum("oa,bc->oabc", W_PV, W_KQ)
     return (E + E.transpose(1, 2)) / 2
 
@@ -108,10 +110,11 @@ def lifted_coefficients(W_PV: torch.Tensor, W_KQ: torch.Tensor) -> torch.Tensor:
     """:meth:`LinearSelfAttention.lifted_coefficients` of raw weights (differentiable): only
     the last row of ``W_PV`` enters, so this costs :math:`O(D^3)`."""
     W_PV, W_KQ = _raw_weights(W_PV, W_KQ)
-    return _lifted_coefficients(W_PV, W_KQ)
+    return lifted_coefficients_unchecked(W_PV, W_KQ)
 
 
-def _lifted_coefficients(W_PV: torch.Tensor, W_KQ: torch.Tensor) -> torch.Tensor:
+def lifted_coefficients_unchecked(W_PV: torch.Tensor, W_KQ: torch.Tensor) -> torch.Tensor:
+    """:func:`lifted_coefficients` without argument checks (the model's forward pass calls it)."""
     T = -torch.einsum("a,bc->abc", W_PV[-1], W_KQ[:, :-1])
     return _pair_coefficients((T + T.transpose(0, 1)) / 2).flatten()
 

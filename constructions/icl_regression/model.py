@@ -8,11 +8,16 @@ import torch
 from torch import nn
 
 from constructions import _validate
+from constructions._kernels import hook_transposed
 
 # IR.7's autoregressive layer lives in its own module; it is part of this area's API.
 from constructions.ar_mesa import ar_mesa_layer as ar_mesa_layer
-from constructions.icl_regression.lifted import _effective_tensor, _key_moment, _lifted_coefficients
-from constructions.layers import HookPoint, _through, fixed, resolve
+from constructions.icl_regression.lifted import (
+    effective_tensor_unchecked,
+    key_moment_unchecked,
+    lifted_coefficients_unchecked,
+)
+from constructions.layers import HookPoint, fixed, resolve
 from constructions.residual_layout import LINEAR_ATTENTION
 
 # --- the model -------------------------------------------------------------------------------
@@ -75,17 +80,17 @@ class LinearSelfAttention(nn.Module):
     def forward(self, Z: torch.Tensor, n_context: int | None = None) -> torch.Tensor:
         """:math:`f(Z)`, same shape as ``Z``; ``n_context`` defaults to all columns but the last."""
         Z, n = self._check(Z, n_context)
-        Z = _through(self.hook_resid_pre, Z, -1, -2)                     # hooks see (..., N, D)
-        G = _key_moment(Z, n, self.mask_query)
-        update = _through(self.hook_attn_out, self.W_PV @ G @ self.W_KQ @ Z, -1, -2)
-        return _through(self.hook_resid_post, Z + update, -1, -2)
+        Z = hook_transposed(self.hook_resid_pre, Z, -1, -2)  # hooks see (..., N, D)
+        G = key_moment_unchecked(Z, n, self.mask_query)
+        update = hook_transposed(self.hook_attn_out, self.W_PV @ G @ self.W_KQ @ Z, -1, -2)
+        return hook_transposed(self.hook_resid_post, Z + update, -1, -2)
 
     def predict(self, Z: torch.Tensor) -> torch.Tensor:
         r""":math:`\hat y = -f(Z)_{D, n+1}` for regression prompts ``(..., d+1, n+1)``: the
         negated label slot of the query column (sign convention of Ahn's and von Oswald's
         code). Only that column is computed."""
         Z, n = self._check(Z, None)
-        G = _key_moment(Z, n, self.mask_query)
+        G = key_moment_unchecked(Z, n, self.mask_query)
         query = Z[..., -1:]
         return -(query[..., -1:, :] + self.W_PV[-1:] @ G @ self.W_KQ @ query)[..., 0, 0]
 
@@ -93,12 +98,12 @@ class LinearSelfAttention(nn.Module):
         r"""``E[o, a, b, c]`` :math:`= \tfrac12(W_{PV,oa}W_{KQ,bc} + W_{PV,ob}W_{KQ,ac})`: the
         update of row ``o`` at column ``j`` is :math:`\sum_{abc} E_{oabc}G_{ab}Z_{cj}`.
         Gauge-invariant; ``(D, D, D, D)``."""
-        return _effective_tensor(self.W_PV, self.W_KQ)
+        return effective_tensor_unchecked(self.W_PV, self.W_KQ)
 
     def lifted_coefficients(self) -> torch.Tensor:
         r"""``θ`` with :math:`\hat y = \phi(Z)^\top\theta` for :func:`lifted_features` ``φ``:
         the pair coefficients of :math:`T = -E_{y,:,:,x}`, flattened to ``(P,)``."""
-        return _lifted_coefficients(self.W_PV, self.W_KQ)
+        return lifted_coefficients_unchecked(self.W_PV, self.W_KQ)
 
     def preconditioner(self) -> torch.Tensor:
         r""":math:`\Gamma` with :math:`\hat y = x_q^\top\Gamma s + \dots` (module docstring):

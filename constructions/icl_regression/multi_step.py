@@ -8,13 +8,14 @@ import torch
 from torch import nn
 
 from constructions import _validate
+from constructions._kernels import hook_transposed
 
 # IR.7's autoregressive layer lives in its own module; it is part of this area's API.
 from constructions.ar_mesa import ar_mesa_layer as ar_mesa_layer
 from constructions.icl_regression._shared import MULTI_STEP_MODES, MultiStepMode
-from constructions.icl_regression.lifted import _prompt_tokens
+from constructions.icl_regression.lifted import checked_prompt_tokens
 from constructions.icl_regression.model import LinearSelfAttention, lsa
-from constructions.layers import HookPoints, _through
+from constructions.layers import HookPoints
 from constructions.residual_layout import LINEAR_ATTENTION, LOOPED
 
 # --- von Oswald et al. (IR.4) -----------------------------------------------------------------
@@ -48,7 +49,7 @@ def von_oswald(d: int, eta: float, W0: torch.Tensor | None = None, *, mask_query
 def gd_transformed_labels(Z: torch.Tensor, eta: float, W0: torch.Tensor) -> torch.Tensor:
     r"""The oracle of IR.4: ``Z`` with every label replaced by :math:`y_j - \Delta W x_j`,
     :math:`\Delta W = -\tfrac\eta n\sum_{i\le n}(W_0 x_i - y_i)x_i^\top` (context ``i <= n``)."""
-    Z = _prompt_tokens(Z)
+    Z = checked_prompt_tokens(Z)
     eta = _validate.real_number("eta", eta)
     W0 = _validate.real_tensor("W0", W0, shape=(1, Z.shape[-2] - 1))
     n = Z.shape[-1] - 1
@@ -153,9 +154,9 @@ class MultiStepGD(nn.Module):
         n = self._n(Z)
         states = []
         for block in self.blocks:
-            Z = _through(block.hook_resid_pre, Z, -1, -2)                # hooks see (..., N, D)
+            Z = hook_transposed(block.hook_resid_pre, Z, -1, -2)  # hooks see (..., N, D)
             states.append(Z)
-            out = _through(block.hook_resid_post, self.layer(Z, n_context=n), -1, -2)
+            out = hook_transposed(block.hook_resid_post, self.layer(Z, n_context=n), -1, -2)
             Z = out if self.mode == "loop" else torch.cat([Z, out[..., -1:]], dim=-1)
         return [*states, Z]
 

@@ -91,11 +91,11 @@ def sample_prompts(batch: int, n: int, d: int, *, sigma2: float = 0.0,
     eye = torch.eye(d, dtype=torch.float64)
     L_x = torch.linalg.cholesky(eye if Sigma is None else spd_matrix("Sigma", Sigma, d))
     L_w = torch.linalg.cholesky(eye if Omega is None else spd_matrix("Omega", Omega, d))
-    return _draw_prompts(batch, n, L_x, L_w, sigma2, response, antithetic, generator,
+    return draw_prompts_unchecked(batch, n, L_x, L_w, sigma2, response, antithetic, generator,
                          **resolve(dtype, device))
 
 
-def _draw_prompts(batch: int, n: int, L_x: torch.Tensor, L_w: torch.Tensor, sigma2: float,
+def draw_prompts_unchecked(batch: int, n: int, L_x: torch.Tensor, L_w: torch.Tensor, sigma2: float,
                   response: ResponseKind, antithetic: bool, generator: torch.Generator | None,
                   dtype: torch.dtype = torch.float64, device=None) -> RegressionPrompts:
     """:func:`sample_prompts` without argument checks, from Cholesky factors of Sigma and

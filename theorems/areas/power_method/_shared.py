@@ -20,7 +20,7 @@ ABSTRACT = Source(where="Abstract (the qualitative result)", tag="V", **WU)
 LAYOUT = Source(where="input layout E = [[X, 0], [0, a]] and block weights (our "
                       "reconstruction; it reproduces the reported limit)", tag="D", **WU)
 
-_MODEL = (
+MODEL = (
     r"Let $d \ge 2$, $n \ge 1$, $X \in \mathbb R^{d\times n}$ with unit-norm columns, "
     r"$S = XX^\top$, $a \in \mathbb R^d \setminus \{0\}$, and "
     r"$E_0 = \begin{pmatrix} X & 0 \\ 0 & a\end{pmatrix} \in \mathbb R^{2d\times(n+1)}$. One "
@@ -140,13 +140,13 @@ def _eigen_case(d: int, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 # A query that is an eigenvector (every loop is then the identity on it), the largest growth
 # the strategy allows (rho = 1e6, six loops), and a plain case pinned so that a broken
 # construction fails on an explicit example (no search needed).
-_EIGEN_X, _ = _eigen_case(3, 5, 7)
-_EIGEN_A = torch.linalg.eigh(_EIGEN_X @ _EIGEN_X.mT)[1][..., -2]
-_EXTREME_X, _EXTREME_A = _eigen_case(8, 24, 11)
-_PLAIN_X, _PLAIN_A = _eigen_case(4, 8, 3)
+EIGEN_X, _ = _eigen_case(3, 5, 7)
+EIGEN_A = torch.linalg.eigh(EIGEN_X @ EIGEN_X.mT)[1][..., -2]
+EXTREME_X, EXTREME_A = _eigen_case(8, 24, 11)
+PLAIN_X, PLAIN_A = _eigen_case(4, 8, 3)
 
 
-def _max_abs(t: torch.Tensor) -> float:
+def max_abs(t: torch.Tensor) -> float:
     return float(t.abs().max()) if t.numel() else 0.0
 
 

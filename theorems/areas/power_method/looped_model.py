@@ -20,20 +20,20 @@ from constructions.power_method import (
 )
 from empirics.plots import pyplot
 from theorems.areas.power_method._shared import (
-    _EIGEN_A,
-    _EIGEN_X,
-    _EXTREME_A,
-    _EXTREME_X,
-    _MODEL,
-    _PLAIN_A,
-    _PLAIN_X,
     ABSTRACT,
+    EIGEN_A,
+    EIGEN_X,
+    EXTREME_A,
+    EXTREME_X,
     LAYOUT,
+    MODEL,
+    PLAIN_A,
+    PLAIN_X,
     WU,
-    _max_abs,
     eigenvalue_error,
     eigvector_tolerance,
     iteration_error_bound,
+    max_abs,
     power_cases,
 )
 from theorems.claims import Claim, Source
@@ -45,7 +45,7 @@ from theorems.strategies import seeds
 PM_SHIFTED = Claim(
     id="power-method.looped-shifted-power",
     title="Each loop of the block-weight looped transformer is one shifted power step",
-    statement=_MODEL + (
+    statement=MODEL + (
         r"Then for every $\rho > 0$ and $k \ge 0$, "
         r"$E_k = \begin{pmatrix} X & 0 \\ 0 & y_k\end{pmatrix}$ with "
         r"$y_k = (I + \rho S)^k a/\lVert (I + \rho S)^k a\rVert$: the data columns are "
@@ -114,8 +114,8 @@ PM_BOUNDS = Claim(
 def shifted_power_check(build=looped_power_transformer):
     @budget(0.6)
     @given(case=power_cases())
-    @example(case=(_EIGEN_X, _EIGEN_A, 3, 10.0))
-    @example(case=(_EXTREME_X, _EXTREME_A, 6, 1e6))
+    @example(case=(EIGEN_X, EIGEN_A, 3, 10.0))
+    @example(case=(EXTREME_X, EXTREME_A, 6, 1e6))
     def run(case):
         X, a, loops, rho = case
         d, n = X.shape[1], X.shape[2]
@@ -128,13 +128,13 @@ def shifted_power_check(build=looped_power_transformer):
         # data columns: each loop renormalises a unit column, within gamma_{2d+4} (see
         # unit_norm_tolerance), and the first ones come normalised to the same accuracy
         column_tol = 2 * (loops + 1) * gamma(2 * d + 4)
-        column_err = _max_abs(states[:, :, :n, :d] - X.mT.unsqueeze(1))
+        column_err = max_abs(states[:, :, :n, :d] - X.mT.unsqueeze(1))
         evidence.margin((column_tol - column_err) / column_tol)
         assert column_err <= column_tol, f"data columns moved by {column_err:.3g}"
         # the off-diagonal blocks receive products with exact zeros: exactly zero
-        off = max(_max_abs(states[:, :, :n, d:]), _max_abs(states[:, :, n, :d]))
+        off = max(max_abs(states[:, :, :n, d:]), max_abs(states[:, :, n, :d]))
         assert off == 0.0, f"an off-diagonal block became {off:.3g}"
-        unit_err = _max_abs(iterates[:, 1:].norm(dim=-1) - 1)
+        unit_err = max_abs(iterates[:, 1:].norm(dim=-1) - 1)
         assert unit_err <= 2 * gamma(2 * d + 4), f"an output is not a unit vector ({unit_err})"
         for k in range(1, loops + 1):
             tol = 4 * iteration_error_bound(X, a, k, rho)
@@ -156,7 +156,7 @@ test_looped_model_is_shifted_power_iteration = check(PM_SHIFTED, "property")(
 def extra_loop_check(build=looped_power_transformer):
     @budget(0.3)
     @given(case=power_cases(max_loops=4), extra=st.integers(1, 3))
-    @example(case=(_PLAIN_X, _PLAIN_A, 1, 10.0), extra=2)
+    @example(case=(PLAIN_X, PLAIN_A, 1, 10.0), extra=2)
     def run(case, extra):
         X, a, loops, rho = case
         bound = iteration_error_bound(X, a, loops + extra, rho)
@@ -174,7 +174,7 @@ def extra_loop_check(build=looped_power_transformer):
             err = (long[:, loops + j, -1, d:] - step).norm(dim=-1)
             evidence.margin(float(((tol - err) / tol).min()))
             assert (err <= tol).all(), f"loop {loops + j} is not {j} more power step(s)"
-            moved = _max_abs(long[:, loops + j, :-1] - short[:, 0, :-1])
+            moved = max_abs(long[:, loops + j, :-1] - short[:, 0, :-1])
             assert moved <= 2 * (loops + j + 1) * gamma(2 * d + 4), "an extra loop moved the data"
     return run
 
@@ -209,8 +209,8 @@ def limit_terms(X: torch.Tensor, a: torch.Tensor, loops: int, rho: float) -> dic
 def unshifted_limit_check(build=looped_power_transformer):
     @budget(0.4)
     @given(case=power_cases(min_log_rho=1.0))
-    @example(case=(_EXTREME_X, _EXTREME_A, 6, 1e6))
-    @example(case=(_PLAIN_X, _PLAIN_A, 3, 1e3))
+    @example(case=(EXTREME_X, EXTREME_A, 6, 1e6))
+    @example(case=(PLAIN_X, PLAIN_A, 3, 1e3))
     def run(case):
         X, a, loops, rho = case
         fp = 2 * (iteration_error_bound(X, a, loops, rho) + iteration_error_bound(

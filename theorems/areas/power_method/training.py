@@ -18,10 +18,10 @@ from constructions.power_method import (
     sample_data,
 )
 from theorems.areas.power_method._shared import (
-    _PLAIN_A,
-    _PLAIN_X,
     ABSTRACT,
     BATCH,
+    PLAIN_A,
+    PLAIN_X,
     WU,
     iteration_error_bound,
     power_cases,
@@ -278,7 +278,7 @@ test_block_layer_contracts_at_r_gamma = check(PM_RATE_GAP, "property")(rate_gap_
 def rescaling_check(build=looped_power_transformer):
     @budget(0.3)
     @given(case=power_cases(max_log_rho=2.0, max_loops=4))
-    @example(case=(_PLAIN_X, _PLAIN_A, 2, 3.0))
+    @example(case=(PLAIN_X, PLAIN_A, 2, 3.0))
     def run(case):
         X, a, loops, rho = case
         d = X.shape[1]
@@ -307,7 +307,7 @@ test_no_normalization_only_rescales_on_the_manifold = check(PM_EXPRESSIVITY, "pr
 def cancellation_check(build=residual_cancelling_layer):
     @budget(0.3)
     @given(case=power_cases(max_log_rho=3.0, max_loops=1))
-    @example(case=(_PLAIN_X, _PLAIN_A, 1, 3.0))
+    @example(case=(PLAIN_X, PLAIN_A, 1, 3.0))
     def run(case):
         X, a, _, rho = case
         d, n = X.shape[1], X.shape[2]

@@ -103,7 +103,7 @@ def _versions() -> dict[str, str]:
 
 def _paths(path: str | Path) -> tuple[Path, Path]:
     """(weights, sidecar) for ``NAME``, ``NAME.safetensors`` or ``NAME.json``, or for a bundle
-    directory (:mod:`constructions.bundle`): ``model.safetensors`` and ``config.json``."""
+    directory (:mod:`constructions.interop.bundle`): ``model.safetensors`` and ``config.json``."""
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
     path = Path(path)

@@ -3,8 +3,8 @@ r"""Constructions as TransformerLens ``TransformerBridge`` models (TransformerLe
 TransformerLens 4.0 removed ``HookedTransformer``; its models are ``TransformerBridge``\ s.
 :func:`to_transformer_bridge` builds one around TransformerLens's own native transformer
 (``TransformerBridge.boot_native(config)``, no Hugging Face download) from the same
-:class:`~constructions.transformer_lens.TransformerLensLayout` that
-:func:`~constructions.transformer_lens.to_transformer_lens` loads, and
+:class:`~constructions.interop.layout.TransformerLensLayout` that
+:func:`~constructions.interop.transformer_lens.to_transformer_lens` loads, and
 
 * converts the layout's ``HookedTransformer`` state dict to the bridge's keys with
   TransformerLens's ``convert_tl_checkpoint`` where it exists (4.x) and with
@@ -24,8 +24,8 @@ floating tensor is taken as input embeddings, to which the bridge adds the expor
 embedding, which is zero for every such layout): :func:`transformer_bridge_inputs`.
 
 Which export needs which major: :func:`to_transformer_bridge` needs TransformerLens 3.9 or 4.x;
-:func:`~constructions.transformer_lens.to_transformer_lens` builds a ``HookedTransformer`` on
-2.x and 3.x and, on 4.x, returns this module's bridge.
+:func:`~constructions.interop.transformer_lens.to_transformer_lens` builds a
+``HookedTransformer`` on 2.x and 3.x and, on 4.x, returns this module's bridge.
 
 A layout with LayerNorm (the mean-field transformer) exports in float64. The native model's own
 ``NativeLayerNormPre`` normalises in float32 (``x.to(torch.float32)``,
@@ -46,15 +46,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from constructions.files import INTEROP_HINT
-from constructions.recording import construction_name
-from constructions.residual_layout import UnsupportedConstructionError
-from constructions.transformer_lens_layout import (
+from constructions.interop.files import INTEROP_HINT
+from constructions.interop.layout import (
     TransformerLensLayout,
     transformer_lens_inputs,
     transformer_lens_layout,
     transformer_lens_version,
 )
+from constructions.recording import construction_name
+from constructions.residual_layout import UnsupportedConstructionError
 
 # Layout keys whose values the conversion may drop, provided they are exactly zero: the native
 # model's unembedding has no bias.
@@ -128,7 +128,7 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 def transformer_bridge_inputs(model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
     """Keyword arguments for the bridge's ``forward``/``run_with_cache`` that correspond to
-    ``model``'s input ``x``: :func:`~constructions.transformer_lens.transformer_lens_inputs`
+    ``model``'s input ``x``: :func:`~constructions.interop.layout.transformer_lens_inputs`
     without ``start_at_layer``."""
     inputs = transformer_lens_inputs(model, x)
     inputs.pop("start_at_layer", None)
@@ -139,10 +139,10 @@ def to_transformer_bridge(model: nn.Module, *, n_ctx: int | None = None):
     """Export ``model`` as a ``transformer_lens.model_bridge.TransformerBridge`` (TransformerLens
     3.9 or 4.x) that computes the same function, in compatibility mode without weight
     processing (module docstring). On 4.x this is what
-    :func:`~constructions.transformer_lens.to_transformer_lens` returns too.
+    :func:`~constructions.interop.transformer_lens.to_transformer_lens` returns too.
 
     Feed it :func:`transformer_bridge_inputs` ``(model, x)`` and map its logits back with
-    :func:`~constructions.transformer_lens.transformer_lens_outputs`.
+    :func:`~constructions.interop.layout.transformer_lens_outputs`.
     Raises :class:`UnsupportedConstructionError` (a ``ValueError``) naming what TransformerLens
     lacks, and ``ImportError`` without TransformerLens 3.9 or later.
     """

@@ -2,10 +2,10 @@ r"""The TransformerLens layout of a construction, computed with torch alone.
 
 :func:`transformer_lens_layout` turns an exportable construction into ``HookedTransformerConfig``
 keyword arguments and a complete state dict (the folds, padding and stream widening that
-:mod:`constructions.transformer_lens` describes); :func:`transformer_lens_inputs` and
+:mod:`constructions.interop.transformer_lens` describes); :func:`transformer_lens_inputs` and
 :func:`transformer_lens_outputs` map a construction's inputs and outputs to the export's. Both
-exports, :mod:`constructions.transformer_lens` (a ``HookedTransformer``) and
-:mod:`constructions.transformer_bridge` (a ``TransformerBridge``), load this layout, so neither
+exports, :mod:`constructions.interop.transformer_lens` (a ``HookedTransformer``) and
+:mod:`constructions.interop.bridge` (a ``TransformerBridge``), load this layout, so neither
 imports the other's model code; TransformerLens itself is never imported here.
 """
 
@@ -22,7 +22,7 @@ from torch import nn
 
 import constructions
 from constructions import _validate
-from constructions.files import installed_version
+from constructions.interop.files import installed_version
 from constructions.layers import Attention, L2Norm, LayerNorm, Looped
 from constructions.recording import construction_name
 from constructions.residual_layout import (

@@ -5,7 +5,7 @@ or bidirectional softmax attention, ReLU/GELU MLPs on a residual stream, an opti
 ``LayerNorm`` and an unembedding map one-to-one onto a ``HookedTransformer``. On
 TransformerLens 4.x, which removed ``HookedTransformer``, :func:`to_transformer_lens` returns
 the same weights as a ``TransformerBridge`` in compatibility mode
-(:mod:`constructions.transformer_bridge`), so the example below runs on every major. The export
+(:mod:`constructions.interop.bridge`), so the example below runs on every major. The export
 
 * folds each layer's score scale, and TransformerLens's division by :math:`\sqrt{d_{head}}`,
   into :math:`W_Q`: :math:`W_Q^{TL} = \mathrm{scale}\cdot\sqrt{d_{head}}\;W_Q`;
@@ -52,7 +52,10 @@ Example (the README's)::
 Each exportable class describes itself with a ``residual_layout(name, n_ctx)`` method
 (:mod:`constructions.residual_layout`); each class that cannot be exported names what
 TransformerLens lacks with ``transformer_lens_lacks()``. Modules of other classes are scanned
-for the layers TransformerLens lacks (:func:`scanned_features`).
+for the layers TransformerLens lacks (:func:`scanned_features`). The layout and the maps of
+inputs and outputs (:func:`transformer_lens_layout`, :func:`transformer_lens_inputs`,
+:func:`transformer_lens_outputs`, :func:`scanned_features`) live in
+:mod:`constructions.interop.layout`, which both exports load.
 
 ``transformer_lens`` (the ``interop`` extra) is imported inside the functions that need it;
 no area module of ``constructions`` imports this module.
@@ -68,26 +71,16 @@ import warnings
 from torch import nn
 
 import constructions
-from constructions.files import INTEROP_HINT
-from constructions.recording import construction_name
-from constructions.transformer_bridge import _bridge
-from constructions.transformer_lens_layout import (
+from constructions.interop.bridge import _bridge
+from constructions.interop.files import INTEROP_HINT
+from constructions.interop.layout import (
     TransformerLensLayout,
-    construction_classes,
-    residual_layout,
-    scanned_features,
-    transformer_lens_inputs,
     transformer_lens_layout,
-    transformer_lens_outputs,
     transformer_lens_version,
 )
+from constructions.recording import construction_name
 
-# The layout's names are re-exported: this module was their public home before the layout moved
-# to constructions.transformer_lens_layout (which both exports import, so neither imports the
-# other).
-__all__ = ["TransformerLensLayout", "construction_classes", "export_line", "export_lines",
-           "residual_layout", "scanned_features", "to_transformer_lens", "transformer_lens_inputs",
-           "transformer_lens_layout", "transformer_lens_outputs", "transformer_lens_version"]
+__all__ = ["export_line", "export_lines", "to_transformer_lens"]
 
 
 def _hooked_transformer_class():
@@ -107,7 +100,7 @@ def to_transformer_lens(model: nn.Module, *, n_ctx: int | None = None,
 
     * TransformerLens 2.x and 3.x: a ``transformer_lens.HookedTransformer``.
     * TransformerLens 4.x: a ``transformer_lens.model_bridge.TransformerBridge``, the one
-      :func:`~constructions.transformer_bridge.to_transformer_bridge` builds, in compatibility
+      :func:`~constructions.interop.bridge.to_transformer_bridge` builds, in compatibility
       mode without weight processing. 4.0 removed ``HookedTransformer`` and names the bridge in
       compatibility mode as its replacement; there ``run_with_cache``, ``cache["pattern", L]``,
       the ``blocks.L.hook_*`` names, ``cfg`` and :func:`transformer_lens_inputs` (including

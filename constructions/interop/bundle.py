@@ -3,17 +3,18 @@ r"""A construction as a model-card bundle: one directory in the Hugging Face mix
 :func:`write_bundle` writes
 
 * ``model.safetensors``: the ``state_dict`` (and tensor arguments of the builder), exactly as
-  :func:`constructions.files.save` writes them;
-* ``config.json``: the sidecar of :func:`~constructions.files.save` (builder, arguments,
-  versions, SHA-256 of the weights) plus ``architectures``, the TransformerLens config of the
-  export (or the features TransformerLens lacks) and which export needs which major;
+  :func:`constructions.interop.files.save` writes them;
+* ``config.json``: the sidecar of :func:`~constructions.interop.files.save` (builder,
+  arguments, versions, SHA-256 of the weights) plus ``architectures``, the TransformerLens
+  config of the export (or the features TransformerLens lacks) and which export needs which
+  major;
 * ``README.md``: a short model card: the claim's statement, status and evidence summary when
   given, and how to load the bundle in plain torch, TransformerLens 3 and 4 and nnsight.
 
-:func:`load_bundle` (or :func:`constructions.files.load` on the directory) rebuilds the model
-with its builder and checks the rebuilt weights against the saved ones bit for bit. Nothing
-is downloaded. The card's claim text comes in as plain data, so that this module imports
-nothing from ``theorems`` (``python -m theorems.bundle CLAIM DIR`` fills it in).
+:func:`load_bundle` (or :func:`constructions.interop.files.load` on the directory) rebuilds
+the model with its builder and checks the rebuilt weights against the saved ones bit for bit.
+Nothing is downloaded. The card's claim text comes in as plain data, so that this module
+imports nothing from ``theorems`` (``python -m theorems.bundle CLAIM DIR`` fills it in).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from constructions.files import load, save
+from constructions.interop.files import load, save
 from constructions.recording import build_call
 from constructions.residual_layout import UnsupportedConstructionError
 
@@ -34,7 +35,7 @@ WEIGHTS, CONFIG, CARD = "model.safetensors", "config.json", "README.md"
 
 
 def _transformer_lens_section(model: nn.Module) -> dict[str, Any]:
-    from constructions.transformer_lens import transformer_lens_layout
+    from constructions.interop.layout import transformer_lens_layout
 
     try:
         layout = transformer_lens_layout(model)
@@ -126,7 +127,7 @@ def write_bundle(model: nn.Module, directory: str | Path, *,
 
 def load_bundle(directory: str | Path, *, verify: bool = True, device=None) -> nn.Module:
     """Rebuild the model of a bundle written by :func:`write_bundle` (see
-    :func:`constructions.files.load`)."""
+    :func:`constructions.interop.files.load`)."""
     if not isinstance(directory, (str, Path)):
         raise TypeError(f"directory must be a str or Path, got {type(directory).__name__}")
     if not Path(directory).is_dir():

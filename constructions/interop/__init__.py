@@ -10,6 +10,9 @@
 * :mod:`~constructions.interop.bridge`: the export to a TransformerLens ``TransformerBridge``.
 
 Users reach its functions through the facade :mod:`constructions.export`, one import for all.
+``constructions.files``, ``constructions.bundle``, ``constructions.transformer_lens``,
+``constructions.transformer_lens_layout`` and ``constructions.transformer_bridge``, where these
+modules lived before, stay public paths: each re-exports its module and holds no code.
 
 Who may import it: ``empirics``, ``theorems``, the tests and users. No construction module
 outside this folder does (``tests/test_architecture.py``): an area module describes itself to

@@ -4,7 +4,8 @@ interop wing (``constructions/interop/`` and its facade ``constructions.export``
 no module outgrows the size guide.
 
 Imports are read from the source (every ``import`` statement, also those inside functions, since
-a lazy import still ties two modules together), so the test needs no import of its own.
+a lazy import still ties two modules together, and those under ``if TYPE_CHECKING:``, since a
+type one module names from another ties them as well), so the test needs no import of its own.
 """
 
 from __future__ import annotations
@@ -41,14 +42,7 @@ def named_imports(path: Path) -> set[str]:
     module or not."""
     found = set()
     here = module_name(path)
-    tree = ast.parse(path.read_text())
-    # imports for type checkers only (``if TYPE_CHECKING:``) never run
-    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
-                   and getattr(block.test, "id", None) == "TYPE_CHECKING"
-                   for n in ast.walk(block)}
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):

@@ -1,15 +1,19 @@
 r"""Constructions as shareable files and as TransformerLens models: one import for both.
 
-This module is a facade; the work is done by
+This module is a facade over the interop wing (:mod:`constructions.interop`) and the two
+modules the area modules share with it:
 
 * :mod:`constructions.recording`: :func:`recorded` builders and :func:`build` record how a
   construction was built (the area modules import this, and only this);
-* :mod:`constructions.files`: :func:`save` and :func:`load`, safetensors plus a JSON sidecar;
 * :mod:`constructions.residual_layout`: what each exportable class's ``residual_layout``
   method returns, in torch alone;
-* :mod:`constructions.transformer_lens`: :func:`to_transformer_lens` (a ``HookedTransformer``
-  on TransformerLens 2.x/3.x, the bridge below on 4.x) and the layout it loads;
-* :mod:`constructions.transformer_bridge`: :func:`to_transformer_bridge` (TransformerLens 3.9
+* :mod:`constructions.interop.files`: :func:`save` and :func:`load`, safetensors plus a JSON
+  sidecar;
+* :mod:`constructions.interop.layout`: :func:`transformer_lens_layout`, the config and state
+  dict that both exports load, and the maps of inputs and outputs;
+* :mod:`constructions.interop.transformer_lens`: :func:`to_transformer_lens` (a
+  ``HookedTransformer`` on TransformerLens 2.x/3.x, the bridge below on 4.x);
+* :mod:`constructions.interop.bridge`: :func:`to_transformer_bridge` (TransformerLens 3.9
   and 4.x), from the same layout.
 
 Example (the README's)::
@@ -35,7 +39,12 @@ Example (the README's)::
 
 from __future__ import annotations
 
-from constructions.files import (
+from constructions.interop.bridge import (
+    bridge_state_dict,
+    to_transformer_bridge,
+    transformer_bridge_inputs,
+)
+from constructions.interop.files import (
     ARGS_PREFIX,
     FORMAT,
     FORMAT_VERSION,
@@ -43,27 +52,24 @@ from constructions.files import (
     load,
     save,
 )
+from constructions.interop.layout import (
+    TransformerLensLayout,
+    construction_classes,
+    transformer_lens_inputs,
+    transformer_lens_layout,
+    transformer_lens_outputs,
+)
+from constructions.interop.transformer_lens import (
+    export_line,
+    export_lines,
+    to_transformer_lens,
+)
 from constructions.recording import BuildCall, build, build_call, recorded
 from constructions.residual_layout import (
     DEFAULT_N_CTX,
     Interface,
     ResidualLayout,
     UnsupportedConstructionError,
-)
-from constructions.transformer_bridge import (
-    bridge_state_dict,
-    to_transformer_bridge,
-    transformer_bridge_inputs,
-)
-from constructions.transformer_lens import (
-    TransformerLensLayout,
-    construction_classes,
-    export_line,
-    export_lines,
-    to_transformer_lens,
-    transformer_lens_inputs,
-    transformer_lens_layout,
-    transformer_lens_outputs,
 )
 
 __all__ = [

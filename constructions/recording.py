@@ -1,7 +1,7 @@
 r"""How a construction was built: :func:`recorded` builders and :func:`build` attach a
 :class:`BuildCall` (``builder(*args, **kwargs)``, the builder named ``"module:qualname"``) to the
-module they return, which :func:`constructions.files.save` writes and
-:func:`constructions.files.load` calls again.
+module they return, which :func:`constructions.interop.files.save` writes and
+:func:`constructions.interop.files.load` calls again.
 
 The area modules of ``constructions`` import this module (and nothing else of the export):
 it needs only the standard library, numpy and torch.

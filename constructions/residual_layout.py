@@ -13,22 +13,21 @@ constants below), and a configuration of an exportable class that does not fit r
 :class:`UnsupportedConstructionError` from its ``residual_layout``.
 
 This module imports neither ``constructions.layers`` nor TransformerLens, so that any module
-of ``constructions`` may import it.
+of ``constructions`` may import it (``constructions.layers`` does): what it reads of a layer is
+stated as a protocol, :class:`AttentionWeights` and :class:`MlpWeights`, which
+``constructions.layers.Attention`` and ``MLP`` satisfy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import torch
 from torch import nn
 
 from constructions import _validate
-
-if TYPE_CHECKING:
-    from constructions.layers import MLP, Attention
 
 # Context length of an export whose construction has no positional embedding and no length:
 # it only sizes TransformerLens's (zero) W_pos, so inputs up to this length can be tokens.
@@ -55,6 +54,33 @@ class UnsupportedConstructionError(ValueError):
             message = (f"{name} cannot be exported to TransformerLens: no exporter is registered "
                        f"for its class (an exportable class has a residual_layout method)")
         super().__init__(message + (f". {hint}" if hint else ""))
+
+
+class AttentionWeights(Protocol):
+    """What :func:`attention_block` reads of an attention layer (``constructions.layers.
+    Attention``): ``W_Q, W_K`` ``(H, d, k)``, ``W_V`` ``(H, d, v)``, ``W_O`` ``(H, v, d_out)``,
+    the normalisation ``kind`` (``"softmax"``, ``"hardmax"`` or ``"linear"``), the score
+    ``scale`` and whether the layer is ``causal``."""
+
+    W_Q: torch.Tensor
+    W_K: torch.Tensor
+    W_V: torch.Tensor
+    W_O: torch.Tensor
+    kind: str
+    scale: float
+    causal: bool
+
+
+class MlpWeights(Protocol):
+    """What :func:`mlp_block` reads of an MLP (``constructions.layers.MLP``):
+    ``act(x W_in + b_in) W_out + b_out`` with ``W_in (d, h)``, ``W_out (h, d_out)`` and the
+    ``activation``'s name."""
+
+    W_in: torch.Tensor
+    b_in: torch.Tensor
+    W_out: torch.Tensor
+    b_out: torch.Tensor
+    activation: str
 
 
 @dataclass(frozen=True)
@@ -178,21 +204,23 @@ def _stream_slices(read: object, write: object, D: object, d_in: int, d_out: int
                              f"got {value}, which selects {selected}")
 
 
-def _module_with(name: str, value: object, attributes: tuple[str, ...], what: str) -> None:
-    """Raise ``TypeError`` naming ``name`` unless ``value`` is a module with ``attributes``
-    (checked by what it has, not by class: ``constructions.layers`` imports this module)."""
+def _module_with(name: str, value: object, protocol: type, what: str) -> None:
+    """Raise ``TypeError`` naming ``name`` unless ``value`` is a module with the attributes of
+    ``protocol`` (checked by what it has, not by class: ``constructions.layers`` imports this
+    module; not by ``isinstance`` either, which reads attributes statically and so misses an
+    ``nn.Module``'s parameters)."""
+    attributes = tuple(protocol.__annotations__)
     missing = [a for a in attributes if not hasattr(value, a)]
     if not isinstance(value, nn.Module) or missing:
         raise TypeError(f"{name} must be {what} (an nn.Module with {', '.join(attributes)}), "
                         f"got {type(value).__name__}")
 
 
-def attention_block(name: str, layer: Attention, D: int, read: slice, write: slice
+def attention_block(name: str, layer: AttentionWeights, D: int, read: slice, write: slice
                     ) -> AttentionBlock:
     """``layer`` reading residual coordinates ``read`` and writing ``write`` (of ``D``)."""
     _validate.instance("name", name, str)
-    _module_with("layer", layer, ("W_Q", "W_K", "W_V", "W_O", "kind", "scale", "causal"),
-                 "an Attention layer")
+    _module_with("layer", layer, AttentionWeights, "an Attention layer")
     if layer.kind != "softmax":
         feature = {"linear": LINEAR_ATTENTION,
                    "hardmax": "hardmax (average-hard) attention"}[layer.kind]
@@ -208,10 +236,10 @@ def attention_block(name: str, layer: Attention, D: int, read: slice, write: sli
         scale=layer.scale, causal=layer.causal)
 
 
-def mlp_block(name: str, mlp: MLP, D: int, read: slice, write: slice) -> MlpBlock:
+def mlp_block(name: str, mlp: MlpWeights, D: int, read: slice, write: slice) -> MlpBlock:
     """``mlp`` reading residual coordinates ``read`` and writing ``write`` (of ``D``)."""
     _validate.instance("name", name, str)
-    _module_with("mlp", mlp, ("W_in", "b_in", "W_out", "b_out", "activation"), "an MLP")
+    _module_with("mlp", mlp, MlpWeights, "an MLP")
     if mlp.activation not in ("relu", "gelu"):  # TransformerLens: relu; gelu is F.gelu (erf)
         raise UnsupportedConstructionError(name, [f"an MLP with activation {mlp.activation!r}"])
     h = mlp.W_in.shape[1]

@@ -71,7 +71,7 @@ import torch
 from constructions import _validate
 from constructions.circuit_cases import CircuitCase, all_cases
 from constructions.circuits import QKV, Circuit, Edge, attention_graph, per_head_results
-from constructions.files import INTEROP_HINT
+from constructions.interop.files import INTEROP_HINT
 from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
 

@@ -61,7 +61,7 @@ INTEROP_PACKAGES = {"transformer_lens": "transformer-lens", "nnsight": "nnsight"
 def interop_versions() -> dict[str, str | None]:
     """TransformerLens's and nnsight's installed versions, ``None`` where one is not installed,
     read from the package metadata (neither is imported)."""
-    from constructions.files import installed_version  # here: this module stays torch-free
+    from constructions.interop.files import installed_version  # here: this module stays torch-free
 
     return {key: installed_version(distribution)
             for key, distribution in INTEROP_PACKAGES.items()}

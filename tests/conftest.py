@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from constructions.files import INTEROP_HINT
+from constructions.interop.files import INTEROP_HINT
 
 _KINDS = {"test_rerounded_weights_pass": "rerounded", "test_two_threads_pass": "two-threads"}
 

@@ -24,7 +24,7 @@ import pytest
 import torch
 from torch import nn
 
-from constructions.files import INTEROP_HINT
+from constructions.interop.files import INTEROP_HINT
 
 NEEDS_HOOKED_TRANSFORMER = "needs TransformerLens < 4 (HookedTransformer)"
 
@@ -44,7 +44,8 @@ def required(module: str) -> ModuleType:
 def require_hooked_transformer() -> ModuleType:
     """TransformerLens with ``HookedTransformer`` (2.x, 3.x), or a skip saying that the test
     needs it (on 4.x, with or without ``THEOREMS_REQUIRE_EXTRAS``)."""
-    from constructions.transformer_lens import _hooked_transformer_class, transformer_lens_version
+    from constructions.interop.layout import transformer_lens_version
+    from constructions.interop.transformer_lens import _hooked_transformer_class
 
     module = required("transformer_lens")
     if _hooked_transformer_class() is None:
@@ -56,7 +57,7 @@ def require_hooked_transformer() -> ModuleType:
 def has_hooked_transformer() -> bool:
     """Whether ``to_transformer_lens`` builds a ``HookedTransformer`` here (TransformerLens
     2.x/3.x installed), rather than a ``TransformerBridge`` (4.x)."""
-    from constructions.transformer_lens import _hooked_transformer_class
+    from constructions.interop.transformer_lens import _hooked_transformer_class
 
     return _hooked_transformer_class() is not None
 
@@ -66,8 +67,9 @@ def edited_export(edit: Callable[[dict[str, torch.Tensor], dict, nn.Module], Non
     """A mutant ``to_transformer_lens``: the layout's state dict (``HookedTransformer`` keys,
     ``W_Q`` with the folded scale) is copied, edited in place by ``edit(state, config, model)``
     and loaded as ``to_transformer_lens`` loads the real one."""
+    from constructions.interop.layout import transformer_lens_layout
+    from constructions.interop.transformer_lens import _export
     from constructions.recording import construction_name
-    from constructions.transformer_lens import _export, transformer_lens_layout
 
     def export_model(model: nn.Module) -> nn.Module:
         layout = transformer_lens_layout(model)

@@ -1,9 +1,11 @@
 """The house rules, checked: imports run one way (constructions <- empirics <- theorems), no two
-modules import each other directly or through a loop, no construction module imports the
-interop layer, and no module outgrows the size guide.
+modules import each other directly or through a loop, no construction module outside the
+interop wing (``constructions/interop/`` and its facade ``constructions.export``) imports it, and
+no module outgrows the size guide.
 
 Imports are read from the source (every ``import`` statement, also those inside functions, since
-a lazy import still ties two modules together), so the test needs no import of its own.
+a lazy import still ties two modules together, and those under ``if TYPE_CHECKING:``, since a
+type one module names from another ties them as well), so the test needs no import of its own.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("constructions", "empirics", "theorems")
 LAYER = {"constructions": 0, "empirics": 1, "theorems": 2}
 MAX_LINES = 700
-# The interop layer: exports to TransformerLens and nnsight, files and bundles. The area modules
-# may use build recording and the torch-only residual layout types, nothing else of it.
-INTEROP_LAYER = {"export", "transformer_lens", "transformer_lens_layout", "transformer_bridge",
-                 "files", "bundle"}
-INTEROP = (*(f"constructions.{m}" for m in INTEROP_LAYER), "transformer_lens", "nnsight",
-           "safetensors")
+# The interop wing (constructions/interop/: files, bundles, the TransformerLens exports) and its
+# facade constructions.export. The area modules may use build recording and the torch-only
+# residual layout types (constructions.recording, constructions.residual_layout), nothing else
+# of it, and none of the libraries it wraps.
+WING = "constructions.interop"
+FACADE = "constructions.export"
+INTEROP = (WING, FACADE, "transformer_lens", "nnsight", "safetensors")
 
 
 def module_name(path: Path) -> str:
@@ -33,34 +36,33 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for package in PACKAGES for p in (ROOT / package).rglob("*.py")}
 
 
-def imports_of(path: Path) -> set[str]:
-    """The project modules ``path`` imports (a name imported from a package counts as the
-    submodule when there is one: ``from theorems import site`` is ``theorems.site``)."""
+def named_imports(path: Path) -> set[str]:
+    """Every module name the ``import`` statements of ``path`` name, relative ones made
+    absolute (``from theorems import site`` names ``theorems`` and ``theorems.site``), project
+    module or not."""
     found = set()
     here = module_name(path)
-    tree = ast.parse(path.read_text())
-    # imports for type checkers only (``if TYPE_CHECKING:``) never run
-    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
-                   and getattr(block.test, "id", None) == "TYPE_CHECKING"
-                   for n in ast.walk(block)}
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 package = here.rsplit(".", node.level - (path.name == "__init__.py"))[0]
                 base = f"{package}.{base}" if base else package
-            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        for name in names:
-            while name and name not in MODULES:
-                name = name.rpartition(".")[0]
-            if name and name != here:
-                found.add(name)
+            found |= {base, *(f"{base}.{alias.name}" for alias in node.names)}
+    return found
+
+
+def imports_of(path: Path) -> set[str]:
+    """The project modules ``path`` imports (a name imported from a package counts as the
+    submodule when there is one: ``from theorems import site`` is ``theorems.site``)."""
+    found = set()
+    for name in named_imports(path):
+        while name and name not in MODULES:
+            name = name.rpartition(".")[0]
+        if name and name != module_name(path):
+            found.add(name)
     return found
 
 
@@ -95,15 +97,49 @@ def test_no_module_imports_itself_through_a_loop():
     assert not loops, "import loops: " + "; ".join(" -> ".join(loop) for loop in loops)
 
 
+def in_the_wing(name: str) -> bool:
+    return name == FACADE or name == WING or name.startswith(WING + ".")
+
+
+def public_path(path: Path) -> bool:
+    """Whether ``path`` is a public path of the wing (``constructions/files.py`` for
+    ``constructions.interop.files``): nothing but a docstring, imports from the wing and an
+    ``__all__`` listing exactly the names imported (a module ``__getattr__`` aside)."""
+    imported: set[str] = set()
+    listed = None
+    for i, node in enumerate(ast.parse(path.read_text()).body):
+        if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        if isinstance(node, ast.ImportFrom) and not node.level and (
+                node.module or "").startswith(WING + "."):
+            imported |= {alias.asname or alias.name for alias in node.names}
+        elif isinstance(node, ast.Assign) and [getattr(t, "id", None)
+                                               for t in node.targets] == ["__all__"]:
+            listed = set(ast.literal_eval(node.value))
+        else:
+            return False
+    return listed == imported - {"__getattr__"}
+
+
+PUBLIC_PATHS = {n for n, path in MODULES.items() if n.startswith("constructions.")
+                and not in_the_wing(n) and public_path(path)}
+
+
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("constructions.")
-                                        and n.split(".")[1] not in INTEROP_LAYER))
-def test_construction_modules_do_not_import_the_interop_layer(name):
-    source = MODULES[name].read_text()
-    tree = ast.parse(source)
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert not {m for m in imported if m.startswith(INTEROP)}
+                                        and not in_the_wing(n) and n not in PUBLIC_PATHS))
+def test_construction_modules_do_not_import_the_interop_wing(name):
+    assert not {m for m in named_imports(MODULES[name])
+                if any(m == i or m.startswith(i + ".") for i in INTEROP)}
+
+
+def test_the_project_imports_the_wing_not_its_public_paths():
+    """The re-export modules are for users; the project's own modules and tests import the
+    module that holds the code."""
+    tests = {module_name(p): imports_of(p) for p in (ROOT / "tests").rglob("*.py")}
+    found = [f"{name} imports {target}" for name, targets in {**GRAPH, **tests}.items()
+             for target in targets if target in PUBLIC_PATHS]
+    assert not found
+    assert PUBLIC_PATHS  # the re-export modules are recognised, so this rule reads them
 
 
 def test_no_module_outgrows_the_size_guide():

@@ -1,6 +1,6 @@
-"""Model-card bundles (``constructions/bundle.py``, ``python -m theorems.bundle``): the Hugging
-Face mixin layout, a card generated from the claim, and a load that rebuilds the model bit for
-bit. They need safetensors (the ``interop`` extra) and skip without it, except under CI."""
+"""Model-card bundles (``constructions/interop/bundle.py``, ``python -m theorems.bundle``): the
+Hugging Face mixin layout, a card generated from the claim, and a load that rebuilds the model
+bit for bit. They need safetensors (the ``interop`` extra) and skip without it, except under CI."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import os
 import pytest
 import torch
 
-from constructions.bundle import load_bundle, write_bundle
 from constructions.circuits import induction_circuit
 from constructions.induction_heads import two_layer_induction
+from constructions.interop.bundle import load_bundle, write_bundle
 from constructions.power_method import looped_power_transformer
 from constructions.recording import build
 from theorems.bundle import main

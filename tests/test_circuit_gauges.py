@@ -278,7 +278,7 @@ def test_bad_input_names_the_parameter(call, error, name):
 @pytest.mark.interop
 @pytest.mark.parametrize("name", GAUGE_CASES)
 def test_the_gauge_variants_export_with_circuit_hooks(transformer_lens, name):
-    from constructions.transformer_lens import (
+    from constructions.export import (
         to_transformer_lens,
         transformer_lens_inputs,
         transformer_lens_outputs,

@@ -582,7 +582,7 @@ def test_circuit_hooks_on_transformer_lens_4_say_what_they_need(transformer_lens
     that it needs TransformerLens < 4, and which version is installed."""
     if has_hooked_transformer():
         pytest.skip("needs TransformerLens 4.x (this one has HookedTransformer)")
-    from constructions.transformer_lens import transformer_lens_version
+    from constructions.interop.layout import transformer_lens_version
 
     with pytest.raises(ImportError, match=r"circuit_hooks=True\) needs transformer-lens 2.x or "
                        rf"3.x .* transformer-lens {re.escape(transformer_lens_version())} has no "
@@ -721,7 +721,7 @@ def test_our_conversion_is_transformer_lens_own(transformer_bridge):
 
 @pytest.mark.interop
 def test_a_dropped_weight_stops_the_bridge_export(transformer_bridge, monkeypatch):
-    from constructions import transformer_bridge as tb
+    from constructions.interop import bridge as tb
 
     convert = tb._convert
 
@@ -1191,22 +1191,22 @@ PUBLIC_API_EXAMPLES = {
                                        "index": (slice(0, 2), slice(1, 3))},
     "residual_layout.context_length": lambda: {"name": "m", "n_ctx": 4, "default": 8},
     "residual_layout.fixed_context_length": lambda: {"name": "m", "n_ctx": 8, "fixed": 8},
-    "transformer_lens_layout.construction_classes": lambda: {"method": "residual_layout"},
-    "transformer_lens.export_line": lambda: {"construction": _BUILDER},
-    "transformer_lens_layout.residual_layout": lambda: {"model": _two_layer(), "n_ctx": None},
-    "transformer_lens_layout.scanned_features": lambda: {"model": _two_layer()},
-    "transformer_lens.to_transformer_lens": lambda: {
+    "interop.layout.construction_classes": lambda: {"method": "residual_layout"},
+    "interop.transformer_lens.export_line": lambda: {"construction": _BUILDER},
+    "interop.layout.residual_layout": lambda: {"model": _two_layer(), "n_ctx": None},
+    "interop.layout.scanned_features": lambda: {"model": _two_layer()},
+    "interop.transformer_lens.to_transformer_lens": lambda: {
         "model": majority_head(3, 8, normalize=False), "n_ctx": 8},
-    "transformer_lens_layout.transformer_lens_inputs": lambda: {"model": _two_layer(),
+    "interop.layout.transformer_lens_inputs": lambda: {"model": _two_layer(),
                                                          "x": torch.tensor([[0, 1, 2]])},
-    "transformer_lens_layout.transformer_lens_layout": lambda: {"model": _two_layer()},
-    "transformer_lens_layout.transformer_lens_outputs": lambda: {"model": _two_layer(),
+    "interop.layout.transformer_lens_layout": lambda: {"model": _two_layer()},
+    "interop.layout.transformer_lens_outputs": lambda: {"model": _two_layer(),
                                                           "logits": _gaussian(0, 1, 4, 4)},
-    "transformer_bridge.bridge_state_dict": lambda: {
+    "interop.bridge.bridge_state_dict": lambda: {
         "layout": transformer_lens_layout(_two_layer())},
-    "transformer_bridge.to_transformer_bridge": lambda: {
+    "interop.bridge.to_transformer_bridge": lambda: {
         "model": majority_head(3, 8, normalize=False), "n_ctx": 8},
-    "transformer_bridge.transformer_bridge_inputs": lambda: {"model": _two_layer(),
+    "interop.bridge.transformer_bridge_inputs": lambda: {"model": _two_layer(),
                                                              "x": torch.tensor([[0, 1, 2]])},
 }
 PUBLIC_API_ACCEPTED = {
@@ -1219,18 +1219,18 @@ PUBLIC_API_ACCEPTED = {
     # placement moves weights as they are: non-finite ones stay non-finite, as in any layer
     ("residual_layout.placed", "weight"): ("nan", "inf"),
     # any method name is a question: no class defines "no-such-option", so the set is empty
-    ("transformer_lens_layout.construction_classes", "method"): ("unknown",),
+    ("interop.layout.construction_classes", "method"): ("unknown",),
     # None answers "no such exportable builder" (the docs page of a non-exporting claim)
-    ("transformer_lens.export_line", "construction"): ("unknown",),
+    ("interop.transformer_lens.export_line", "construction"): ("unknown",),
     # one more token is still within max_len = 4, and an empty sequence is just the BOS
-    ("transformer_lens_layout.transformer_lens_inputs", "x"): ("mismatched", "empty"),
-    ("transformer_bridge.transformer_bridge_inputs", "x"): ("mismatched", "empty"),
+    ("interop.layout.transformer_lens_inputs", "x"): ("mismatched", "empty"),
+    ("interop.bridge.transformer_bridge_inputs", "x"): ("mismatched", "empty"),
     # the export's logits may be anything a float computation gives
-    ("transformer_lens_layout.transformer_lens_outputs", "logits"): ("nan", "inf"),
+    ("interop.layout.transformer_lens_outputs", "logits"): ("nan", "inf"),
 }
 # Valid calls that build a TransformerLens model: tests/test_export.py makes them (round trips,
 # on every major), so the fuzzer makes only their bad calls, which fail before any import.
 PUBLIC_API_VALID_ELSEWHERE = {
-    "transformer_lens.to_transformer_lens": "test_every_family_exports_round_trip",
-    "transformer_bridge.to_transformer_bridge": "test_bridge_exports_round_trip",
+    "interop.transformer_lens.to_transformer_lens": "test_every_family_exports_round_trip",
+    "interop.bridge.to_transformer_bridge": "test_bridge_exports_round_trip",
 }

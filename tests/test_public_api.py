@@ -42,26 +42,40 @@ import torch
 
 import constructions
 
-# export re-exports the functions of the modules it was split into, which are fuzzed there;
-# files and bundle read and write files, and tests/test_export.py and tests/test_bundle.py
-# cover their errors
-SKIPPED_MODULES = {"export", "files", "bundle"}
+# export re-exports the functions of the modules it was split into, which are fuzzed there (as
+# do constructions.files, .bundle, .transformer_lens, ...: they own no function, so add none);
+# interop.files and interop.bundle read and write files, and tests/test_export.py and
+# tests/test_bundle.py cover their errors
+SKIPPED_MODULES = {"export", "interop.files", "interop.bundle"}
 
 
 def public_functions() -> dict[str, Callable]:
-    """``{"module.function": function}`` for every public function of ``constructions``."""
+    """``{"module.function": function}`` for every public function of ``constructions``.
+
+    A package that re-exports its API (an ``__all__``) is named as one module; a wing, a package
+    without one (``interop``), is a folder of modules, each named by its path
+    (``interop.bridge.to_transformer_bridge``)."""
     found = {}
-    for info in pkgutil.iter_modules(constructions.__path__):
-        if info.name.startswith("_") or info.name in SKIPPED_MODULES:
-            continue
-        module = importlib.import_module(f"constructions.{info.name}")
-        # a package's functions are those of its modules, named by the package that exports them
-        own = (module.__name__,) if not info.ispkg else (
-            module.__name__, *(f"{module.__name__}.{m.name}"
-                               for m in pkgutil.iter_modules(module.__path__)))
-        for name, function in inspect.getmembers(module, inspect.isfunction):
-            if not name.startswith("_") and function.__module__ in own:
-                found[f"{info.name}.{name}"] = function
+
+    def walk(package, prefix: str) -> None:
+        for info in pkgutil.iter_modules(package.__path__):
+            name = prefix + info.name
+            if info.name.startswith("_") or name in SKIPPED_MODULES:
+                continue
+            module = importlib.import_module(f"constructions.{name}")
+            if info.ispkg and not hasattr(module, "__all__"):
+                walk(module, name + ".")
+                continue
+            # a package's functions are those of its modules, named by the package that
+            # exports them
+            own = (module.__name__,) if not info.ispkg else (
+                module.__name__, *(f"{module.__name__}.{m.name}"
+                                   for m in pkgutil.iter_modules(module.__path__)))
+            for function_name, function in inspect.getmembers(module, inspect.isfunction):
+                if not function_name.startswith("_") and function.__module__ in own:
+                    found[f"{name}.{function_name}"] = function
+
+    walk(constructions, "")
     return dict(sorted(found.items()))
 
 

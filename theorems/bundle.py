@@ -2,9 +2,9 @@
 
 Builds the claim's construction (``construction="module:builder"``) with the arguments given
 as JSON (``--args '[5]' --kwargs '{"max_len": 8}'``), writes it with
-:func:`constructions.bundle.write_bundle`, and fills the card from the claim and its record in
-the evidence file (``--evidence``, default ``build/evidence.json``; the card says so when the
-file or the record is missing). Nothing is downloaded.
+:func:`constructions.interop.bundle.write_bundle`, and fills the card from the claim and its
+record in the evidence file (``--evidence``, default ``build/evidence.json``; the card says so
+when the file or the record is missing). Nothing is downloaded.
 
 When the construction is a circuit case (:mod:`constructions.circuit_cases`: its model
 builder, or its circuit builder, in which case the case's model is bundled) and the arguments
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _json(list, options.args, "--args")
     kwargs = _json(dict, options.kwargs, "--kwargs")
 
-    from constructions.bundle import write_bundle
+    from constructions.interop.bundle import write_bundle
     from constructions.recording import build
 
     registry = load_all()

@@ -51,7 +51,7 @@ from pathlib import Path
 
 import pytest
 
-from constructions.files import installed_version
+from constructions.interop.files import installed_version
 from theorems.proof_statements import (
     ProofSpec,
     Scope,

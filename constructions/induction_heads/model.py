@@ -177,7 +177,7 @@ def _attention(W_Q, W_K, W_V, W_O, kw: dict) -> Attention:
     return Attention(*(w.to(**kw) for w in (W_Q, W_K, W_V, W_O)), causal=True)
 
 
-@recorded  # records its arguments, so that constructions.files.save can rebuild it
+@recorded  # records its arguments, so that constructions.export.save can rebuild it
 def two_layer_induction(vocab_size: int, max_len: int, *, beta1: float | None = None,
                         beta2: float | None = None, recency: float | None = None,
                         sink: float | None = None, dtype: torch.dtype = torch.float64,

@@ -123,6 +123,42 @@ LN_UNNORMALISED_SELECTABLE = Claim(
 )
 
 
+LN_MAJORITY_LEARNABLE = Claim(
+    id="layernorm.majority-learnable",
+    title="Trained on majority, a LayerNorm-ed head learns a query parallel to 1; without "
+          "projection it does not",
+    statement=(
+        r"Train, with Adam, the one-layer pre-norm encoder of the authors' majority experiment: "
+        r"token embedding $E \in \mathbb R^{C\times d}$ (no positions), one softmax head with "
+        r"scores $(W_Q h_i)^\top W_K h_j/\sqrt d$ on $h_i = N(e_{t_i})$, residual, a ReLU FFN "
+        r"of width $d$ after a second LayerNorm, and logits through $E^\top$; the target at "
+        r"every position is the majority class of a sequence of $n$ tokens whose majority "
+        r"leads by at least $m$. The normaliser $N$ is LayerNorm "
+        r"$\mathrm{LN}(x) = \sqrt d\,Px/\lVert Px\rVert$ ($P = I - \mathbf 1\mathbf 1^\top/d$), "
+        r"or scaling without projection $S(x) = \sqrt d\,x/\lVert x\rVert$, or the identity "
+        r"$I$. Let $u_i = W_K^\top W_Q h_i$ be the effective query of position $i$ and "
+        r"$\theta_i \in [0°, 90°]$ the angle between the line $\mathbb R u_i$ and "
+        r"$\mathbf 1$ (with $\mathrm{LN}$, $u_i \parallel \mathbf 1$ makes attention uniform, "
+        r"as in the construction of layernorm.uniform-attention). Then the median of "
+        r"$\theta_i$ over held-out positions ends below $30°$ with $N = \mathrm{LN}$ and above "
+        r"$45°$ with $N = S$ and with $N = I$, for $C = 6$, $d = 4$, $n = 16$, $m = 1$, 600 "
+        r"steps of fresh batches of 256 sequences, rate $3\cdot 10^{-2}$ decayed linearly to "
+        r"0, seed 0."),
+    source=(Source(where="Section 4 (projection), majority experiment, Figure 2b; the model "
+                         "follows the authors' majority_exp.py", tag="V", **BRODY),
+            Source(where="the smoke-scale setting (C, d, n, m, rate, steps) and the 30°/45° "
+                         "thresholds, chosen here", tag="D", **BRODY)),
+    kind="dynamics",
+    construction="constructions.layernorm_geometry:majority_head",
+    depends_on=("layernorm.uniform-attention",),
+    notes=("A random line in R^4 has median angle 66.2° to 1 (not checked here). "
+           "The paper's Figure 2b reports a mean angle near 12° after ~16k steps of batch "
+           "6000 (d=8, C=20, n=50); that is the experiment's full config, sized for a GPU "
+           "and not run here. The authors' no-projection ablation, F.normalize(x)/sqrt(d), "
+           "also shrinks the key norm to 1/sqrt(d); S keeps LayerNorm's norm sqrt(d)."),
+)
+
+
 # --- strategies ------------------------------------------------------------------------------
 
 @st.composite
@@ -378,40 +414,6 @@ test_a_midpoint_key_is_unselectable = check(LN_UNNORMALISED_SELECTABLE, "refutat
 
 # --- LN.4 (appended by the empirics engine; experiment in empirics/layernorm.py) -------------
 
-LN_MAJORITY_LEARNABLE = Claim(
-    id="layernorm.majority-learnable",
-    title="Trained on majority, a LayerNorm-ed head learns a query parallel to 1; without "
-          "projection it does not",
-    statement=(
-        r"Train, with Adam, the one-layer pre-norm encoder of the authors' majority experiment: "
-        r"token embedding $E \in \mathbb R^{C\times d}$ (no positions), one softmax head with "
-        r"scores $(W_Q h_i)^\top W_K h_j/\sqrt d$ on $h_i = N(e_{t_i})$, residual, a ReLU FFN "
-        r"of width $d$ after a second LayerNorm, and logits through $E^\top$; the target at "
-        r"every position is the majority class of a sequence of $n$ tokens whose majority "
-        r"leads by at least $m$. The normaliser $N$ is LayerNorm "
-        r"$\mathrm{LN}(x) = \sqrt d\,Px/\lVert Px\rVert$ ($P = I - \mathbf 1\mathbf 1^\top/d$), "
-        r"or scaling without projection $S(x) = \sqrt d\,x/\lVert x\rVert$, or the identity "
-        r"$I$. Let $u_i = W_K^\top W_Q h_i$ be the effective query of position $i$ and "
-        r"$\theta_i \in [0°, 90°]$ the angle between the line $\mathbb R u_i$ and "
-        r"$\mathbf 1$ (with $\mathrm{LN}$, $u_i \parallel \mathbf 1$ makes attention uniform, "
-        r"as in the construction of layernorm.uniform-attention). Then the median of "
-        r"$\theta_i$ over held-out positions ends below $30°$ with $N = \mathrm{LN}$ and above "
-        r"$45°$ with $N = S$ and with $N = I$, for $C = 6$, $d = 4$, $n = 16$, $m = 1$, 600 "
-        r"steps of fresh batches of 256 sequences, rate $3\cdot 10^{-2}$ decayed linearly to "
-        r"0, seed 0."),
-    source=(Source(where="Section 4 (projection), majority experiment, Figure 2b; the model "
-                         "follows the authors' majority_exp.py", tag="V", **BRODY),
-            Source(where="the smoke-scale setting (C, d, n, m, rate, steps) and the 30°/45° "
-                         "thresholds, chosen here", tag="D", **BRODY)),
-    kind="dynamics",
-    construction="constructions.layernorm_geometry:majority_head",
-    depends_on=("layernorm.uniform-attention",),
-    notes=("A random line in R^4 has median angle 66.2° to 1 (not checked here). "
-           "The paper's Figure 2b reports a mean angle near 12° after ~16k steps of batch "
-           "6000 (d=8, C=20, n=50); that is the experiment's full config, sized for a GPU "
-           "and not run here. The authors' no-projection ablation, F.normalize(x)/sqrt(d), "
-           "also shrinks the key norm to 1/sqrt(d); S keeps LayerNorm's norm sqrt(d)."),
-)
 
 # The claim's thresholds: a median above 45° is no better than a random line (66.2° in R^4)
 # by a wide margin, and below 30° is far beyond it. They are properties of the claim, not

@@ -107,6 +107,36 @@ UA_COPY = Claim(
     kind="construction", construction="constructions.universality:copy_first_token")
 
 
+UA_PROBE = Claim(
+    id="approximation.trained-positional-probe",
+    title="Trained with learned positions, one layer beats the position-free bound on "
+          "copy-token-1 (a probe)",
+    statement=(
+        r"The one run with seed 0 (a statement about that seeded run, not about training in "
+        r"general) of a single layer with a linear token embedding, learned positional "
+        r"vectors $p_k \in "
+        r"\mathbb R^{16}$, one softmax head with residual, a ReLU FFN of width 32 with "
+        r"residual and a linear readout, trained by Adam (200 steps, cosine schedule from "
+        r"$10^{-2}$, batches of 128 uniform $X \in [-1,1]^{2\times 1}$, float64) on "
+        r"the squared error to $f(X)_i = x_1$, has sup error below $1/2$ on the 21-point grid "
+        r"of $[-1, 1]^{2\times 1}$."),
+    source=Source(where="weak empirical probe of corrected statement (i); design ours",
+                  tag="D", **GUMAAN),
+    kind="dynamics", construction="empirics.universality:ProbeLayer",
+    depends_on=("approximation.equivariance-lower-bound",),
+    notes="On that grid every position-free layer errs by at least 1 "
+          "(approximation.equivariance-lower-bound at X = (1, -1)), which the probe's 1/2 "
+          "beats. The probe measures one training run; it proves nothing about approximation "
+          "rates. The full config sweeps FFN widths 16 to 1024, both with and without "
+          "positions, and adds the equivariant target x_k mean(x).",
+    result_dependencies={
+        "approximation.equivariance-lower-bound":
+            "the bound it beats is that claim's ||x1 - x2||_inf / 2; the check compares the "
+            "trained probe's error with that formula, not with random_single_layer",
+    },
+)
+
+
 # --- strategies --------------------------------------------------------------------------
 
 @st.composite
@@ -369,34 +399,6 @@ test_positions_let_one_layer_copy_token_one = check(UA_COPY, "property")(copy_ch
 
 # --- UA.3: a trained probe -----------------------------------------------------------------
 
-UA_PROBE = Claim(
-    id="approximation.trained-positional-probe",
-    title="Trained with learned positions, one layer beats the position-free bound on "
-          "copy-token-1 (a probe)",
-    statement=(
-        r"The one run with seed 0 (a statement about that seeded run, not about training in "
-        r"general) of a single layer with a linear token embedding, learned positional "
-        r"vectors $p_k \in "
-        r"\mathbb R^{16}$, one softmax head with residual, a ReLU FFN of width 32 with "
-        r"residual and a linear readout, trained by Adam (200 steps, cosine schedule from "
-        r"$10^{-2}$, batches of 128 uniform $X \in [-1,1]^{2\times 1}$, float64) on "
-        r"the squared error to $f(X)_i = x_1$, has sup error below $1/2$ on the 21-point grid "
-        r"of $[-1, 1]^{2\times 1}$."),
-    source=Source(where="weak empirical probe of corrected statement (i); design ours",
-                  tag="D", **GUMAAN),
-    kind="dynamics", construction="empirics.universality:ProbeLayer",
-    depends_on=("approximation.equivariance-lower-bound",),
-    notes="On that grid every position-free layer errs by at least 1 "
-          "(approximation.equivariance-lower-bound at X = (1, -1)), which the probe's 1/2 "
-          "beats. The probe measures one training run; it proves nothing about approximation "
-          "rates. The full config sweeps FFN widths 16 to 1024, both with and without "
-          "positions, and adds the equivariant target x_k mean(x).",
-    result_dependencies={
-        "approximation.equivariance-lower-bound":
-            "the bound it beats is that claim's ||x1 - x2||_inf / 2; the check compares the "
-            "trained probe's error with that formula, not with random_single_layer",
-    },
-)
 
 PROBE_CEILING = 0.5
 

@@ -93,6 +93,78 @@ DYCK_ORACLE = Claim(
 )
 
 
+DYCK_DEPTH_HEAD = Claim(
+    id="cot-and-looping.dyck-depth-head",
+    title="One attention layer with constant scores emits the depth trace exactly "
+          "(our trace format and construction)",
+    statement=(
+        r"Prepend BOS to $w \in \{\text{brackets}\}^n$, $n \le N$, and embed BOS as "
+        r"$(1, 0)$, an open bracket as $(0, 1)$ and a close as $(0, -1)$. A causal head with "
+        r"constant scores returns $(y_i, x_i) = (1, d_i)/(i+1)$ at position $i$, and the "
+        r"read-out $\ell_c = 2c\,x_i - c^2y_i$, $c \in \{-N..N\}$, satisfies "
+        r"$\ell_{d_i} - \ell_c = (c - d_i)^2/(i+1) \ge 1/(i+1)$ for $c \ne d_i$: the argmax "
+        r"is the depth $d_i$ for every string, member or not."),
+    source=(ABSTRACT, Source(where="the depth trace (this project's format: the paper's is "
+                                   "unknown) and the RASP-style construction", tag="D",
+                             **VALLE)),
+    kind="construction",
+    construction="constructions.dyck:depth_trace_head",
+    depends_on=("cot-and-looping.dyck-oracle",),
+)
+
+DYCK_LOCALITY = Claim(
+    id="cot-and-looping.dyck-trace-locality",
+    title="The stack-top trace needs only bounded lookups: push reads the token, pop one "
+          "earlier trace token",
+    statement=(
+        r"For a Dyck-$k$ word $w$ with stack-top trace $\tau$ (as in cot-and-looping."
+        r"dyck-oracle): if $w_i$ opens, $\tau_i$ is its type; if $w_i$ closes the bracket "
+        r"opened at $o(i)$, then $\tau_i = \tau_{o(i)-1}$ ($\tau_0 = $ EMPTY). So each trace "
+        r"token is a function of the current token and one earlier trace token."),
+    source=(ABSTRACT, Source(where="catalogue PR.2, re-derived here (the trace is this "
+                                   "project's)", tag="D", **VALLE)),
+    kind="identity",
+    construction="constructions.dyck:trace_by_locality",
+    depends_on=("cot-and-looping.dyck-oracle",),
+)
+
+DYCK_TRACE_CONTENT = Claim(
+    id="cot-and-looping.dyck-trace-content",
+    title="By GD a tiny transformer learns the depth trace's content, beyond a shuffled "
+          "control (the arms' OOD accuracies are recorded only)",
+    statement=(
+        r"In this project's design (Dyck-1 membership; members from `random_dyck`, "
+        r"non-members random non-Dyck arrangements of the same brackets; training strings of "
+        r"1–8 pairs and depth 1–3), a one-layer, two-head, width-32 transformer trained with "
+        r"Adam (150 steps, batch 32) on `BOS w SEP z ANSWER`, with $z$ the depth trace, "
+        r"writes the oracle's trace greedily at a fraction of the in-distribution trace "
+        r"positions more than 0.05 above the same model trained on the trace permuted within "
+        r"each string (the content ablation: same tokens, same length): the median over "
+        r"training seeds of the per-seed difference (a seed fixes the data, the "
+        r"initialisation and the batches) is above 0.05. Six seeds are run, drawn from "
+        r"independent streams of one root, and the 95% sign-test interval of that median "
+        r"decides."),
+    source=(Source(where="Abstract (protoreasoning traces close the OOD gap; the trace's "
+                         "content, not its length, drives the gain)", tag="V", **VALLE),
+            Source(where="the task, trace, arms and sizes (this project; the paper's are "
+                         "unknown)", tag="D", **VALLE)),
+    kind="dynamics",
+    construction="constructions.dyck:dyck_oracle",
+    depends_on=("cot-and-looping.dyck-depth-head",),
+    result_dependencies={
+        "cot-and-looping.dyck-depth-head":
+            "that claim shows one layer emits the trace exactly (the trace is expressible); the "
+            "check trains a TinyGPT on dyck_oracle's traces and never builds the head",
+    },
+    notes=(r"Recorded, not asserted: membership accuracy of the trace, shuffled, filler "
+           r"($|w|$ filler tokens) and no-trace arms in distribution, at 9–12 pairs (OOD "
+           r"length) and at depth 4–6 (OOD depth), at the first seed. The abstract's claim "
+           r"that the trace's content, not its length, drives an OOD gain was not seen at this "
+           r"size in the recorded runs (the trace arm was not ahead of the filler or no-trace "
+           r"arms); nothing checks it."),
+)
+
+
 def oracle_exhaustive_check(oracle=dyck_oracle, sizes=((1, 12), (2, 7))):
     def run():
         cases = 0
@@ -131,25 +203,6 @@ test_generator_respects_the_depth_bound = check(DYCK_ORACLE, "property")(
 
 
 # --- the depth trace, emitted by one attention layer ---------------------------------------------
-
-DYCK_DEPTH_HEAD = Claim(
-    id="cot-and-looping.dyck-depth-head",
-    title="One attention layer with constant scores emits the depth trace exactly "
-          "(our trace format and construction)",
-    statement=(
-        r"Prepend BOS to $w \in \{\text{brackets}\}^n$, $n \le N$, and embed BOS as "
-        r"$(1, 0)$, an open bracket as $(0, 1)$ and a close as $(0, -1)$. A causal head with "
-        r"constant scores returns $(y_i, x_i) = (1, d_i)/(i+1)$ at position $i$, and the "
-        r"read-out $\ell_c = 2c\,x_i - c^2y_i$, $c \in \{-N..N\}$, satisfies "
-        r"$\ell_{d_i} - \ell_c = (c - d_i)^2/(i+1) \ge 1/(i+1)$ for $c \ne d_i$: the argmax "
-        r"is the depth $d_i$ for every string, member or not."),
-    source=(ABSTRACT, Source(where="the depth trace (this project's format: the paper's is "
-                                   "unknown) and the RASP-style construction", tag="D",
-                             **VALLE)),
-    kind="construction",
-    construction="constructions.dyck:depth_trace_head",
-    depends_on=("cot-and-looping.dyck-oracle",),
-)
 
 
 def depth_tolerance(max_len: int, n: int) -> float:
@@ -230,22 +283,6 @@ test_depth_head_random = check(DYCK_DEPTH_HEAD, "property")(
 
 # --- PR.2: the stack-top trace is local ----------------------------------------------------------
 
-DYCK_LOCALITY = Claim(
-    id="cot-and-looping.dyck-trace-locality",
-    title="The stack-top trace needs only bounded lookups: push reads the token, pop one "
-          "earlier trace token",
-    statement=(
-        r"For a Dyck-$k$ word $w$ with stack-top trace $\tau$ (as in cot-and-looping."
-        r"dyck-oracle): if $w_i$ opens, $\tau_i$ is its type; if $w_i$ closes the bracket "
-        r"opened at $o(i)$, then $\tau_i = \tau_{o(i)-1}$ ($\tau_0 = $ EMPTY). So each trace "
-        r"token is a function of the current token and one earlier trace token."),
-    source=(ABSTRACT, Source(where="catalogue PR.2, re-derived here (the trace is this "
-                                   "project's)", tag="D", **VALLE)),
-    kind="identity",
-    construction="constructions.dyck:trace_by_locality",
-    depends_on=("cot-and-looping.dyck-oracle",),
-)
-
 
 def locality_check(rule=trace_by_locality):
     @given(n=st.integers(1, 40), k=st.integers(1, 3), bound=st.integers(1, 10), seed=seeds())
@@ -264,41 +301,6 @@ test_stack_trace_is_local = check(DYCK_LOCALITY, "property")(budget(0.3)(localit
 
 # --- PR.3: trace against filler against no trace, by gradient descent ---------------------------
 
-DYCK_TRACE_CONTENT = Claim(
-    id="cot-and-looping.dyck-trace-content",
-    title="By GD a tiny transformer learns the depth trace's content, beyond a shuffled "
-          "control (the arms' OOD accuracies are recorded only)",
-    statement=(
-        r"In this project's design (Dyck-1 membership; members from `random_dyck`, "
-        r"non-members random non-Dyck arrangements of the same brackets; training strings of "
-        r"1–8 pairs and depth 1–3), a one-layer, two-head, width-32 transformer trained with "
-        r"Adam (150 steps, batch 32) on `BOS w SEP z ANSWER`, with $z$ the depth trace, "
-        r"writes the oracle's trace greedily at a fraction of the in-distribution trace "
-        r"positions more than 0.05 above the same model trained on the trace permuted within "
-        r"each string (the content ablation: same tokens, same length): the median over "
-        r"training seeds of the per-seed difference (a seed fixes the data, the "
-        r"initialisation and the batches) is above 0.05. Six seeds are run, drawn from "
-        r"independent streams of one root, and the 95% sign-test interval of that median "
-        r"decides."),
-    source=(Source(where="Abstract (protoreasoning traces close the OOD gap; the trace's "
-                         "content, not its length, drives the gain)", tag="V", **VALLE),
-            Source(where="the task, trace, arms and sizes (this project; the paper's are "
-                         "unknown)", tag="D", **VALLE)),
-    kind="dynamics",
-    construction="constructions.dyck:dyck_oracle",
-    depends_on=("cot-and-looping.dyck-depth-head",),
-    result_dependencies={
-        "cot-and-looping.dyck-depth-head":
-            "that claim shows one layer emits the trace exactly (the trace is expressible); the "
-            "check trains a TinyGPT on dyck_oracle's traces and never builds the head",
-    },
-    notes=(r"Recorded, not asserted: membership accuracy of the trace, shuffled, filler "
-           r"($|w|$ filler tokens) and no-trace arms in distribution, at 9–12 pairs (OOD "
-           r"length) and at depth 4–6 (OOD depth), at the first seed. The abstract's claim "
-           r"that the trace's content, not its length, drives an OOD gain was not seen at this "
-           r"size in the recorded runs (the trace arm was not ahead of the filler or no-trace "
-           r"arms); nothing checks it."),
-)
 
 CONTENT_GAIN = 0.05
 TRACE_ROOT = 2026   # the root of the seeds' streams: the one root run, not chosen among several

@@ -70,6 +70,25 @@ ICDL_GD = Claim(
 )
 
 
+ICDL_LAYERS = Claim(
+    id="cot-and-looping.icdl-layer-count",
+    title="The N = 2 construction uses (2N + 4)L layers",
+    statement=(
+        r"Counting each residual sublayer (a ReLU attention or a ReLU MLP) as a layer, "
+        r"`icdl_transformer(..., steps=L)` has exactly $(2N + 4)L = 8L$ layers for $N = 2$, "
+        r"the paper's formula."),
+    source=(ABSTRACT, Source(where="the layer convention and the split (this project)",
+                             tag="D", **WU)),
+    kind="construction",
+    construction="constructions.icdl:icdl_transformer",
+    depends_on=("cot-and-looping.icdl-two-layer-gd",),
+    notes=("Each of the L blocks of 2N + 4 layers is one GD step: that is "
+           "cot-and-looping.icdl-two-layer-gd, checked there. The split (N forward, N "
+           "backward, loss derivative, aggregation, update, clean-up) is ours; the paper's is "
+           "unread."),
+)
+
+
 #: Extra factors :math:`(1 + \delta)` per monomial when every weight carries a relative error
 #: <= u: each of the <= 18 weights on a monomial's path (3 per attention layer for Q, K, OV;
 #: 2 per MLP for W_in, W_out; layers 1-7) brings its own error and the rounding of its
@@ -252,25 +271,6 @@ def gap_needed_check(build=icdl_transformer, gap: float = 2.0**-20):
 
 
 test_the_gap_condition_is_needed = check(ICDL_GD, "numeric")(gap_needed_check())
-
-
-ICDL_LAYERS = Claim(
-    id="cot-and-looping.icdl-layer-count",
-    title="The N = 2 construction uses (2N + 4)L layers",
-    statement=(
-        r"Counting each residual sublayer (a ReLU attention or a ReLU MLP) as a layer, "
-        r"`icdl_transformer(..., steps=L)` has exactly $(2N + 4)L = 8L$ layers for $N = 2$, "
-        r"the paper's formula."),
-    source=(ABSTRACT, Source(where="the layer convention and the split (this project)",
-                             tag="D", **WU)),
-    kind="construction",
-    construction="constructions.icdl:icdl_transformer",
-    depends_on=("cot-and-looping.icdl-two-layer-gd",),
-    notes=("Each of the L blocks of 2N + 4 layers is one GD step: that is "
-           "cot-and-looping.icdl-two-layer-gd, checked there. The split (N forward, N "
-           "backward, loss derivative, aggregation, update, clean-up) is ours; the paper's is "
-           "unread."),
-)
 
 
 def layer_count_check(build=icdl_transformer):

@@ -38,6 +38,26 @@ FM_LINEAR_CAPACITY = Claim(
 )
 
 
+FM_ZIPF = Claim(
+    id="fact-mlps.zipf-memory-scaling",
+    title="Under Zipf(α) inputs a thresholded associative memory's error falls like d^-(α-1)",
+    statement=(
+        r"Tokens $x \in [N]$ with $p(x) \propto x^{-\alpha}$ ($\alpha > 1$), a random map "
+        r"$f^*:[N]\to[M]$ with $M$ fixed, random unit embeddings $e_x, u_y \in \mathbb R^d$, "
+        r"and the memory $W_P = \sum_{x\le P}u_{f^*(x)}e_x^\top$ storing the $P$ most frequent "
+        r"tokens. With $P$ chosen to minimise it, the population error "
+        r"$\sum_x p(x)[\arg\max_y\langle u_y, W_Pe_x\rangle \ne f^*(x)]$ (infinite data) "
+        r"scales as $d^{-(\alpha-1)}$ up to logarithmic factors."),
+    source=(Source(where="Section 3: scaling laws in d and T, E ≍ d^{-α+1} + T^{-1+1/α} "
+                         "(recalled; the theorem's exact estimator is unconfirmed)", tag="R",
+                   **CABANNES),
+            Source(where="the oracle-threshold experiment and its tolerance (this project)",
+                   tag="D", **CABANNES)),
+    kind="scaling",
+    construction="constructions.fact_mlps:linear_associative_memory",
+)
+
+
 @functools.lru_cache(maxsize=4)
 def associative_memory_result(config: str = "smoke"):
     from empirics.fact_mlps import ASSOCIATIVE_MEMORY
@@ -81,26 +101,6 @@ def hebbian_capacity_against_d_full():
 
 test_hebbian_capacity_against_d_full = check(FM_LINEAR_CAPACITY, "numeric")(
     hebbian_capacity_against_d_full)
-
-
-FM_ZIPF = Claim(
-    id="fact-mlps.zipf-memory-scaling",
-    title="Under Zipf(α) inputs a thresholded associative memory's error falls like d^-(α-1)",
-    statement=(
-        r"Tokens $x \in [N]$ with $p(x) \propto x^{-\alpha}$ ($\alpha > 1$), a random map "
-        r"$f^*:[N]\to[M]$ with $M$ fixed, random unit embeddings $e_x, u_y \in \mathbb R^d$, "
-        r"and the memory $W_P = \sum_{x\le P}u_{f^*(x)}e_x^\top$ storing the $P$ most frequent "
-        r"tokens. With $P$ chosen to minimise it, the population error "
-        r"$\sum_x p(x)[\arg\max_y\langle u_y, W_Pe_x\rangle \ne f^*(x)]$ (infinite data) "
-        r"scales as $d^{-(\alpha-1)}$ up to logarithmic factors."),
-    source=(Source(where="Section 3: scaling laws in d and T, E ≍ d^{-α+1} + T^{-1+1/α} "
-                         "(recalled; the theorem's exact estimator is unconfirmed)", tag="R",
-                   **CABANNES),
-            Source(where="the oracle-threshold experiment and its tolerance (this project)",
-                   tag="D", **CABANNES)),
-    kind="scaling",
-    construction="constructions.fact_mlps:linear_associative_memory",
-)
 
 
 def zipf_check(result=associative_memory_result, exponent: float | None = None):

@@ -115,34 +115,6 @@ FM_OPTIMAL = Claim(
 )
 
 
-def exact_recall(model, keys, values, facts, label: str) -> None:
-    accuracy, margin = recall(model, keys, values, facts)
-    tol = score_tolerance(model, keys, values)
-    evidence.metric(f"{label}: minimum margin / rounding bound", margin / tol, worse="lower")
-    assert accuracy == 1.0, f"{label}: recall {accuracy} (minimum margin {margin:.3g})"
-    assert margin > tol, f"{label}: margin {margin:.3g} below the rounding bound {tol:.3g}"
-
-
-def efficiency_check(build=multi_bucket_mlp, sizes=(64, 256, 512), seeds=(0,), floor=0.2):
-    def run() -> None:
-        for F in sizes:
-            for seed in seeds:
-                keys, values, facts = task(F, seed)
-                model = build(keys, values, facts, seed=seed)
-                exact_recall(model, keys, values, facts, f"F={F}, seed={seed}")
-                ratio = F * math.log2(TASK["num_values"]) / parameter_count(model)
-                evidence.metric(f"bits/param at F={F}, seed={seed}", ratio, worse="lower")
-                evidence.margin(ratio / floor - 1)
-                assert ratio >= floor, f"F={F}: {ratio:.3f} bits/param < {floor}"
-        evidence.cases(len(sizes) * len(seeds))
-    return run
-
-
-test_multi_bucket_stores_every_fact = check(FM_OPTIMAL, "numeric")(efficiency_check())
-
-
-# --- the measured frontier -----------------------------------------------------------------------
-
 FM_FRONTIER = Claim(
     id="fact-mlps.frontier-construction",
     title="The bucketed scalar-code MLP stores every fact at ≥ 1 bit per parameter at F = 512",
@@ -176,12 +148,6 @@ FM_FRONTIER = Claim(
            "hidden layers (gadgets, then the ladder's ramps), GD's one."),
 )
 
-test_scalar_code_reaches_one_bit_per_param = check(FM_FRONTIER, "numeric")(
-    efficiency_check(scalar_code_mlp, sizes=(512,), seeds=(0, 1, 2), floor=1.0))
-
-
-# --- precision ---------------------------------------------------------------------------------
-
 FM_PRECISION = Claim(
     id="fact-mlps.frontier-precision",
     title="The frontier constructions need at most float32's 24 significand bits, and store far "
@@ -201,6 +167,66 @@ FM_PRECISION = Claim(
     construction="constructions.fact_codes:min_precision_bits",
     depends_on=("fact-mlps.frontier-construction",),
 )
+
+FM_GD_FRONTIER = Claim(
+    id="fact-mlps.gd-beats-frontier",
+    title="GD's smallest width still stores more bits per parameter than every construction",
+    statement=(
+        r"For every $F \in \{64, 128, 256, 512\}$ of the published width sweep "
+        r"(fact-mlps.gd-cheaper; $d = 32$, $|V| = 64$, three seeds), the worst seed's "
+        r"$F\log_2|V|/P_{GD}$ exceeds the bits per parameter of the single-bucket, "
+        r"multi-bucket and scalar-code constructions on the seed-0 fact set of the same $F$."),
+    source=Source(where="the comparison asked for by issue 24 (this project)", tag="D",
+                  **DUGAN),
+    kind="scaling",
+    construction="constructions.fact_codes:scalar_code_mlp",
+    depends_on=("fact-mlps.gd-cheaper", "fact-mlps.frontier-construction"),
+    notes=("At F = 512: GD 2.29-2.46 bits/param (widths 13-14), the scalar code 1.07. The "
+           "construction's bits per parameter keep rising with F (2.1 at F = 4096 in the "
+           "published frontier), where GD was not measured."),
+    result_dependencies={
+        "fact-mlps.gd-cheaper":
+            "GD's bits per parameter are that claim's measurement of trained MLPs; the check "
+            "compares the published GD results with the frontier constructions, without "
+            "encoder_decoder_mlp",
+    },
+)
+
+
+def exact_recall(model, keys, values, facts, label: str) -> None:
+    accuracy, margin = recall(model, keys, values, facts)
+    tol = score_tolerance(model, keys, values)
+    evidence.metric(f"{label}: minimum margin / rounding bound", margin / tol, worse="lower")
+    assert accuracy == 1.0, f"{label}: recall {accuracy} (minimum margin {margin:.3g})"
+    assert margin > tol, f"{label}: margin {margin:.3g} below the rounding bound {tol:.3g}"
+
+
+def efficiency_check(build=multi_bucket_mlp, sizes=(64, 256, 512), seeds=(0,), floor=0.2):
+    def run() -> None:
+        for F in sizes:
+            for seed in seeds:
+                keys, values, facts = task(F, seed)
+                model = build(keys, values, facts, seed=seed)
+                exact_recall(model, keys, values, facts, f"F={F}, seed={seed}")
+                ratio = F * math.log2(TASK["num_values"]) / parameter_count(model)
+                evidence.metric(f"bits/param at F={F}, seed={seed}", ratio, worse="lower")
+                evidence.margin(ratio / floor - 1)
+                assert ratio >= floor, f"F={F}: {ratio:.3f} bits/param < {floor}"
+        evidence.cases(len(sizes) * len(seeds))
+    return run
+
+
+test_multi_bucket_stores_every_fact = check(FM_OPTIMAL, "numeric")(efficiency_check())
+
+
+# --- the measured frontier -----------------------------------------------------------------------
+
+
+test_scalar_code_reaches_one_bit_per_param = check(FM_FRONTIER, "numeric")(
+    efficiency_check(scalar_code_mlp, sizes=(512,), seeds=(0, 1, 2), floor=1.0))
+
+
+# --- precision ---------------------------------------------------------------------------------
 
 
 def precision_check(builders=(("multi-bucket", multi_bucket_mlp),
@@ -232,30 +258,6 @@ test_frontier_precision = check(FM_PRECISION, "numeric")(precision_check())
 
 
 # --- GD against the frontier ----------------------------------------------------------------------
-
-FM_GD_FRONTIER = Claim(
-    id="fact-mlps.gd-beats-frontier",
-    title="GD's smallest width still stores more bits per parameter than every construction",
-    statement=(
-        r"For every $F \in \{64, 128, 256, 512\}$ of the published width sweep "
-        r"(fact-mlps.gd-cheaper; $d = 32$, $|V| = 64$, three seeds), the worst seed's "
-        r"$F\log_2|V|/P_{GD}$ exceeds the bits per parameter of the single-bucket, "
-        r"multi-bucket and scalar-code constructions on the seed-0 fact set of the same $F$."),
-    source=Source(where="the comparison asked for by issue 24 (this project)", tag="D",
-                  **DUGAN),
-    kind="scaling",
-    construction="constructions.fact_codes:scalar_code_mlp",
-    depends_on=("fact-mlps.gd-cheaper", "fact-mlps.frontier-construction"),
-    notes=("At F = 512: GD 2.29-2.46 bits/param (widths 13-14), the scalar code 1.07. The "
-           "construction's bits per parameter keep rising with F (2.1 at F = 4096 in the "
-           "published frontier), where GD was not measured."),
-    result_dependencies={
-        "fact-mlps.gd-cheaper":
-            "GD's bits per parameter are that claim's measurement of trained MLPs; the check "
-            "compares the published GD results with the frontier constructions, without "
-            "encoder_decoder_mlp",
-    },
-)
 
 
 def gd_frontier_check(gd=None, advantage: float = 1.0):

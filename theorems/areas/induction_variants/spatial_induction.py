@@ -124,6 +124,62 @@ SIH_DETERMINISTIC = Claim(
 )
 
 
+NOTES_GD = (
+    "Measured (seed 0, this CPU): KL to Bayes 0.160 (two layers) vs 0.197 (one layer) vs "
+    "0.625 (prior only); paired gain 0.038, SE 0.010 (3.7 SE). Controls, same config: cells "
+    "shuffled within each training sequence, gain 0.0005 (SE 0.006); layer-1 queries and keys "
+    "frozen at zero, gain 0.001 (SE 0.012): both fail. NOT reproduced, recorded only: (a) the "
+    "gather: layer-1 mass on a single true neighbour (best head per offset) stays at chance "
+    "(0.06-0.08) in every run; (b) the match: the layer-2 mass on earlier same-configuration "
+    "cells is 0.79 against 0.27 for uniform attention, but 0.79 also with layer 1 frozen, so "
+    "it is not evidence of matching (at L = 4 with near-deterministic rules the slabs fall "
+    "into short cycles, and attending a fixed distance back finds the same configuration); "
+    "(c) the abstract's < 0.005 nats (0.16 here). Search that led here (seed 0, 2,500-3,750 "
+    "steps each, KL vs prior-only): the old smoke model (L = 6, T = 5, 4 + 1 heads, d = 32) "
+    "at alpha = 0.1: 0.27 vs 0.43, gather rising slowly 0.04 -> 0.22; lr 1e-2: 0.31; L = 5, "
+    "T = 8: 0.29 vs 0.46; with LayerNorm: 0.29; alpha = 0.01: 0.27 vs 0.62 (one layer 0.375); "
+    "the catalogue's config (L = 8, T = 8, alpha = 1, d = 64) costs 20 CPU-s per 250 steps "
+    "and was at 0.108 vs 0.132 after 250. At alpha = 1 the in-context gain is small (prior-"
+    "only KL 0.08-0.12), which is why 400 steps learned nothing visible. Only the abstract "
+    "was readable, so the paper's model size, steps and rule prior are unknown. The check is "
+    "slow (about 40 CPU-seconds).")
+
+SIH_GD = Claim(
+    id="induction-variants.sih-gd-two-layers",
+    title="A trained two-layer transformer predicts unseen rules in context better than a "
+          "one-layer control",
+    statement=(TASK_TEXT +
+        r"In the one run with seed 0 (training sequences, held-out rules and both models' "
+        r"initialisation drawn from seed 0; a statement about that pair of trained models, not "
+        r"about the law over seeds), train, with Adam ($\mathrm{lr} = 3\cdot10^{-3}$, batch "
+        r"32, 1000 steps, cross-entropy on slabs $\ge 1$), an attention-only transformer "
+        r"with learned absolute "
+        r"positions, $d = 64$, and 8 heads in layer 1 and 4 in layer 2, on $D = 1$, $k = 2$, "
+        r"$\nu = \{-1, 0, 1\}$, $L = 4$, $T = 8$, each sequence with a fresh "
+        r"Dirichlet$(0.01)$ rule; train a one-layer control (8 heads) the same way. On "
+        r"$B = 64$ held-out rules, let $\Delta_b = \mathrm{KL}_b(P^*\|f_1) - "
+        r"\mathrm{KL}_b(P^*\|f_2)$, the per-sequence mean over the cells of slabs $\ge 2$ of "
+        r"the KL from the Dirichlet posterior predictive $P^*$ to the control $f_1$ minus that "
+        r"to the two-layer model $f_2$. Then the expected gain $\mathbb E\Delta$ over "
+        r"held-out rules is positive, decided by the normal-approximation interval "
+        r"$\bar\Delta \pm 3\,s_\Delta/\sqrt{B}$ ($s_\Delta$ the sample standard "
+        r"deviation; level about 99.7%) lying above 0: the two-layer model is closer to "
+        r"Bayes."),
+    source=(Source(where="Abstract: trained two-layer transformers generalise to unseen "
+                   "rules in context", tag="V", **SIH),
+            Source(where="the CPU configuration, the one-layer control and the paired "
+                   "interval (this project)", tag="D", **SIH)),
+    kind="construction",
+    construction=f"{CONSTRUCTION}:CellularAutomaton",
+    depends_on=("induction-variants.sih-bayes",),
+    result_dependencies={
+        "induction-variants.sih-bayes":
+            "the models are measured by their KL to the Dirichlet posterior predictive, the "
+            "Bayes level that claim's circuit attains; the check trains models of its own"},
+    notes=NOTES_GD,
+)
+
+
 # --- tasks ----------------------------------------------------------------------------------
 
 @st.composite
@@ -494,60 +550,6 @@ GD_CONFIG = {"side": 4, "horizon": 8, "alpha": 0.01, "heads": (8, 4), "d_model":
 # B = 64 i.i.d. differences exceeds 3 standard errors with probability about 0.13 % (normal
 # approximation), so a pass is not a fluctuation of the held-out draw.
 GD_Z = 3.0
-NOTES_GD = (
-    "Measured (seed 0, this CPU): KL to Bayes 0.160 (two layers) vs 0.197 (one layer) vs "
-    "0.625 (prior only); paired gain 0.038, SE 0.010 (3.7 SE). Controls, same config: cells "
-    "shuffled within each training sequence, gain 0.0005 (SE 0.006); layer-1 queries and keys "
-    "frozen at zero, gain 0.001 (SE 0.012): both fail. NOT reproduced, recorded only: (a) the "
-    "gather: layer-1 mass on a single true neighbour (best head per offset) stays at chance "
-    "(0.06-0.08) in every run; (b) the match: the layer-2 mass on earlier same-configuration "
-    "cells is 0.79 against 0.27 for uniform attention, but 0.79 also with layer 1 frozen, so "
-    "it is not evidence of matching (at L = 4 with near-deterministic rules the slabs fall "
-    "into short cycles, and attending a fixed distance back finds the same configuration); "
-    "(c) the abstract's < 0.005 nats (0.16 here). Search that led here (seed 0, 2,500-3,750 "
-    "steps each, KL vs prior-only): the old smoke model (L = 6, T = 5, 4 + 1 heads, d = 32) "
-    "at alpha = 0.1: 0.27 vs 0.43, gather rising slowly 0.04 -> 0.22; lr 1e-2: 0.31; L = 5, "
-    "T = 8: 0.29 vs 0.46; with LayerNorm: 0.29; alpha = 0.01: 0.27 vs 0.62 (one layer 0.375); "
-    "the catalogue's config (L = 8, T = 8, alpha = 1, d = 64) costs 20 CPU-s per 250 steps "
-    "and was at 0.108 vs 0.132 after 250. At alpha = 1 the in-context gain is small (prior-"
-    "only KL 0.08-0.12), which is why 400 steps learned nothing visible. Only the abstract "
-    "was readable, so the paper's model size, steps and rule prior are unknown. The check is "
-    "slow (about 40 CPU-seconds).")
-
-SIH_GD = Claim(
-    id="induction-variants.sih-gd-two-layers",
-    title="A trained two-layer transformer predicts unseen rules in context better than a "
-          "one-layer control",
-    statement=(TASK_TEXT +
-        r"In the one run with seed 0 (training sequences, held-out rules and both models' "
-        r"initialisation drawn from seed 0; a statement about that pair of trained models, not "
-        r"about the law over seeds), train, with Adam ($\mathrm{lr} = 3\cdot10^{-3}$, batch "
-        r"32, 1000 steps, cross-entropy on slabs $\ge 1$), an attention-only transformer "
-        r"with learned absolute "
-        r"positions, $d = 64$, and 8 heads in layer 1 and 4 in layer 2, on $D = 1$, $k = 2$, "
-        r"$\nu = \{-1, 0, 1\}$, $L = 4$, $T = 8$, each sequence with a fresh "
-        r"Dirichlet$(0.01)$ rule; train a one-layer control (8 heads) the same way. On "
-        r"$B = 64$ held-out rules, let $\Delta_b = \mathrm{KL}_b(P^*\|f_1) - "
-        r"\mathrm{KL}_b(P^*\|f_2)$, the per-sequence mean over the cells of slabs $\ge 2$ of "
-        r"the KL from the Dirichlet posterior predictive $P^*$ to the control $f_1$ minus that "
-        r"to the two-layer model $f_2$. Then the expected gain $\mathbb E\Delta$ over "
-        r"held-out rules is positive, decided by the normal-approximation interval "
-        r"$\bar\Delta \pm 3\,s_\Delta/\sqrt{B}$ ($s_\Delta$ the sample standard "
-        r"deviation; level about 99.7%) lying above 0: the two-layer model is closer to "
-        r"Bayes."),
-    source=(Source(where="Abstract: trained two-layer transformers generalise to unseen "
-                   "rules in context", tag="V", **SIH),
-            Source(where="the CPU configuration, the one-layer control and the paired "
-                   "interval (this project)", tag="D", **SIH)),
-    kind="construction",
-    construction=f"{CONSTRUCTION}:CellularAutomaton",
-    depends_on=("induction-variants.sih-bayes",),
-    result_dependencies={
-        "induction-variants.sih-bayes":
-            "the models are measured by their KL to the Dirichlet posterior predictive, the "
-            "Bayes level that claim's circuit attains; the check trains models of its own"},
-    notes=NOTES_GD,
-)
 
 
 def gd_check(seed: int = 0, z: float = GD_Z, sign: float = 1.0, **overrides):

@@ -323,6 +323,8 @@ def train(model: torch.nn.Module,
     with _float32_matmul_precision(config.tf32 and on_cuda):
         model.train()
         if config.eval_at_start:
+            # No step has run, so there is no training loss: the row (and the progress bar,
+            # until the first evaluation) shows loss=nan, which is not a divergence.
             report(evaluation(0, float("nan"), {}))
         for step in range(config.steps):
             batch = to_device(sample_batch(step, generator), device, config.torch_dtype)

@@ -155,7 +155,12 @@ LN_MAJORITY_LEARNABLE = Claim(
            "The paper's Figure 2b reports a mean angle near 12° after ~16k steps of batch "
            "6000 (d=8, C=20, n=50); that is the experiment's full config, sized for a GPU "
            "and not run here. The authors' no-projection ablation, F.normalize(x)/sqrt(d), "
-           "also shrinks the key norm to 1/sqrt(d); S keeps LayerNorm's norm sqrt(d)."),
+           "also shrinks the key norm to 1/sqrt(d); S keeps LayerNorm's norm sqrt(d). "
+           "The experiment's progress bar shows loss=nan for its first eval_every steps "
+           "(100 in the smoke config): that is the row evaluated before the first step "
+           "(eval_at_start), which has no training loss yet; the first training loss is "
+           "recorded at step 100, and nothing diverges (a non-finite training loss stops a "
+           "run with diverged=True)."),
 )
 
 

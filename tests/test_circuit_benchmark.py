@@ -215,3 +215,22 @@ def test_a_bad_submission_folder_is_one_clear_error(tmp_path, capsys):
         cb.score_folder(empty)
     with pytest.raises(ValueError, match=r"^path must be a submission directory"):
         cb.score_submission(tmp_path / "missing")
+
+
+# --- the hook-conformance report (empirics.conformance) ----------------------------------------
+
+def test_the_constructions_hooks_hold_what_their_names_promise():
+    from empirics import conformance as hc
+
+    model, _ = CASES["two-layer-induction-spurious-heads"].instance(SIZE)
+    tokens = torch.tensor([[0, 1, 2, 3, 0, 1, 2, 3]])
+    bos = torch.cat([torch.tensor([[model.vocab_size]]), tokens], dim=1)
+    exact = hc.exact_native(model, bos)
+    for name, tensor in hc.run_torch(model, tokens).items():
+        meaning, r, named = hc.classify(name, tensor, exact)
+        assert named and hc.band(r) == "float64", (name, meaning, r)
+    # a hook holding another quantity is named as that quantity
+    cache = hc.run_torch(model, tokens)
+    meaning, _, named = hc.classify("blocks.1.attn.hook_attn_scores",
+                                    cache["blocks.1.attn.hook_pattern"], exact)
+    assert (meaning, named) == ("pattern", False)

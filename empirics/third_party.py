@@ -1,0 +1,131 @@
+r"""Third-party circuit discovery on the circuit cases: MIB's own EAP-IG code, as circuitkit
+0.2.0 vendors it (``circuitkit.backends.eap``: ``Graph`` and ``attribute``, TransformerLens
+3.8), writing MIB-format importance files that :mod:`empirics.circuit_benchmark` scores.
+
+circuitkit pins ``transformer-lens==3.8.0`` and a large NLP stack, so this module runs in a
+virtual environment of its own (never the project's)::
+
+    python3 -m venv /work/venvs/circuitkit
+    /work/venvs/circuitkit/bin/pip install torch==2.13.0     # first: no CUDA torch
+    /work/venvs/circuitkit/bin/pip install circuitkit==0.2.0
+    PYTHONPATH=. /work/venvs/circuitkit/bin/python -m empirics.third_party OUT --size full
+    python -m theorems.circuits score OUT/<method>            # in the project's environment
+
+What it adapts, and why:
+
+* EAP-IG's ``attribute`` needs ``use_hook_mlp_in``, which an attention-only
+  ``HookedTransformer`` lacks, so each exportable case is loaded with one zero MLP per layer
+  (``d_mlp = 1``, every MLP weight and bias 0): the MLP adds exact zeros, the function is the
+  construction's, and the MLP edges are zero maps, outside every ground truth.
+* EAP-IG tokenizes strings; the cases' prompts are token ids, so its ``tokenize_batch_pair``
+  is replaced by one that prepends the construction's BOS and returns full attention masks.
+* The metric is the case's own (:attr:`CircuitCase.metric` on the logits after the BOS),
+  batch-averaged, on the harness's prompts (the seed rule of
+  :func:`~empirics.circuit_discovery.case_setup`).
+
+The cases that do not export to TransformerLens (the majority head, one-step GD) are skipped,
+said so in the output. Found here: on a model with one head per layer EAP-IG's
+``gradient_hook`` (``eap_utils.py``) squeezes the head axis of its score block
+(``s.squeeze(1)``), and the ``(3,)`` result broadcasts against ``scores[:3, 6:7]`` into a
+shape error; the cases with one head per layer fail there and are reported as failing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+from constructions.circuit_cases import all_cases
+from constructions.residual_layout import UnsupportedConstructionError
+from constructions.transformer_lens_layout import transformer_lens_layout
+
+# circuitkit 0.2.0's "exact" (activation patching) fails inside the package:
+# get_scores_exact passes pair_padding_side= to evaluate_graph, which takes no such argument
+METHODS = ("EAP", "EAP-IG-inputs")
+
+
+def hooked_with_zero_mlps(model):
+    """The case's model as a TransformerLens 3.x ``HookedTransformer`` with a zero MLP per
+    layer and the circuit hooks on (module docstring)."""
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+    layout = transformer_lens_layout(model)
+    config = {**layout.config, "attn_only": False, "d_mlp": 1, "act_fn": "relu",
+              "use_attn_result": True, "use_split_qkv_input": True, "use_hook_mlp_in": True}
+    tl_model = HookedTransformer(HookedTransformerConfig(**config))
+    state = tl_model.state_dict()
+    state.update(layout.state_dict)
+    for key, value in list(state.items()):
+        if ".mlp." in key:
+            state[key] = torch.zeros_like(value)
+    tl_model.load_state_dict(state, strict=True)
+    return tl_model.eval()
+
+
+def _tokenized_pair(bos: int):
+    def tokenize_batch_pair(model, clean, corrupted, **kwargs):
+        pad = torch.full((clean.shape[0], 1), bos)
+        clean, corrupted = torch.cat([pad, clean], 1), torch.cat([pad, corrupted], 1)
+        mask = torch.ones_like(clean)
+        lengths = torch.full((clean.shape[0],), clean.shape[1])
+        return clean, corrupted, mask, mask.clone(), lengths, clean.shape[1]
+    return tokenize_batch_pair
+
+
+def run_case(case, size: str, batch: int, seed: int, out: Path, methods=METHODS) -> list[str]:
+    """Attribute one case with each method; write ``out/<method>/<case>_<size>/importances.pt``."""
+    from circuitkit.backends.eap import attribute as eap_attribute
+    from circuitkit.backends.eap import evaluate as eap_evaluate
+    from circuitkit.backends.eap.graph import Graph
+
+    model, _ = case.instance(size)
+    try:
+        tl_model = hooked_with_zero_mlps(model)
+    except UnsupportedConstructionError as error:
+        return [f"{case.name}: skipped, {str(error).splitlines()[0][:100]}"]
+    index = list(all_cases()).index(case.name)
+    clean, corrupted = case.prompts(torch.Generator().manual_seed(seed * 1000 + index), batch,
+                                    size)
+    eap_attribute.tokenize_batch_pair = _tokenized_pair(model.vocab_size)
+    eap_evaluate.tokenize_batch_pair = _tokenized_pair(model.vocab_size)
+    data = [(clean, corrupted, (clean, corrupted))]
+
+    def metric(logits, clean_logits, input_lengths, label):
+        return case.metric(logits[:, 1:], *label).mean()
+
+    lines = []
+    for method in methods:
+        graph = Graph.from_model(tl_model)
+        if tl_model.cfg.n_heads == 1:
+            lines.append(f"{case.name}: {method} fails (one head per layer: the squeeze bug)")
+            continue
+        kwargs = {"ig_steps": 5} if method == "EAP-IG-inputs" else {}
+        eap_attribute.attribute(tl_model, graph, data, metric, method=method, quiet=True,
+                                **kwargs)
+        folder = out / method / f"{case.name}_{size}"
+        folder.mkdir(parents=True, exist_ok=True)
+        graph.to_pt(str(folder / "importances.pt"))
+        lines.append(f"{case.name}: {method} written")
+    return lines
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m empirics.third_party")
+    parser.add_argument("out")
+    parser.add_argument("--size", default="full", choices=("smoke", "full"))
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--case", action="append")
+    args = parser.parse_args(argv)
+    for name in args.case or list(all_cases()):
+        for line in run_case(all_cases()[name], args.size, args.batch, args.seed,
+                             Path(args.out)):
+            print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -51,8 +51,8 @@ import torch
 from constructions import _validate
 from constructions.circuit_cases import CircuitCase, all_cases
 from constructions.circuits import Circuit, attention_graph
+from constructions.interop.layout import transformer_lens_layout
 from constructions.residual_layout import UnsupportedConstructionError
-from constructions.transformer_lens_layout import transformer_lens_layout
 
 QKV = ("q", "k", "v")
 
@@ -350,7 +350,7 @@ def edges_from_interpbench(pairs: list[tuple[str, str]], n_layers: int) -> froze
 def transformer_lens_checkpoint(model: torch.nn.Module, n_ctx: int | None = None
                                 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """(state dict, config fields) of ``model`` as a TransformerLens ``HookedTransformer``
-    (:func:`~constructions.transformer_lens_layout.transformer_lens_layout`, no weight
+    (:func:`~constructions.interop.layout.transformer_lens_layout`, no weight
     processing), with the buffers a strict ``load_state_dict`` of TransformerLens 2.x/3.x
     expects beside the weights: each attention layer's causal ``mask`` (the lower triangle of
     ``n_ctx x n_ctx``) and its ``IGNORE`` (minus infinity). Raises

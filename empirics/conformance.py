@@ -48,9 +48,9 @@ import torch
 
 from constructions.circuit_cases import all_cases
 from constructions.circuits import per_head_results
-from constructions.files import installed_version
+from constructions.interop.files import installed_version
+from constructions.interop.layout import transformer_lens_layout
 from constructions.residual_layout import UnsupportedConstructionError
-from constructions.transformer_lens_layout import transformer_lens_layout
 
 U64, U32 = 2.0 ** -53, 2.0 ** -24
 Exact = dict[str, np.ndarray]
@@ -188,7 +188,7 @@ def _bridge(model, compatibility: bool):
     from transformer_lens.config import TransformerBridgeConfig
     from transformer_lens.model_bridge import TransformerBridge
 
-    from constructions.transformer_bridge import bridge_state_dict
+    from constructions.interop.bridge import bridge_state_dict
 
     layout = transformer_lens_layout(model)
     config = dict(layout.config)

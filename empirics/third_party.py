@@ -39,8 +39,8 @@ from pathlib import Path
 import torch
 
 from constructions.circuit_cases import all_cases
+from constructions.interop.layout import transformer_lens_layout
 from constructions.residual_layout import UnsupportedConstructionError
-from constructions.transformer_lens_layout import transformer_lens_layout
 
 # circuitkit 0.2.0's "exact" (activation patching) fails inside the package:
 # get_scores_exact passes pair_padding_side= to evaluate_graph, which takes no such argument

@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from constructions import _validate
-from constructions.circuits import Circuit, Edge, _patched_names
+from constructions.circuits.graph import Circuit, Edge, _patched_names
 from constructions.layernorm_geometry import MajorityHead
 
 _EDGES = (

@@ -172,21 +172,21 @@ def test_bad_input_names_the_parameter(call, error, name):
 
 
 def test_the_page_section_shows_the_published_scores_and_either_diagram(monkeypatch):
-    from theorems import circuit_pages
+    from theorems.areas.circuits import _page
 
     result = {"experiment": "circuit-discovery", "config_name": "full", "config": {"batch": 8},
               "tables": {"scores": {"header": ["case", "method", "ROC AUC"],
                                     "rows": [["two-layer-induction", "eap", 0.75],
                                              ["another-case", "eap", 0.5]]}}}
-    text = circuit_pages.case_sections([result], claims=set())
+    text = _page.page_sections([result], claims=set())
     # the two-layer-induction case's own section: its score, not another case's
     own = text.split("Case `two-layer-induction`:")[1].split("## Circuit case:")[0]
     assert "| 0.75" not in own and "  - 0.75" in own and "0.5" not in own.split("ROC AUC")[1]
     assert "`circuits.induction-sufficient`" in text      # not on the site: named, not linked
     assert "{ref}`circuit-discovery <experiment-circuit-discovery>`" in text
     assert 'class="tt-circuit"' in text
-    monkeypatch.setattr(circuit_pages.shutil, "which", lambda name: None)  # no Graphviz
-    fallback = circuit_pages.case_sections([], claims=None)
+    monkeypatch.setattr(_page.shutil, "which", lambda name: None)  # no Graphviz
+    fallback = _page.page_sections([], claims=None)
     circuits = [case.instance("smoke")[1] for case in all_cases().values()]
     assert fallback.count('stroke-width="2.2"') == sum(len(c.edges) for c in circuits)
     assert fallback.count("stroke-dasharray") == sum(len(c.complement()) for c in circuits)

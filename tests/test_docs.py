@@ -372,7 +372,7 @@ def test_circuit_cases_show_their_generated_diagram(site):
 
 
 def test_circuit_figures_are_matched_to_their_case_exactly():
-    from theorems.circuit_pages import case_figures, figure_owner
+    from theorems.areas.circuits._page import case_figures, figure_owner
 
     cases, methods = ("a", "a-rotated"), ("activation-patching", "eap")
     assert figure_owner("a-rotated-eap", cases, methods) == ("a-rotated", "eap")

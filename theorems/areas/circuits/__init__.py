@@ -48,13 +48,3 @@ area's (von Oswald et al. 2023, arXiv:2212.07677), the majority head the layerno
 (Mueller et al. 2025; arXiv id 2504.13151 recalled [R]), read in a third-party converter to its
 leaderboard format [S].
 """
-
-
-# --- the area page ------------------------------------------------------------------------------
-
-def page_sections(results=(), claims=None) -> str:
-    """The circuit cases' sections of this area's docs page (:mod:`theorems.circuit_pages`):
-    diagram generated from ``circuit()``, corruption, checked claims, method scores."""
-    from theorems.circuit_pages import case_sections
-
-    return case_sections(results, claims)

@@ -2,8 +2,8 @@
 
 The cases are :mod:`constructions.circuits`' and know no claim; the claims are this area's, so
 the map between them is kept here. The bundle (:mod:`theorems.bundle`) uses it to bundle a
-claim's case, and the area's page (:mod:`theorems.circuit_pages`) to list under each case the
-claims that check its circuit.
+claim's case, and the area's page (:mod:`._page`) to list under each case the claims that
+check its circuit.
 """
 
 from __future__ import annotations

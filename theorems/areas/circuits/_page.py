@@ -1,11 +1,13 @@
-r"""The circuits area's page sections: per circuit case, its diagram, corruption, checked claims
-and the discovery methods' published scores.
+r"""The MyST sections the circuits area adds to its docs page: per circuit case, its diagram, its
+corruption and edges, the claims that check it, and the discovery methods' published scores.
 
-The docs extension calls an area module's ``page_sections(results)`` when it has one and puts
-the MyST it returns under the area's introduction; :func:`case_sections` is the circuits
-area's. The diagram is generated from the case's ``circuit()``
-(:func:`constructions.circuits.circuit_dot`), laid out by Graphviz when ``dot`` is on
-the PATH and by :func:`python_svg` otherwise. Scores come from the published results of the
+The docs extension (``theorems_site``) imports an area package's private ``_page`` module
+when it has one, calls its :func:`page_sections` with the published results and the claim ids
+on the site, and puts the MyST it returns under the area's introduction (the package's
+docstring). The diagram is generated from the case's ``circuit()``
+(:func:`constructions.circuits.circuit_dot`) and rendered here to SVG: laid out by Graphviz
+when ``dot`` is on the PATH (:func:`graphviz_svg`), by :func:`python_svg` otherwise. The claims
+come from :data:`._cases.CHECKED_BY`; the scores from the published results of the
 ``circuit-discovery`` experiment (:mod:`empirics.circuit_discovery`), the ``full`` config when
 there is one.
 """
@@ -173,7 +175,7 @@ def case_section(case: CircuitCase, result: Mapping[str, Any] | None,
     return "\n".join(lines)
 
 
-def case_sections(results: Sequence[Mapping[str, Any]] = (),
+def page_sections(results: Sequence[Mapping[str, Any]] = (),
                   claims: set[str] | None = None) -> str:
     """Every registered case's section; ``results`` are published result dicts, ``claims``
     the claim ids on the site (others are named, not linked)."""

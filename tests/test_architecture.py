@@ -1,6 +1,7 @@
 """The house rules, checked: imports run one way (constructions <- empirics <- theorems), no two
 modules import each other directly or through a loop, no construction module imports the
-interop layer, and no module outgrows the size guide.
+interop layer, no construction outside the circuits wing imports it, and no module outgrows
+the size guide.
 
 Imports are read from the source (every ``import`` statement, also those inside functions, since
 a lazy import still ties two modules together), so the test needs no import of its own.
@@ -23,6 +24,11 @@ INTEROP_LAYER = {"export", "transformer_lens", "transformer_lens_layout", "trans
                  "files", "bundle"}
 INTEROP = (*(f"constructions.{m}" for m in INTEROP_LAYER), "transformer_lens", "nnsight",
            "safetensors")
+# The circuits wing describes the constructions it sits on (their graphs, circuits, variants and
+# benchmark cases): it imports them and the primitives, and no other construction module
+# imports it, but the thin module that keeps the cases' old import path.
+CIRCUITS_WING = "constructions.circuits"
+CIRCUITS_OLD_PATHS = {"constructions.circuit_cases"}
 
 
 def module_name(path: Path) -> str:
@@ -104,6 +110,16 @@ def test_construction_modules_do_not_import_the_interop_layer(name):
                 for alias in node.names}
     imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not {m for m in imported if m.startswith(INTEROP)}
+
+
+def test_no_construction_outside_the_circuits_wing_imports_it():
+    def in_wing(name: str) -> bool:
+        return name == CIRCUITS_WING or name.startswith(CIRCUITS_WING + ".")
+
+    found = [f"{a} imports {b}" for a, targets in GRAPH.items() for b in targets
+             if a.startswith("constructions.") and not in_wing(a)
+             and a not in CIRCUITS_OLD_PATHS and in_wing(b)]
+    assert not found
 
 
 def test_no_module_outgrows_the_size_guide():

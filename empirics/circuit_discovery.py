@@ -1,6 +1,6 @@
 r"""Circuit-discovery methods scored against exact ground-truth circuits.
 
-Every case of :data:`constructions.circuit_cases.CASES` (a construction, its circuit under a
+Every case of :data:`constructions.circuits.CASES` (a construction, its circuit under a
 corruption, a prompt sampler and a metric :math:`m`) is wrapped by **nnsight**, which reads
 and replaces any torch module's activations, at the construction's own hook points
 (:mod:`constructions.layers`, named as in TransformerLens), and each method scores every edge
@@ -38,9 +38,10 @@ native hook points. The two differ only in where a difference meets the read map
 TransformerLens stored each activation-patched metric in float32: rounding.
 
 **Cases with a hook point per edge** (the LayerNorm majority head, one-step-GD linear
-attention and their variants; ``CircuitCase.native`` is set; :mod:`constructions.native_cases`)
-have a 1-layer graph in which each edge is one hook point, so patching an edge replaces that
-hook point's activation by the corrupted run's (:class:`NativeSetup`), and EAP saves every hook
+attention and their variants; ``CircuitCase.native`` is set;
+:mod:`constructions.circuits.native_cases`) have a 1-layer graph in which each edge is one
+hook point, so patching an edge replaces that hook point's activation by the corrupted run's
+(:class:`NativeSetup`), and EAP saves every hook
 point's activation inside one trace (each replaced by a distinct copy, so that hook points
 fed the same tensor get their own gradients) and differentiates the metric with
 ``torch.autograd.grad``; a zero map with no hook point (the majority head's
@@ -69,8 +70,15 @@ from typing import Any
 import torch
 
 from constructions import _validate
-from constructions.circuit_cases import CircuitCase, all_cases
-from constructions.circuits import QKV, Circuit, Edge, attention_graph, per_head_results
+from constructions.circuits import (
+    QKV,
+    Circuit,
+    CircuitCase,
+    Edge,
+    all_cases,
+    attention_graph,
+    per_head_results,
+)
 from constructions.interop.files import INTEROP_HINT
 from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
@@ -403,7 +411,7 @@ def case_setup(case: CircuitCase, size: str | Mapping[str, Any], batch: int, see
                device: torch.device | str = "cpu") -> tuple[Setup | NativeSetup, Circuit]:
     """(setup, circuit) of a registered case on the harness's prompts: a ``batch`` drawn with
     ``torch.Generator().manual_seed(1000 seed + i)``, ``i`` the case's index in
-    :func:`~constructions.circuit_cases.all_cases` (so each case has its own stream)."""
+    :func:`~constructions.circuits.all_cases` (so each case has its own stream)."""
     index = list(all_cases()).index(case.name)
     model, circuit = case.instance(size)
     model = model.to(device)
@@ -417,7 +425,7 @@ def score_edges(case: str | CircuitCase, scores: Mapping[str | Edge, float], *,
                 ) -> dict[str, Any]:
     r"""Score any method's edge scores on a circuit case, as the harness scores its own.
 
-    ``case`` is a registered :class:`~constructions.circuit_cases.CircuitCase` or its id
+    ``case`` is a registered :class:`~constructions.circuits.CircuitCase` or its id
     (``sorted(all_cases())``); ``scores`` maps every edge of the case's graph
     (:func:`~constructions.circuits.attention_graph`, by MIB name such as
     ``"a0.h0->a1.h0<k>"`` or as an :class:`~constructions.circuits.Edge`) to a finite score,
@@ -548,5 +556,6 @@ CIRCUIT_DISCOVERY = Experiment(
         "full": {"cases": "all", "size": "full", "batch": 64, "methods": list(METHODS)},
     },
     run=run,
-    code=("constructions.circuit_cases", "constructions.circuits", "constructions.native_cases"),
+    # the whole package: the cases, their circuits, samplers, metrics and hook maps
+    code=("constructions.circuits",),
 )

@@ -49,8 +49,7 @@ from typing import Any
 import torch
 
 from constructions import _validate
-from constructions.circuit_cases import CircuitCase, all_cases
-from constructions.circuits import Circuit, attention_graph
+from constructions.circuits import Circuit, CircuitCase, all_cases, attention_graph
 from constructions.interop.layout import transformer_lens_layout
 from constructions.residual_layout import UnsupportedConstructionError
 

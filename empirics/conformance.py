@@ -1,7 +1,7 @@
 r"""Hook conformance: what each hook of each interpretability tool holds, measured against the
 exact activations of the exportable circuit constructions.
 
-Every exportable circuit case (:data:`constructions.circuit_cases.CASES`; the induction
+Every exportable circuit case (:func:`constructions.circuits.all_cases`; the induction
 constructions and their variants) is run on a few of its clean prompts through
 
 * ``torch``: the construction itself, reading its own hook points (named as in
@@ -46,8 +46,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from constructions.circuit_cases import all_cases
-from constructions.circuits import per_head_results
+from constructions.circuits import all_cases, per_head_results
 from constructions.interop.files import installed_version
 from constructions.interop.layout import transformer_lens_layout
 from constructions.residual_layout import UnsupportedConstructionError

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import torch
 
-from constructions.circuit_cases import all_cases
+from constructions.circuits import all_cases
 from constructions.interop.layout import transformer_lens_layout
 from constructions.residual_layout import UnsupportedConstructionError
 

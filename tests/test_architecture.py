@@ -1,7 +1,8 @@
 """The house rules, checked: imports run one way (constructions <- empirics <- theorems), no two
 modules import each other directly or through a loop, no construction module outside the
-interop wing (``constructions/interop/`` and its facade ``constructions.export``) imports it, and
-no module outgrows the size guide.
+interop wing (``constructions/interop/`` and its facade ``constructions.export``) imports it, no
+construction outside the circuits wing (``constructions/circuits/``) imports that, and no module
+outgrows the size guide.
 
 Imports are read from the source (every ``import`` statement, also those inside functions, since
 a lazy import still ties two modules together, and those under ``if TYPE_CHECKING:``, since a
@@ -26,6 +27,11 @@ MAX_LINES = 700
 WING = "constructions.interop"
 FACADE = "constructions.export"
 INTEROP = (WING, FACADE, "transformer_lens", "nnsight", "safetensors")
+# The circuits wing describes the constructions it sits on (their graphs, circuits, variants and
+# benchmark cases): it imports them and the primitives, and no other construction module
+# imports it, but the thin module that keeps the cases' old import path.
+CIRCUITS_WING = "constructions.circuits"
+CIRCUITS_OLD_PATHS = {"constructions.circuit_cases"}
 
 
 def module_name(path: Path) -> str:
@@ -137,9 +143,19 @@ def test_the_project_imports_the_wing_not_its_public_paths():
     module that holds the code."""
     tests = {module_name(p): imports_of(p) for p in (ROOT / "tests").rglob("*.py")}
     found = [f"{name} imports {target}" for name, targets in {**GRAPH, **tests}.items()
-             for target in targets if target in PUBLIC_PATHS]
+             for target in targets if target in PUBLIC_PATHS | CIRCUITS_OLD_PATHS]
     assert not found
     assert PUBLIC_PATHS  # the re-export modules are recognised, so this rule reads them
+
+
+def test_no_construction_outside_the_circuits_wing_imports_it():
+    def in_wing(name: str) -> bool:
+        return name == CIRCUITS_WING or name.startswith(CIRCUITS_WING + ".")
+
+    found = [f"{a} imports {b}" for a, targets in GRAPH.items() for b in targets
+             if a.startswith("constructions.") and not in_wing(a)
+             and a not in CIRCUITS_OLD_PATHS and in_wing(b)]
+    assert not found
 
 
 def test_no_module_outgrows_the_size_guide():

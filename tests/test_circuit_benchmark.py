@@ -18,8 +18,7 @@ import shutil
 import pytest
 import torch
 
-from constructions.circuit_cases import CASES
-from constructions.circuits import attention_graph
+from constructions.circuits import CASES, attention_graph
 from empirics import circuit_benchmark as cb
 from empirics import circuit_formats as cf
 from theorems import circuits as cli

@@ -14,15 +14,18 @@ import math
 import pytest
 import torch
 
-from constructions.circuit_cases import (
+from constructions.circuits import (
     CASES,
     CircuitCase,
     all_cases,
     case_for_builder,
+    circuit_dot,
+    edge_patched_logits,
+    induction_circuit,
+    layout,
+    logit_difference,
     sample_next_token_pairs,
 )
-from constructions.circuit_diagram import circuit_dot, layout
-from constructions.circuits import edge_patched_logits, induction_circuit, logit_difference
 from constructions.induction_heads.task import previous_occurrence
 from empirics import circuit_discovery as cd
 from empirics.experiment import RESULTS_DIR
@@ -30,23 +33,21 @@ from empirics.experiment import RESULTS_DIR
 CASE = CASES["two-layer-induction"]
 
 PUBLIC_API_EXAMPLES = {
-    "circuit_cases.all_cases": lambda: {},
-    "circuit_cases.case_for_builder": lambda: {"path": CASE.builder},
-    "circuit_cases.case_for_claim": lambda: {"claim_id": CASE.claims[0]},
-    "circuit_cases.sample_next_token_pairs": lambda: {
+    "circuits.all_cases": lambda: {},
+    "circuits.case_for_builder": lambda: {"path": CASE.builder},
+    "circuits.sample_next_token_pairs": lambda: {
         "generator": torch.Generator().manual_seed(0), "batch": 2, "vocab_size": 3,
         "max_len": 4},
-    "circuit_cases.sample_earlier_occurrence_pairs": lambda: {
+    "circuits.sample_earlier_occurrence_pairs": lambda: {
         "generator": torch.Generator().manual_seed(0), "batch": 2, "vocab_size": 3,
         "max_len": 4},
-    "circuit_diagram.circuit_dot": lambda: {"circuit": induction_circuit("two_layer", 3, 4)},
-    "circuit_diagram.layout": lambda: {"circuit": induction_circuit("two_layer", 3, 4)},
-    "circuit_diagram.node_label": lambda: {"node": "a1.h0"},
+    "circuits.circuit_dot": lambda: {"circuit": induction_circuit("two_layer", 3, 4)},
+    "circuits.layout": lambda: {"circuit": induction_circuit("two_layer", 3, 4)},
+    "circuits.node_label": lambda: {"node": "a1.h0"},
 }
 PUBLIC_API_ACCEPTED = {
     # any "module:name" is a valid question: None answers "not a circuit case" (the bundle's use)
-    ("circuit_cases.case_for_builder", "path"): ("unknown",),
-    ("circuit_cases.case_for_claim", "claim_id"): ("unknown",),
+    ("circuits.case_for_builder", "path"): ("unknown",),
 }
 
 
@@ -171,21 +172,21 @@ def test_bad_input_names_the_parameter(call, error, name):
 
 
 def test_the_page_section_shows_the_published_scores_and_either_diagram(monkeypatch):
-    from theorems import circuit_pages
+    from theorems.areas.circuits import _page
 
     result = {"experiment": "circuit-discovery", "config_name": "full", "config": {"batch": 8},
               "tables": {"scores": {"header": ["case", "method", "ROC AUC"],
                                     "rows": [["two-layer-induction", "eap", 0.75],
                                              ["another-case", "eap", 0.5]]}}}
-    text = circuit_pages.case_sections([result], claims=set())
+    text = _page.page_sections([result], claims=set())
     # the two-layer-induction case's own section: its score, not another case's
     own = text.split("Case `two-layer-induction`:")[1].split("## Circuit case:")[0]
     assert "| 0.75" not in own and "  - 0.75" in own and "0.5" not in own.split("ROC AUC")[1]
     assert "`circuits.induction-sufficient`" in text      # not on the site: named, not linked
     assert "{ref}`circuit-discovery <experiment-circuit-discovery>`" in text
     assert 'class="tt-circuit"' in text
-    monkeypatch.setattr(circuit_pages.shutil, "which", lambda name: None)  # no Graphviz
-    fallback = circuit_pages.case_sections([], claims=None)
+    monkeypatch.setattr(_page.shutil, "which", lambda name: None)  # no Graphviz
+    fallback = _page.page_sections([], claims=None)
     circuits = [case.instance("smoke")[1] for case in all_cases().values()]
     assert fallback.count('stroke-width="2.2"') == sum(len(c.edges) for c in circuits)
     assert fallback.count("stroke-dasharray") == sum(len(c.complement()) for c in circuits)
@@ -228,8 +229,7 @@ def test_nnsight_scores_the_cases_that_do_not_export(smoke, nnsight):
 
 @pytest.mark.interop
 def test_nnsight_patching_is_the_native_patching(nnsight):
-    from constructions.icl_variants import multi_head_patched_prediction
-    from constructions.majority_circuit import majority_patched_output
+    from constructions.circuits import majority_patched_output, multi_head_patched_prediction
 
     for name, patched_run in (("majority-head", majority_patched_output),
                               ("one-step-gd-spurious-head", multi_head_patched_prediction)):
@@ -241,7 +241,7 @@ def test_nnsight_patching_is_the_native_patching(nnsight):
             direct = case.metric(patched_run(model, clean, corrupted, patched), clean,
                                  corrupted).mean()
             # the same operations on the same operands: the corrupted run's activation at a
-            # hook point is what the patched input gives there (constructions.native_cases)
+            # hook point is what the patched input gives there (constructions.circuits.native_cases)
             assert setup.patched_metric(patched) == float(direct), (name, patched)
 
 

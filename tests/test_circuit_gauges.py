@@ -1,5 +1,5 @@
 """Mutants, bad input and the TransformerLens export of the gauge variants
-(:mod:`constructions.circuit_gauges`, checked in :mod:`theorems.areas.circuits.gauges`)."""
+(:mod:`constructions.circuits.gauges`, checked in :mod:`theorems.areas.circuits.gauges`)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,23 @@ import pytest
 import torch
 from killed import failed_assertion
 
-from constructions.circuit_cases import all_cases
-from constructions.circuit_gauges import (
+from constructions.circuits import (
     PERMUTATION,
     PERMUTED_HEADS,
+    SPURIOUS_HEADS,
+    Edge,
+    all_cases,
     dyadic_gauge,
     gauge_size,
     head_renaming,
+    induction_circuit,
     permute_heads,
     permuted_variant,
     random_rotation,
     reparametrised_variant,
     rotation_variant,
+    spurious_head_variant,
 )
-from constructions.circuit_variants import SPURIOUS_HEADS, spurious_head_variant
-from constructions.circuits import Edge, induction_circuit
 from constructions.induction_heads import compact_induction, two_layer_induction
 from theorems.areas.circuits import earlier_occurrence, gauges
 
@@ -239,12 +241,14 @@ def test_the_permuted_variant_renames_the_circuit():
 
 
 def test_the_gauge_cases_are_registered():
+    from theorems.areas.circuits._cases import claims_of
+
     cases = all_cases()
     for name in GAUGE_CASES:
         model, circuit = cases[name].instance("smoke")
         assert circuit.d_model == model.d_model and len(circuit.edges) == 3
-        assert cases[name].claims == ("circuits.variants-same-function",
-                                      "circuits.variants-circuit")
+        assert claims_of(cases[name]) == ("circuits.variants-same-function",
+                                          "circuits.variants-circuit")
 
 
 MODEL = two_layer_induction(4, 6)
@@ -307,13 +311,13 @@ def test_the_gauge_variants_export_with_circuit_hooks(transformer_lens, name):
 # --- the public-API fuzz's valid examples (tests/test_public_api.py) --------------------------
 
 PUBLIC_API_EXAMPLES = {
-    "circuit_gauges.random_rotation": lambda: {"size": 4, "seed": 0},
-    "circuit_gauges.rotation_variant": lambda: {"model": MODEL, "seed": 0},
-    "circuit_gauges.dyadic_gauge": lambda: {"size": 4},
-    "circuit_gauges.gauge_size": lambda: {"width": 5},
-    "circuit_gauges.reparametrised_variant": lambda: {"model": MODEL},
-    "circuit_gauges.permute_heads": lambda: {"model": spurious_head_variant(MODEL),
+    "circuits.random_rotation": lambda: {"size": 4, "seed": 0},
+    "circuits.rotation_variant": lambda: {"model": MODEL, "seed": 0},
+    "circuits.dyadic_gauge": lambda: {"size": 4},
+    "circuits.gauge_size": lambda: {"width": 5},
+    "circuits.reparametrised_variant": lambda: {"model": MODEL},
+    "circuits.permute_heads": lambda: {"model": spurious_head_variant(MODEL),
                                              "permutations": PERMUTATION},
-    "circuit_gauges.head_renaming": lambda: {"permutations": PERMUTATION},
-    "circuit_gauges.permuted_variant": lambda: {"model": MODEL},
+    "circuits.head_renaming": lambda: {"permutations": PERMUTATION},
+    "circuits.permuted_variant": lambda: {"model": MODEL},
 }

@@ -14,29 +14,29 @@ import pytest
 import torch
 from killed import failed_assertion
 
-from constructions.circuit_variants import (
-    SPURIOUS_HEADS,
-    gauge_width,
-    hadamard,
-    spurious_head_variant,
-    value_gauge_variant,
-)
 from constructions.circuits import (
+    SPURIOUS_HEADS,
     Circuit,
     Edge,
     attention_graph,
     edge_patched_logits,
+    gauge_width,
+    hadamard,
+    icl_circuit,
     induction_circuit,
     induction_mechanism,
     logit_difference,
+    lsa_patched_prediction,
+    majority_circuit,
+    majority_operands,
+    majority_patched_output,
+    null_space_variant,
     resample_earlier_occurrence,
     resample_next_token,
-)
-from constructions.icl_circuit import (
-    icl_circuit,
-    lsa_patched_prediction,
-    null_space_variant,
+    resample_token,
     shift_label,
+    spurious_head_variant,
+    value_gauge_variant,
 )
 from constructions.icl_regression import one_step_gd, prompt
 from constructions.induction_heads import (
@@ -45,12 +45,6 @@ from constructions.induction_heads import (
     two_layer_induction,
 )
 from constructions.layernorm_geometry import majority_head
-from constructions.majority_circuit import (
-    majority_circuit,
-    majority_operands,
-    majority_patched_output,
-    resample_token,
-)
 from theorems.areas.circuits import compact, earlier_occurrence, icl, majority, next_token
 
 
@@ -641,37 +635,37 @@ PUBLIC_API_EXAMPLES = {
     "circuits.edge_patched_logits": _patching,
     "circuits.resample_earlier_occurrence": lambda: {"tokens": CLEAN, "replacement": 3,
                                                      "vocab_size": 4},
-    "circuit_variants.hadamard": lambda: {"size": 16},
-    "icl_circuit.icl_circuit": lambda: {"d": 2},
-    "icl_circuit.null_space_variant": lambda: {"model": ICL_MODEL},
-    "majority_circuit.majority_circuit": lambda: {"d": 5},
-    "majority_circuit.resample_token": lambda: {"tokens": MAJORITY_TOKENS, "position": 1,
+    "circuits.hadamard": lambda: {"size": 16},
+    "circuits.icl_circuit": lambda: {"d": 2},
+    "circuits.null_space_variant": lambda: {"model": ICL_MODEL},
+    "circuits.majority_circuit": lambda: {"d": 5},
+    "circuits.resample_token": lambda: {"tokens": MAJORITY_TOKENS, "position": 1,
                                                 "replacement": 0, "vocab_size": 3},
-    "majority_circuit.majority_patched_output": lambda: {
+    "circuits.majority_patched_output": lambda: {
         "model": MAJORITY, "clean": MAJORITY_TOKENS,
         "corrupted": resample_token(MAJORITY_TOKENS, 1, 0, 3), "patched": ("a0.h0->logits",)},
-    "majority_circuit.majority_operands": lambda: {"model": MAJORITY,
+    "circuits.majority_operands": lambda: {"model": MAJORITY,
                                                    "tokens": MAJORITY_TOKENS},
-    "icl_circuit.shift_label": lambda: {"Z": ICL_Z, "index": 0, "shift": 1.0},
-    "icl_circuit.lsa_patched_prediction": lambda: {
+    "circuits.shift_label": lambda: {"Z": ICL_Z, "index": 0, "shift": 1.0},
+    "circuits.lsa_patched_prediction": lambda: {
         "model": ICL_MODEL, "clean": ICL_Z, "corrupted": shift_label(ICL_Z, 0, 1.0),
         "patched": ("input->a0.h0<v>",)},
-    "icl_circuit.lsa_magnitude": lambda: {"model": ICL_MODEL, "Z_V": ICL_Z, "Z_K": ICL_Z,
+    "circuits.lsa_magnitude": lambda: {"model": ICL_MODEL, "Z_V": ICL_Z, "Z_K": ICL_Z,
                                           "Z_Q": ICL_Z},
-    "circuit_variants.spurious_head_variant": lambda: {"model": MODEL},
-    "circuit_variants.gauge_width": lambda: {"model": MODEL},
-    "circuit_variants.value_gauge_variant": lambda: {"model": MODEL},
+    "circuits.spurious_head_variant": lambda: {"model": MODEL},
+    "circuits.gauge_width": lambda: {"model": MODEL},
+    "circuits.value_gauge_variant": lambda: {"model": MODEL},
 }
 PUBLIC_API_ACCEPTED = {
     # the classes are read off logits (C = S + 1, the last one bot): one more class is a model
     # over one more token, and prompts over fewer tokens are valid prompts for it
     ("circuits.logit_difference", "logits"): ("mismatched",),
     # one more column is one more context example; index 0 is the first context label
-    ("icl_circuit.shift_label", "Z"): ("mismatched",),
-    ("icl_circuit.shift_label", "index"): ("zero",),
+    ("circuits.shift_label", "Z"): ("mismatched",),
+    ("circuits.shift_label", "index"): ("zero",),
     # token 0 and position 0 are valid; a longer prompt is another prompt
-    ("majority_circuit.resample_token", "replacement"): ("zero",),
-    ("majority_circuit.resample_token", "position"): ("zero",),
-    ("majority_circuit.resample_token", "tokens"): ("mismatched",),
-    ("majority_circuit.majority_operands", "tokens"): ("mismatched",),
+    ("circuits.resample_token", "replacement"): ("zero",),
+    ("circuits.resample_token", "position"): ("zero",),
+    ("circuits.resample_token", "tokens"): ("mismatched",),
+    ("circuits.majority_operands", "tokens"): ("mismatched",),
 }

@@ -12,24 +12,23 @@ import torch
 from killed import failed_assertion
 from test_circuits import icl_adding, majority_adding  # the circuits area's mutant helpers
 
-from constructions.icl_circuit import icl_circuit, lsa_patched_prediction, shift_label
-from constructions.icl_regression import one_step_gd, prompt
-from constructions.icl_variants import (
-    SPURIOUS_HEADS,
+from constructions.circuits import (
     LSAEdgeView,
     MultiHeadLSA,
+    fixing_ones,
+    icl_circuit,
+    ln_rotation_variant,
+    lsa_patched_prediction,
     multi_head_magnitude,
     multi_head_patched_prediction,
-    spurious_head_variant,
-)
-from constructions.layernorm_geometry import majority_head
-from constructions.majority_variants import (
-    _rebuilt,
-    fixing_ones,
-    ln_rotation_variant,
     ones_rotation,
     qk_gauge_variant,
+    shift_label,
 )
+from constructions.circuits.icl_variants import SPURIOUS_HEADS, spurious_head_variant
+from constructions.circuits.majority_variants import _rebuilt
+from constructions.icl_regression import one_step_gd, prompt
+from constructions.layernorm_geometry import majority_head
 from theorems.areas.circuits import icl, majority, majority_variants
 
 # --- the majority head's variants -------------------------------------------------------------
@@ -194,32 +193,32 @@ def test_the_multi_head_patching_and_the_edge_view_repeat_the_single_head_bits()
 
 
 PUBLIC_API_EXAMPLES = {
-    "majority_variants.fixing_ones": lambda: {"d": 5},
-    "majority_variants.ones_rotation": lambda: {"d": 5},
-    "majority_variants.qk_gauge_variant": lambda: {"model": majority_head(3, 5)},
-    "majority_variants.ln_rotation_variant": lambda: {"model": majority_head(3, 5)},
-    "icl_variants.spurious_head_variant": lambda: {"model": ICL_MODEL},
-    "icl_variants.multi_head_patched_prediction": lambda: {
+    "circuits.fixing_ones": lambda: {"d": 5},
+    "circuits.ones_rotation": lambda: {"d": 5},
+    "circuits.qk_gauge_variant": lambda: {"model": majority_head(3, 5)},
+    "circuits.ln_rotation_variant": lambda: {"model": majority_head(3, 5)},
+    "circuits.lsa_spurious_head_variant": lambda: {"model": ICL_MODEL},
+    "circuits.multi_head_patched_prediction": lambda: {
         "model": spurious_head_variant(ICL_MODEL), "clean": ICL_Z,
         "corrupted": shift_label(ICL_Z, 0, 1.0), "patched": ("input->a0.h1<v>",)},
-    "icl_variants.multi_head_magnitude": lambda: {"model": ICL_MODEL, "Z_V": ICL_Z,
+    "circuits.multi_head_magnitude": lambda: {"model": ICL_MODEL, "Z_V": ICL_Z,
                                                   "Z_K": ICL_Z, "Z_Q": ICL_Z},
-    "native_cases.majority_hooks": lambda: {"model": majority_head(3, 5)},
-    "native_cases.lsa_hooks": lambda: {"model": ICL_MODEL},
-    "native_cases.sample_token_resamplings": lambda: {
+    "circuits.majority_hooks": lambda: {"model": majority_head(3, 5)},
+    "circuits.lsa_hooks": lambda: {"model": ICL_MODEL},
+    "circuits.sample_token_resamplings": lambda: {
         "generator": torch.Generator().manual_seed(0), "batch": 2, "vocab_size": 3, "d": 5,
         "length": 4},
-    "native_cases.token_metric": lambda: {"output": majority_head(3, 5)(MAJORITY_TOKENS),
+    "circuits.token_metric": lambda: {"output": majority_head(3, 5)(MAJORITY_TOKENS),
                                           "clean": MAJORITY_TOKENS,
                                           "corrupted": MAJORITY_CORRUPTED},
-    "native_cases.sample_label_shifts": lambda: {
+    "circuits.sample_label_shifts": lambda: {
         "generator": torch.Generator().manual_seed(0), "batch": 2, "d": 2, "eta": 0.5, "n": 3},
-    "native_cases.prediction_metric": lambda: {"output": ICL_MODEL.predict(ICL_Z[None]),
+    "circuits.prediction_metric": lambda: {"output": ICL_MODEL.predict(ICL_Z[None]),
                                                "clean": ICL_Z[None],
                                                "corrupted": shift_label(ICL_Z, 0, 1.0)[None]},
 }
 PUBLIC_API_ACCEPTED = {
     # the classes are read off the output (V tokens): one more class is a head over one more
     # token, and prompts over fewer tokens are valid prompts for it
-    ("native_cases.token_metric", "output"): ("mismatched",),
+    ("circuits.token_metric", "output"): ("mismatched",),
 }

@@ -340,7 +340,8 @@ def test_exportable_constructions_show_their_transformer_lens_export(site):
 
 
 def test_circuit_cases_show_their_generated_diagram(site):
-    from constructions.circuit_cases import CASES
+    from constructions.circuits import CASES
+    from theorems.areas.circuits._cases import claims_of
 
     site_dir, _, _ = site
     circuits = page(site_dir, "claims/circuits.html")
@@ -354,7 +355,7 @@ def test_circuit_cases_show_their_generated_diagram(site):
                 or html.escape(f"{edge.name}: {edge.role}") in diagram
         text = html.unescape(re.sub(r"<[^>]+>", "", circuits))
         assert case.corruption.split(":")[0] in text
-        for claim in case.claims:
+        for claim in claims_of(case):
             assert f'href="#{claim.replace(".", "-")}"' in circuits
     # the published scores (docs_fixture.write_circuit_scores) with the case's figure
     text = html.unescape(re.sub(r"<[^>]+>", "", circuits))
@@ -371,7 +372,7 @@ def test_circuit_cases_show_their_generated_diagram(site):
 
 
 def test_circuit_figures_are_matched_to_their_case_exactly():
-    from theorems.circuit_pages import case_figures, figure_owner
+    from theorems.areas.circuits._page import case_figures, figure_owner
 
     cases, methods = ("a", "a-rotated"), ("activation-patching", "eap")
     assert figure_owner("a-rotated-eap", cases, methods) == ("a-rotated", "eap")
@@ -447,7 +448,7 @@ def test_the_site_builds_from_a_real_run_and_the_published_results(tmp_path):
     results under ``empirics/results``. The strict build has no warning, the Coq proof is
     shown, the cot2 table is a table, and the circuits page puts every published figure under
     its own case."""
-    from constructions.circuit_cases import all_cases
+    from constructions.circuits import all_cases
 
     checks = (*docs_fixture.REAL_PROOF_CHECKS.values(), "test_csft_beats_sft")
     evidence = docs_fixture.real_run(tmp_path / "run", checks)

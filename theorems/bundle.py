@@ -6,9 +6,10 @@ as JSON (``--args '[5]' --kwargs '{"max_len": 8}'``), writes it with
 record in the evidence file (``--evidence``, default ``build/evidence.json``; the card says so
 when the file or the record is missing). Nothing is downloaded.
 
-When the construction is a circuit case (:mod:`constructions.circuit_cases`: its model
-builder, or its circuit builder, in which case the case's model is bundled) and the arguments
-are the case's size arguments, the bundle also holds ``circuit.json``: the ground-truth
+When the claim checks a circuit case (:mod:`theorems.areas.circuits._cases` maps the circuits
+claims to their cases), or its construction is a case's model builder or circuit builder
+(:func:`constructions.circuits.case_for_builder`), the case's model is bundled; when the
+arguments are the case's size arguments, the bundle also holds ``circuit.json``: the ground-truth
 circuit in the MIB edge format (:meth:`~constructions.circuits.Circuit.to_mib_json`), and the
 card says under which corruption it holds. With other arguments (a non-default temperature,
 say) the ground truth is not derived, and the card says that instead.
@@ -22,8 +23,9 @@ import json
 import sys
 from pathlib import Path
 
-from constructions.circuit_cases import case_for_builder, case_for_claim
+from constructions.circuits import case_for_builder
 from theorems import evidence_file as ev
+from theorems.areas.circuits._cases import case_for_claim
 from theorems.claims import load_all
 
 

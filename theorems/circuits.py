@@ -29,7 +29,7 @@ def _number(value: object) -> str:
 
 
 def cmd_write(args: argparse.Namespace) -> int:
-    from constructions.circuit_cases import all_cases
+    from constructions.circuits import all_cases
     from empirics.circuit_formats import case_by_name, write_case
 
     names = args.case or list(all_cases())

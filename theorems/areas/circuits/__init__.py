@@ -11,19 +11,19 @@ changes *what* the induction head copies (circuit: 2 edges, :mod:`.next_token`);
 :func:`~constructions.circuits.resample_earlier_occurrence`, the issue's corruption, changes
 *where* it attends (circuit: 3 edges, the previous-token head's value input, its composition
 into the induction head's key, and the induction head's output; :mod:`.earlier_occurrence`).
-Realistic variants (:mod:`constructions.circuit_variants`: dense spurious heads before the real
+Realistic variants (:mod:`constructions.circuits.variants`: dense spurious heads before the real
 ones, and an exact Hadamard gauge of the value/output maps) compute the same function and carry
 the same circuit, checked again on them; so do gauge variants of *both* induction
-constructions (:mod:`constructions.circuit_gauges`, :mod:`.gauges`): a dense random rotation of
+constructions (:mod:`constructions.circuits.gauges`, :mod:`.gauges`): a dense random rotation of
 the residual stream, a dense non-orthogonal dyadic reparametrisation of every head's
 :math:`W_Q/W_K` and :math:`W_V/W_O`, and a head permutation of the spurious-head variant.
 The rotation and the reparametrisation are not bit-exact in float64, and the permutation and
 the spurious-head variant need not be (their batched head sums may round in another order): the
 checks compare against a running forward-error bound carried through the forward pass and
 every edge-patched run (:mod:`._tracked`). The one-step-GD linear self-attention
-(:mod:`constructions.icl_circuit`) is a third case: under a shift of one context label its
+(:mod:`constructions.circuits.icl`) is a third case: under a shift of one context label its
 circuit is the label value edge and the head's read-out (:mod:`.icl`); the LayerNorm majority
-head (:mod:`constructions.majority_circuit`) a fourth: under a token resampling, its value edge
+head (:mod:`constructions.circuits.majority`) a fourth: under a token resampling, its value edge
 and output (:mod:`.majority`), sufficient within a running rounding bound. Both have dense
 variants on which their circuit claims re-run: for the majority head a query/key gauge by an
 :math:`M` fixing :math:`\mathbf 1^\top` and a rotation of the residual stream by an :math:`R`
@@ -48,13 +48,3 @@ area's (von Oswald et al. 2023, arXiv:2212.07677), the majority head the layerno
 (Mueller et al. 2025; arXiv id 2504.13151 recalled [R]), read in a third-party converter to its
 leaderboard format [S].
 """
-
-
-# --- the area page ------------------------------------------------------------------------------
-
-def page_sections(results=(), claims=None) -> str:
-    """The circuit cases' sections of this area's docs page (:mod:`theorems.circuit_pages`):
-    diagram generated from ``circuit()``, corruption, checked claims, method scores."""
-    from theorems.circuit_pages import case_sections
-
-    return case_sections(results, claims)

@@ -47,7 +47,7 @@ def cached(build):
 def rounding_terms(vocab_size: int, max_len: int, *, mixing: int = 0,
                    patched_keys: bool = False) -> tuple[float, float]:
     r"""``(e_weight, e_logit)`` for the default ``two_layer_induction(vocab_size, max_len)``
-    run in float64, or its value gauge (:func:`~constructions.circuit_variants.
+    run in float64, or its value gauge (:func:`~constructions.circuits.
     value_gauge_variant`) with head value width ``mixing`` :math:`= m` (0: no gauge).
 
     ``e_weight`` bounds the relative error of every computed layer-2 attention weight against

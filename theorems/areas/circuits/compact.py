@@ -89,7 +89,7 @@ from theorems.numerics import gamma, unit_roundoff
 from theorems.profiles import budget
 
 # The claims are about the circuit, like every circuits claim; the bundle finds the compact case
-# (and so the compact model) by the claim id (constructions.circuit_cases.case_for_claim).
+# (and so the compact model) by the claim id (theorems.areas.circuits._cases.case_for_claim).
 CIRCUIT = "constructions.circuits:induction_circuit"
 
 CORRUPTION = (r"Let $f = \texttt{compact\_induction}(S, n)$ with $S \ge 3$ (circle codes "

@@ -8,7 +8,7 @@ induction head's query. The derived circuit (:func:`~constructions.circuits.
 induction_circuit`, ``corruption="resample_earlier_occurrence"``) is the previous-token head's
 value input, its K-composition into the induction head, and the induction head's output;
 it is checked sufficient, necessary and minimal on the construction and on two realistic
-variants (:mod:`constructions.circuit_variants`) that compute the same function. Sources:
+variants (:mod:`constructions.circuits.variants`) that compute the same function. Sources:
 see the area's introduction; the variants are ours [D].
 """
 
@@ -18,18 +18,17 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from constructions.circuit_gauges import PERMUTED_HEADS, permuted_variant
-from constructions.circuit_variants import (
-    SPURIOUS_HEADS,
-    gauge_width,
-    spurious_head_variant,
-    value_gauge_variant,
-)
 from constructions.circuits import (
+    PERMUTED_HEADS,
+    SPURIOUS_HEADS,
     edge_patched_logits,
+    gauge_width,
     induction_circuit,
     logit_difference,
+    permuted_variant,
     resample_earlier_occurrence,
+    spurious_head_variant,
+    value_gauge_variant,
 )
 from constructions.induction_heads import (
     two_layer_conditions,
@@ -163,7 +162,7 @@ VARIANT_FUNCTION = Claim(
     source=Source(where="gauge freedom of attention (this project's variants)", tag="D",
                   **SHT),
     kind="construction",
-    construction="constructions.circuit_variants:value_gauge_variant",
+    construction=f"{CONSTRUCTIONS}:value_gauge_variant",
     depends_on=("induction-heads.two-layer-exact", "induction-heads.compact-exact"),
 )
 

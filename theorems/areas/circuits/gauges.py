@@ -1,7 +1,7 @@
 r"""Gauge variants of both induction constructions: a random rotation of the residual stream, a
 dyadic reparametrisation of every head, and a head permutation.
 
-The variants (:mod:`constructions.circuit_gauges`) compute the construction's function in
+The variants (:mod:`constructions.circuits.gauges`) compute the construction's function in
 exact arithmetic, but the rotation and the reparametrisation are not exact in float64: the
 rotation's :math:`R` is orthogonal only to rounding and every stored product rounds, and both
 make every inner product of the forward pass sum many non-zero terms. Their checks therefore
@@ -26,7 +26,7 @@ derived bounds of the weights themselves:
   :math:`GG^{-1} = I` exactly.
 * *Head permutation* (on the spurious-head variant): the same weights, so the reference is
   the variant itself; not necessarily bit-exact (the heads' batched value sums may round
-  in another order, :func:`~constructions.circuit_gauges.permute_heads`), so it is checked
+  in another order, :func:`~constructions.circuits.permute_heads`), so it is checked
   within the running bound like the others.
 
 Then for the original :math:`f` and a variant :math:`f_g` (reference: the same exact function),
@@ -44,19 +44,17 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from constructions.circuit_gauges import (
+from constructions.circuits import (
     dyadic_gauge,
+    edge_patched_logits,
     gauge_size,
+    induction_circuit,
+    logit_difference,
     permuted_variant,
     random_rotation,
     reparametrised_variant,
-    rotation_variant,
-)
-from constructions.circuits import (
-    edge_patched_logits,
-    induction_circuit,
-    logit_difference,
     resample_earlier_occurrence,
+    rotation_variant,
 )
 from constructions.induction_heads import compact_induction, two_layer_induction
 from constructions.induction_heads.task import induction_targets

@@ -1,7 +1,7 @@
 r"""The circuit of the one-step-GD linear self-attention under a label shift.
 
 :func:`~constructions.icl_regression.one_step_gd` read as a 1-layer, 1-head model
-(:mod:`constructions.icl_circuit`): shifting one context label changes the head's value
+(:mod:`constructions.circuits.icl`): shifting one context label changes the head's value
 input and, through the head, the read-out; the query, key and residual edges carry nothing
 the prediction depends on. Checked: sufficiency (bit for bit), necessity (each circuit edge
 moves the prediction by the derived :math:`\delta\eta\|x_j\|^2/n` up to rounding) and
@@ -16,22 +16,19 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from constructions.icl_circuit import (
+from constructions.circuits import (
     icl_circuit,
     lsa_magnitude,
     lsa_patched_prediction,
+    multi_head_magnitude,
+    multi_head_patched_prediction,
     null_space_variant,
     shift_label,
 )
+from constructions.circuits.icl_variants import SPURIOUS_HEADS, spurious_head_variant
 from constructions.icl_regression import one_step_gd, prompt
-from constructions.icl_variants import (
-    SPURIOUS_HEADS,
-    multi_head_magnitude,
-    multi_head_patched_prediction,
-    spurious_head_variant,
-)
 from constructions.numerics import gamma, unit_roundoff
-from theorems.areas.circuits._shared import PATCHING
+from theorems.areas.circuits._shared import CONSTRUCTIONS, PATCHING
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.profiles import budget
@@ -63,7 +60,7 @@ ICL_SUFFICIENT = Claim(
     source=Source(where="circuit of the one-step-GD construction (this project)", tag="D",
                   **VON_OSWALD),
     kind="construction",
-    construction="constructions.icl_circuit:icl_circuit",
+    construction=f"{CONSTRUCTIONS}:icl_circuit",
     depends_on=("icl-regression.one-step-gd",),
 )
 
@@ -80,7 +77,7 @@ ICL_NECESSARY = Claim(
     source=Source(where="from the one-step-GD weights (this project)", tag="D",
                   **VON_OSWALD),
     kind="bound",
-    construction="constructions.icl_circuit:icl_circuit",
+    construction=f"{CONSTRUCTIONS}:icl_circuit",
     depends_on=("icl-regression.one-step-gd",),
     notes=(r"In exact arithmetic $m(\{e\}) - m(\emptyset) = \delta\eta\|x_k\|^2/n$ "
            r"(move_bound's derivation); the check asserts only the float64 bound on $|\cdot|$."),
@@ -95,7 +92,7 @@ ICL_MINIMAL = Claim(
     source=Source(where="from sufficiency and necessity (this project)", tag="D",
                   **VON_OSWALD),
     kind="bound",
-    construction="constructions.icl_circuit:icl_circuit",
+    construction=f"{CONSTRUCTIONS}:icl_circuit",
     depends_on=("circuits.icl-sufficient", "circuits.icl-necessary"),
 )
 
@@ -113,7 +110,7 @@ ICL_VARIANT = Claim(
     source=Source(where="null space of the one-step-GD read-out (this project)", tag="D",
                   **VON_OSWALD),
     kind="construction",
-    construction="constructions.icl_circuit:null_space_variant",
+    construction=f"{CONSTRUCTIONS}:null_space_variant",
     depends_on=("circuits.icl-sufficient", "circuits.icl-necessary"),
 )
 
@@ -134,7 +131,7 @@ ICL_SPURIOUS = Claim(
     source=Source(where="spurious heads in the read-out's null space (this project)", tag="D",
                   **VON_OSWALD),
     kind="construction",
-    construction="constructions.icl_variants:spurious_head_variant",
+    construction=f"{CONSTRUCTIONS}.icl_variants:spurious_head_variant",
     depends_on=("circuits.icl-sufficient", "circuits.icl-necessary"),
 )
 
@@ -299,7 +296,7 @@ def same_multi_head_prediction_check(build=one_step_gd, variant=spurious_head_va
         d, eta, clean, corrupted = _prompts(case)
         model = build(d, eta)
         other = variant(model)
-        # Bit-identity, not a tolerance (constructions.icl_variants): the spurious head's
+        # Bit-identity, not a tolerance (constructions.circuits.icl_variants): the spurious head's
         # term is a product with an exact-zero label row, an exact 0 for finite prompts, and
         # fl(0 + t) = t; the real head's term repeats the original's operations
         for Z in (clean, corrupted):

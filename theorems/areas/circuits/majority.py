@@ -1,7 +1,7 @@
 r"""The circuit of the LayerNorm majority head under a token resampling.
 
 :func:`~constructions.layernorm_geometry.majority_head` read as a 1-layer, 1-head model
-(:mod:`constructions.majority_circuit`): its attention is uniform whatever the tokens, so when
+(:mod:`constructions.circuits.majority`): its attention is uniform whatever the tokens, so when
 one token is resampled only the value edge and the output edge carry the change. The
 rounding-sized scores of float64 make sufficiency hold within a bound, which the checks
 derive from each run's own computed operands (a running error bound), as they do the
@@ -15,15 +15,15 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from constructions.layernorm_geometry import majority_head
-from constructions.majority_circuit import (
+from constructions.circuits import (
     majority_circuit,
     majority_operands,
     majority_patched_output,
     resample_token,
 )
+from constructions.layernorm_geometry import majority_head
 from constructions.numerics import gamma, unit_roundoff
-from theorems.areas.circuits._shared import PATCHING, cached
+from theorems.areas.circuits._shared import CONSTRUCTIONS, PATCHING, cached
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.profiles import budget
@@ -58,7 +58,7 @@ MAJ_SUFFICIENT = Claim(
     source=Source(where="circuit of the majority-head construction (this project)", tag="D",
                   **BRODY),
     kind="construction",
-    construction="constructions.majority_circuit:majority_circuit",
+    construction=f"{CONSTRUCTIONS}:majority_circuit",
     depends_on=("layernorm.uniform-attention",),
     notes=(r"In exact arithmetic every score is 0 (the keys are LayerNormed, orthogonal to the "
            r"query direction $\mathbf 1$), so patching the 3 edges outside $C$ leaves $o_n$ "
@@ -75,7 +75,7 @@ MAJ_NECESSARY = Claim(
                r"$\Sigma'$ of the corrupted ones."),
     source=Source(where="from the majority head's weights (this project)", tag="D", **BRODY),
     kind="bound",
-    construction="constructions.majority_circuit:majority_circuit",
+    construction=f"{CONSTRUCTIONS}:majority_circuit",
     depends_on=("layernorm.uniform-attention",),
     notes=(r"In exact arithmetic with one-hot values the move is $2/n$; the check asserts the "
            r"float64 bound (and that it exceeds $1.9/n$)."),
@@ -88,7 +88,7 @@ MAJ_MINIMAL = Claim(
                r"\{e\}$ moves the metric by at least the necessity bound."),
     source=Source(where="from sufficiency and necessity (this project)", tag="D", **BRODY),
     kind="bound",
-    construction="constructions.majority_circuit:majority_circuit",
+    construction=f"{CONSTRUCTIONS}:majority_circuit",
     depends_on=("circuits.majority-sufficient", "circuits.majority-necessary"),
 )
 

@@ -1,6 +1,6 @@
 r"""Dense variants of the LayerNorm majority head: the same function, the same circuit.
 
-:mod:`constructions.majority_variants` gives two gauges of
+:mod:`constructions.circuits.majority_variants` gives two gauges of
 :func:`~constructions.layernorm_geometry.majority_head` that make its axis-aligned weights
 dense: a query/key reparametrisation by an :math:`M` fixing :math:`\mathbf 1^\top`, and a
 rotation of the residual stream by an :math:`R` fixing :math:`\mathbf 1` (which commutes with
@@ -16,12 +16,11 @@ from __future__ import annotations
 import torch
 from hypothesis import example, given
 
+from constructions.circuits import ln_rotation_variant, majority_operands, qk_gauge_variant
 from constructions.layernorm_geometry import majority_head
-from constructions.majority_circuit import majority_operands
-from constructions.majority_variants import ln_rotation_variant, qk_gauge_variant
 from constructions.numerics import gamma
 from theorems.areas.circuits import majority
-from theorems.areas.circuits._shared import PATCHING, cached
+from theorems.areas.circuits._shared import CONSTRUCTIONS, PATCHING, cached
 from theorems.areas.circuits.majority import (
     BRODY,
     CORRUPTION,
@@ -59,7 +58,7 @@ MAJ_VARIANT_FUNCTION = Claim(
     source=Source(where="gauges of the majority-head construction (this project)", tag="D",
                   **BRODY),
     kind="construction",
-    construction="constructions.majority_variants:qk_gauge_variant",
+    construction=f"{CONSTRUCTIONS}:qk_gauge_variant",
     depends_on=("layernorm.uniform-attention",),
     notes=r"In exact arithmetic $f' = f$; the check asserts the float64 bounds.",
 )
@@ -77,7 +76,7 @@ MAJ_VARIANT_CIRCUIT = Claim(
     source=Source(where="the majority circuit, carried by the gauges (this project)", tag="D",
                   **BRODY),
     kind="bound",
-    construction="constructions.majority_circuit:majority_circuit",
+    construction=f"{CONSTRUCTIONS}:majority_circuit",
     depends_on=("circuits.majority-variants-same-function", "circuits.majority-sufficient",
                 "circuits.majority-necessary"),
 )

@@ -15,6 +15,7 @@ markers) so that the templates only lay it out.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import re
 import subprocess
@@ -532,14 +533,20 @@ def area_intro(area: str) -> tuple[str, str]:
 
 
 def area_sections(area: str, site: SiteData, figures: Mapping[str, str] | None = None) -> str:
-    """MyST the area adds to its page, from its module's ``page_sections(results, claims)``
-    (the published result dicts, each with ``staleness`` and ``figure_paths``: figure name ->
-    its path in the source tree; and the claim ids on the site), or ``""`` without one."""
+    """MyST the area adds to its page, from ``page_sections(results, claims)`` of its package's
+    private ``_page`` module (``theorems/areas/circuits/_page.py``; the published result dicts,
+    each with ``staleness`` and ``figure_paths``: figure name -> its path in the source tree;
+    and the claim ids on the site), or ``""`` without one. The module is private, so no claims
+    are looked for in it, and the package's ``__init__`` keeps only its docstring."""
     try:
         module = importlib.import_module(f"theorems.areas.{area.replace('-', '_')}")
     except ImportError:
         return ""
-    sections = getattr(module, "page_sections", None)
+    if not hasattr(module, "__path__") or importlib.util.find_spec(
+            f"{module.__name__}._page") is None:
+        return ""
+    sections = getattr(importlib.import_module(f"{module.__name__}._page"), "page_sections",
+                       None)
     if not callable(sections):
         return ""
     figures = figures or {}

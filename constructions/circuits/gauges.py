@@ -22,7 +22,7 @@ basis without normalisation):
   one non-zero term (every map of the one-hot construction) is exact; the compact one's
   rotation :math:`W^1_Q` has two terms per entry, which round.
 * :func:`permute_heads`: the heads of a layer reordered (the function sums the heads). On the
-  spurious-head variant (:func:`~constructions.circuit_variants.spurious_head_variant`) this
+  spurious-head variant (:func:`~constructions.circuits.spurious_head_variant`) this
   is exact in real arithmetic but not necessarily bit-exact in float64, see
   :func:`permute_heads`.
 
@@ -38,7 +38,7 @@ from collections.abc import Sequence
 import torch
 
 from constructions import _validate
-from constructions.circuit_variants import SPURIOUS_HEADS, hadamard, spurious_head_variant
+from constructions.circuits.variants import SPURIOUS_HEADS, hadamard, spurious_head_variant
 from constructions.induction_heads.model import InductionTransformer
 from constructions.layers import Attention
 
@@ -95,7 +95,7 @@ def dyadic_gauge(size: int, *, dtype: torch.dtype = torch.float64
     r"""``(G, G_inv)``: the dense, non-orthogonal :math:`G = DH` and its inverse
     :math:`G^{-1} = HD^{-1}`, ``(m, m)`` with :math:`m` = ``size`` a power of 4.
 
-    :math:`H` = :func:`~constructions.circuit_variants.hadamard` (symmetric, :math:`H^2 = I`,
+    :math:`H` = :func:`~constructions.circuits.hadamard` (symmetric, :math:`H^2 = I`,
     entries :math:`\pm 2^{-k}`), :math:`D = \mathrm{diag}(2^{(i \bmod 3) - 1})`. Every entry of
     :math:`G`, :math:`G^{-1}` and :math:`G^{-\top} = D^{-1}H` is a signed power of two, and
     each is formed by one product per entry: exact. :math:`G^\top G = HD^2H \ne I` for

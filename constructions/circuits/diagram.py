@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from constructions import _validate
-from constructions.circuits import QKV, Circuit, attention_graph
+from constructions.circuits.graph import QKV, Circuit, attention_graph
 
 CIRCUIT_COLOUR = "#c62828"
 OTHER_COLOUR = "#b0bec5"

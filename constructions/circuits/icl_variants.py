@@ -37,7 +37,8 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.circuits import Edge, _patched_names
+from constructions.circuits.graph import Edge, patched_names
+from constructions.circuits.icl import lsa_inputs, lsa_magnitude
 from constructions.icl_regression import LinearSelfAttention
 from constructions.icl_regression.lifted import key_moment_unchecked
 from constructions.layers import HookPoint, HookPoints
@@ -170,14 +171,12 @@ def multi_head_patched_prediction(model: LinearSelfAttention | MultiHeadLSA,
                                   patched: Iterable[Edge | str]) -> torch.Tensor:
     r"""The prediction ``(...)`` of the clean prompt with each edge in ``patched`` (of
     ``attention_graph(1, H)``) carrying the corrupted prompt, as
-    :func:`~constructions.icl_circuit.lsa_patched_prediction` for each head; the heads' terms
+    :func:`~constructions.circuits.lsa_patched_prediction` for each head; the heads' terms
     summed in order. For one head it is ``lsa_patched_prediction`` bit for bit (``0 + t =
     t``)."""
-    from constructions.icl_circuit import _inputs
-
     heads = _heads(model)
-    clean, corrupted = _inputs(heads[0], clean=clean, corrupted=corrupted)
-    chosen = _patched_names(patched, 1, len(heads))
+    clean, corrupted = lsa_inputs(heads[0], clean=clean, corrupted=corrupted)
+    chosen = patched_names(patched, 1, len(heads))
 
     def pick(edge: str) -> torch.Tensor:
         return corrupted if edge in chosen else clean
@@ -193,9 +192,7 @@ def multi_head_patched_prediction(model: LinearSelfAttention | MultiHeadLSA,
 
 def multi_head_magnitude(model: LinearSelfAttention | MultiHeadLSA, Z_V: torch.Tensor,
                          Z_K: torch.Tensor, Z_Q: torch.Tensor) -> torch.Tensor:
-    r"""The sum over heads of :func:`~constructions.icl_circuit.lsa_magnitude`: the
+    r"""The sum over heads of :func:`~constructions.circuits.lsa_magnitude`: the
     magnitude bounding the rounding of the summed head terms (a spurious head with a zero
     label row contributes an exact 0 term and magnitude 0)."""
-    from constructions.icl_circuit import lsa_magnitude
-
     return sum(lsa_magnitude(head, Z_V, Z_K, Z_Q) for head in _heads(model))

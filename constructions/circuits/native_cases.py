@@ -1,5 +1,5 @@
-r"""What the circuit cases that do not export to TransformerLens need: prompt samplers, metrics,
-and each edge's native hook point.
+r"""The circuit cases that do not export to TransformerLens, and what they need: prompt samplers,
+metrics, and each edge's native hook point.
 
 The LayerNorm majority head (LayerNorm on the embeddings alone, no residual) and the linear
 self-attention of one-step GD (linear attention) have no ``HookedTransformer`` form, but both
@@ -15,8 +15,11 @@ zero map with no activation of its own), in the order the forward reaches them.
   ``hook_k``, ``hook_v`` (the projected query, key, value of the LayerNormed embedding, which
   is what the patched input gives), ``a0.h0 -> logits`` is the attention module's output (the
   model's output), ``input -> logits`` a zero map (no residual).
-* One-step GD and its variants: the hook points of :class:`~constructions.icl_variants.
+* One-step GD and its variants: the hook points of :class:`~constructions.circuits.
   LSAEdgeView`.
+
+:data:`NATIVE_CASES` are the cases (the majority head, one-step GD and their dense variants),
+registered by :mod:`constructions.circuits.cases`.
 """
 
 from __future__ import annotations
@@ -25,14 +28,18 @@ import torch
 from torch import nn
 
 from constructions import _validate
-from constructions.icl_regression import prompt
-from constructions.icl_variants import LSAEdgeView
+from constructions.circuits import icl_variants
+from constructions.circuits.case import CircuitCase
+from constructions.circuits.graph import Circuit
+from constructions.circuits.icl import icl_circuit, null_space_variant
+from constructions.circuits.majority import majority_circuit
+from constructions.circuits.majority_variants import ln_rotation_variant, qk_gauge_variant
+from constructions.icl_regression import one_step_gd, prompt
+from constructions.layernorm_geometry import MajorityHead, majority_head
 
 
 def majority_hooks(model: nn.Module) -> tuple[nn.Module, dict[str, str | None]]:
     """(the module to run, edge name -> hook point path) for a majority head."""
-    from constructions.layernorm_geometry import MajorityHead
-
     _validate.instance("model", model, MajorityHead)
     return model, {"input->a0.h0<q>": "attention.hook_q", "input->a0.h0<k>": "attention.hook_k",
                    "input->a0.h0<v>": "attention.hook_v", "a0.h0->logits": "attention",
@@ -41,7 +48,7 @@ def majority_hooks(model: nn.Module) -> tuple[nn.Module, dict[str, str | None]]:
 
 def lsa_hooks(model: nn.Module) -> tuple[nn.Module, dict[str, str | None]]:
     """(the edge view of a one-step-GD model, edge name -> hook point path)."""
-    view = LSAEdgeView(model)
+    view = icl_variants.LSAEdgeView(model)
     return view, view.hook_names()
 
 
@@ -49,7 +56,7 @@ def sample_token_resamplings(generator: torch.Generator, batch: int, *, vocab_si
                              d: int, length: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Clean prompts ``(B, length)`` uniform over the ``vocab_size`` tokens, and their
     corruptions: one uniform position :math:`r` per row resampled to a uniform token
-    :math:`b \ne t_r` (:func:`~constructions.majority_circuit.resample_token`, row by row).
+    :math:`b \ne t_r` (:func:`~constructions.circuits.resample_token`, row by row).
     ``d`` is the model's (unused here)."""
     _validate.generator("generator", generator)
     batch = _validate.positive_int("batch", batch)
@@ -95,7 +102,7 @@ def sample_label_shifts(generator: torch.Generator, batch: int, *, d: int, eta: 
     prompt`: Gaussian :math:`x_j`, Gaussian labels, the query a copy of a uniform context
     example :math:`x_k`, as the circuit claims have it) and their corruptions: label
     :math:`y_k` shifted by :math:`\delta` uniform in :math:`[1/2, 2]`
-    (:func:`~constructions.icl_circuit.shift_label`, row by row). :math:`\delta > 0` in every
+    (:func:`~constructions.circuits.shift_label`, row by row). :math:`\delta > 0` in every
     row, so every row's prediction moves the same way (by :math:`\delta\eta\|x_k\|^2/n`) and
     the batch mean of the metric, which the harness scores, does not cancel. ``eta`` is the
     model's (unused here)."""
@@ -133,3 +140,73 @@ def prediction_metric(output: torch.Tensor, clean: torch.Tensor, corrupted: torc
         raise ValueError(f"corrupted must have the shape of clean {tuple(shapes[0])}, got "
                          f"{tuple(shapes[1])}")
     return output
+
+
+# --- the cases: the majority head and one-step GD, and their variants ---------------------------
+
+def _majority_case(name: str, title: str, builder: str, variant) -> CircuitCase:
+    def build(vocab_size: int, d: int, length: int | None = None) -> nn.Module:
+        model = majority_head(vocab_size, d)
+        return model if variant is None else variant(model)
+
+    def circuit(vocab_size: int, d: int, length: int | None = None) -> Circuit:
+        return majority_circuit(d)
+
+    return CircuitCase(
+        name=name, title=title, builder=builder,
+        circuit_builder="constructions.circuits:majority_circuit",
+        build=build, circuit=circuit, sample=sample_token_resamplings, metric=token_metric,
+        corruption=("resample_token: one token is replaced by another. It changes one causal "
+                    "variable, that token; the attention is uniform whatever the tokens (every "
+                    "key is orthogonal to the queries' direction after the LayerNorm), so only "
+                    "the value edge and the head's output carry the change; the metric is the "
+                    "final-position output difference between the old and the new token."),
+        sizes={"smoke": {"vocab_size": 4, "d": 8, "length": 8},
+               "full": {"vocab_size": 16, "d": 32, "length": 64}},
+        native=majority_hooks,
+    )
+
+
+def _lsa_case(name: str, title: str, builder: str, variant,
+              heads: dict[str, str] | None = None) -> CircuitCase:
+    def build(d: int, eta: float, n: int | None = None) -> nn.Module:
+        model = one_step_gd(d, eta)
+        return model if variant is None else variant(model)
+
+    def circuit(d: int, eta: float, n: int | None = None) -> Circuit:
+        base = icl_circuit(d)
+        return base.relabelled(heads, 2, d + 1) if heads else base
+
+    return CircuitCase(
+        name=name, title=title, builder=builder,
+        circuit_builder="constructions.circuits:icl_circuit",
+        build=build, circuit=circuit, sample=sample_label_shifts, metric=prediction_metric,
+        corruption=("shift_label: one context label y_k (whose x_k the query repeats) is "
+                    "shifted by delta. It changes one causal variable, that example's label; "
+                    "the query column and the keys' x part are unchanged and the key's label "
+                    "meets W_KQ's zero label row, so only the label value edge and the head's "
+                    "read-out carry the change; the metric is the prediction."),
+        sizes={"smoke": {"d": 3, "eta": 0.5, "n": 8}, "full": {"d": 16, "eta": 0.1, "n": 64}},
+        native=lsa_hooks,
+    )
+
+
+NATIVE_CASES = (
+    _majority_case("majority-head", "LayerNorm majority head, token resampling",
+                   "constructions.layernorm_geometry:majority_head", None),
+    _majority_case("majority-head-qk-gauge",
+                   "Majority head with a dense query/key gauge (M fixing 1^T)",
+                   "constructions.circuits:qk_gauge_variant", qk_gauge_variant),
+    _majority_case("majority-head-ln-rotation",
+                   "Majority head with its residual stream rotated (R 1 = 1, commutes with LN)",
+                   "constructions.circuits:ln_rotation_variant", ln_rotation_variant),
+    _lsa_case("one-step-gd", "One-step-GD linear self-attention, label shift",
+              "constructions.icl_regression:one_step_gd", None),
+    _lsa_case("one-step-gd-null-space",
+              "One-step GD with dense weights in the read-out's null space",
+              "constructions.circuits:null_space_variant", null_space_variant),
+    _lsa_case("one-step-gd-spurious-head",
+              "One-step GD with a dense spurious head before the real one",
+              "constructions.circuits.icl_variants:spurious_head_variant",
+              icl_variants.spurious_head_variant, heads=icl_variants.SPURIOUS_HEADS),
+)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 
 from constructions import _validate
-from constructions.circuits import Circuit, Edge, _patched_names
+from constructions.circuits.graph import Circuit, Edge, patched_names
 from constructions.icl_regression import LinearSelfAttention
 
 _EDGES = (
@@ -61,7 +61,7 @@ def shift_label(Z: torch.Tensor, index: int, shift: float) -> torch.Tensor:
     return corrupted
 
 
-def _inputs(model: LinearSelfAttention, **prompts: object) -> list[torch.Tensor]:
+def lsa_inputs(model: LinearSelfAttention, **prompts: object) -> list[torch.Tensor]:
     """The prompts, validated by name against the model and each other's shape."""
     _validate.instance("model", model, LinearSelfAttention)
     if not model.mask_query:
@@ -91,8 +91,8 @@ def lsa_patched_prediction(model: LinearSelfAttention, clean: torch.Tensor,
     ``a0.h0 -> logits`` is. The operations and their order are :meth:`LinearSelfAttention.
     predict`'s, so an empty ``patched`` gives its result bit for bit.
     """
-    clean, corrupted = _inputs(model, clean=clean, corrupted=corrupted)
-    chosen = _patched_names(patched, 1, 1)
+    clean, corrupted = lsa_inputs(model, clean=clean, corrupted=corrupted)
+    chosen = patched_names(patched, 1, 1)
 
     def pick(edge: str) -> torch.Tensor:
         return corrupted if edge in chosen else clean
@@ -117,7 +117,7 @@ def lsa_magnitude(model: LinearSelfAttention, Z_V: torch.Tensor, Z_K: torch.Tens
     magnitude that bounds the rounding of the head term (:math:`|\mathrm{fl} - \cdot| \le
     \gamma_{n+3D+1}` times it, for the inner products of lengths :math:`n, D, D, D` and the
     division by :math:`n`)."""
-    Z_V, Z_K, Z_Q = _inputs(model, Z_V=Z_V, Z_K=Z_K, Z_Q=Z_Q)
+    Z_V, Z_K, Z_Q = lsa_inputs(model, Z_V=Z_V, Z_K=Z_K, Z_Q=Z_Q)
     n = Z_V.shape[-1] - 1
     G = Z_V[..., :n].abs() @ Z_K[..., :n].abs().transpose(-1, -2) / n
     return (model.W_PV[-1:].abs() @ G @ model.W_KQ.abs() @ Z_Q[..., -1:].abs())[..., 0, 0]

@@ -1,11 +1,13 @@
-r"""The circuits area's page sections: per circuit case, its diagram, corruption, checked claims
-and the discovery methods' published scores.
+r"""The MyST sections the circuits area adds to its docs page: per circuit case, its diagram, its
+corruption and edges, the claims that check it, and the discovery methods' published scores.
 
-The docs extension calls an area module's ``page_sections(results)`` when it has one and puts
-the MyST it returns under the area's introduction; :func:`case_sections` is the circuits
-area's. The diagram is generated from the case's ``circuit()``
-(:func:`constructions.circuit_diagram.circuit_dot`), laid out by Graphviz when ``dot`` is on
-the PATH and by :func:`python_svg` otherwise. Scores come from the published results of the
+The docs extension (``theorems_site``) imports an area package's private ``_page`` module
+when it has one, calls its :func:`page_sections` with the published results and the claim ids
+on the site, and puts the MyST it returns under the area's introduction (the package's
+docstring). The diagram is generated from the case's ``circuit()``
+(:func:`constructions.circuits.circuit_dot`) and rendered here to SVG: laid out by Graphviz
+when ``dot`` is on the PATH (:func:`graphviz_svg`), by :func:`python_svg` otherwise. The claims
+come from :data:`._cases.CHECKED_BY`; the scores from the published results of the
 ``circuit-discovery`` experiment (:mod:`empirics.circuit_discovery`), the ``full`` config when
 there is one.
 """
@@ -19,10 +21,18 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from constructions.circuit_cases import CircuitCase, all_cases
-from constructions.circuit_diagram import CIRCUIT_COLOUR, OTHER_COLOUR, circuit_dot, layout
-from constructions.circuit_diagram import node_label as label
-from constructions.circuits import Circuit, attention_graph
+from constructions.circuits import (
+    CIRCUIT_COLOUR,
+    OTHER_COLOUR,
+    Circuit,
+    CircuitCase,
+    all_cases,
+    attention_graph,
+    circuit_dot,
+    layout,
+)
+from constructions.circuits import node_label as label
+from theorems.areas.circuits._cases import claims_of
 
 EXPERIMENT = "circuit-discovery"
 
@@ -38,7 +48,7 @@ def graphviz_svg(circuit: Circuit, dot: str = "dot") -> str:
 
 
 def python_svg(circuit: Circuit) -> str:
-    """The diagram without Graphviz: :func:`~constructions.circuit_diagram.layout`'s columns,
+    """The diagram without Graphviz: :func:`~constructions.circuits.layout`'s columns,
     straight edges (circuit edges red and labelled in a tooltip), plain SVG."""
     places = layout(circuit)
     width, height, gap_x, gap_y, pad = 110, 36, 90, 24, 14
@@ -140,9 +150,10 @@ def case_section(case: CircuitCase, result: Mapping[str, Any] | None,
              f"**Corruption.** {_markdown(case.corruption)}", "",
              _table(["edge", "role"], [[f"`{e.name}`", _markdown(e.role)]
                                        for e in circuit.edges]), ""]
-    if case.claims:
+    checked = claims_of(case)
+    if checked:
         refs = [f"{{ref}}`{c} <{c}>`" if claims is None or c in claims else f"`{c}`"
-                for c in case.claims]
+                for c in checked]
         lines += [f"**Checked claims:** {', '.join(refs)}.", ""]
     rows = [r for r in ((result or {}).get("tables", {}).get("scores", {}).get("rows", []))
             if r and r[0] == case.name]
@@ -164,7 +175,7 @@ def case_section(case: CircuitCase, result: Mapping[str, Any] | None,
     return "\n".join(lines)
 
 
-def case_sections(results: Sequence[Mapping[str, Any]] = (),
+def page_sections(results: Sequence[Mapping[str, Any]] = (),
                   claims: set[str] | None = None) -> str:
     """Every registered case's section; ``results`` are published result dicts, ``claims``
     the claim ids on the site (others are named, not linked)."""

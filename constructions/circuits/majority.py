@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from constructions import _validate
-from constructions.circuits import Circuit, Edge, _patched_names
+from constructions.circuits.graph import Circuit, Edge, patched_names
 from constructions.layernorm_geometry import MajorityHead
 
 _EDGES = (
@@ -107,7 +107,7 @@ def majority_patched_output(model: MajorityHead, clean: torch.Tensor, corrupted:
     ``a0.h0 -> logits`` replaces the output by the corrupted run's, ``input -> logits`` is a
     zero map. An empty ``patched`` is ``model(clean)`` bit for bit (the same operations)."""
     model, clean, corrupted = _checked(model, clean, corrupted)
-    chosen = _patched_names(patched, 1, 1)
+    chosen = patched_names(patched, 1, 1)
     dtype = model.attention.W_Q.dtype
     x, x_corrupted = (model.keys(t).to(dtype) for t in (clean, corrupted))
     if "a0.h0->logits" in chosen:

@@ -1,7 +1,7 @@
 r"""Dense variants of the LayerNorm majority head whose circuit carries over.
 
 :func:`~constructions.layernorm_geometry.majority_head` has axis-aligned :math:`W_K = I` and a
-rank-one :math:`W_Q = c\mathbf 1^\top`; its circuit (:mod:`constructions.majority_circuit`)
+rank-one :math:`W_Q = c\mathbf 1^\top`; its circuit (:mod:`constructions.circuits.majority`)
 rests on one fact, that every key is orthogonal to :math:`\mathbf 1`, the one direction every
 query points along, so every score is 0. Two gauges keep that fact and make the weights
 dense, and both stay :class:`~constructions.layernorm_geometry.MajorityHead` s (so the

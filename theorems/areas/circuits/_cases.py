@@ -1,0 +1,61 @@
+"""Which circuit case each claim of this area checks.
+
+The cases are :mod:`constructions.circuits`' and know no claim; the claims are this area's, so
+the map between them is kept here. The bundle (:mod:`theorems.bundle`) uses it to bundle a
+claim's case, and the area's page (:mod:`._page`) to list under each case the claims that
+check its circuit.
+"""
+
+from __future__ import annotations
+
+from constructions.circuits import CircuitCase, all_cases
+
+_VARIANTS = ("circuits.variants-same-function", "circuits.variants-circuit")
+_MAJORITY_VARIANTS = ("circuits.majority-variants-same-function",
+                      "circuits.majority-variants-circuit")
+
+# Case name -> the claims that check its circuit, in the order the page lists them.
+CHECKED_BY: dict[str, tuple[str, ...]] = {
+    "two-layer-induction": ("circuits.induction-sufficient", "circuits.induction-necessary",
+                            "circuits.induction-minimal"),
+    "compact-induction": ("circuits.compact-sufficient", "circuits.compact-necessary",
+                          "circuits.compact-minimal"),
+    "two-layer-induction-earlier-occurrence": ("circuits.earlier-occurrence-sufficient",
+                                               "circuits.earlier-occurrence-necessary",
+                                               "circuits.earlier-occurrence-minimal"),
+    "compact-induction-earlier-occurrence": ("circuits.compact-earlier-occurrence-sufficient",
+                                             "circuits.compact-earlier-occurrence-necessary",
+                                             "circuits.compact-earlier-occurrence-minimal"),
+    "two-layer-induction-spurious-heads": _VARIANTS,
+    "two-layer-induction-value-gauge": _VARIANTS,
+    "majority-head": ("circuits.majority-sufficient", "circuits.majority-necessary",
+                      "circuits.majority-minimal"),
+    "majority-head-qk-gauge": _MAJORITY_VARIANTS,
+    "majority-head-ln-rotation": _MAJORITY_VARIANTS,
+    "one-step-gd": ("circuits.icl-sufficient", "circuits.icl-necessary", "circuits.icl-minimal"),
+    "one-step-gd-null-space": ("circuits.icl-variant",),
+    "one-step-gd-spurious-head": ("circuits.icl-spurious-head",),
+    "two-layer-induction-rotated": _VARIANTS,
+    "compact-induction-rotated": _VARIANTS,
+    "two-layer-induction-reparametrised": _VARIANTS,
+    "compact-induction-reparametrised": _VARIANTS,
+    "two-layer-induction-permuted-heads": _VARIANTS,
+}
+
+
+def claims_of(case: CircuitCase) -> tuple[str, ...]:
+    """The claims that check ``case``'s circuit (none for a case no claim checks)."""
+    if not isinstance(case, CircuitCase):
+        raise TypeError(f"case must be a CircuitCase, got {type(case).__name__}")
+    return CHECKED_BY.get(case.name, ())
+
+
+def case_for_claim(claim_id: str) -> CircuitCase | None:
+    """The first case, in :func:`~constructions.circuits.all_cases` order, whose circuit the
+    claim ``claim_id`` checks, or None."""
+    if not isinstance(claim_id, str):
+        raise TypeError(f"claim_id must be a claim id string, got {type(claim_id).__name__}")
+    for case in all_cases().values():
+        if claim_id in CHECKED_BY.get(case.name, ()):
+            return case
+    return None

@@ -31,7 +31,7 @@ query :math:`i` is :math:`u_i^\top h_j/\sqrt d` with the *effective query*
 :math:`u_i = W_K^\top W_Q h_i`, unchanged by any invertible :math:`A` in
 :math:`W_Q \to A W_Q,\ W_K \to A^{-\top} W_K`. With LayerNorm every key lies in
 :math:`\mathbf 1^\perp`, so :math:`u_i \parallel \mathbf 1` scores every key 0 and attention is
-exactly uniform: the construction :func:`constructions.layernorm_geometry.majority_head`
+exactly uniform: the construction :func:`constructions.layernorm.majority_head`
 (claim ``layernorm.uniform-attention``) does this, with angle 0 and uniform attention. We
 report the angle between the line through :math:`u_i` and :math:`\mathbf 1`, in
 :math:`[0°, 90°]` (the authors' ``90 - |acos(cos) - 90|``), its median over the positions of

@@ -13,7 +13,7 @@ initialisations (the sweep API) measures
 * the residual norms of Lemma 1: :math:`\mathbb E\lVert x^{post,5}_{L}\rVert^2 = 3d/2` and
   :math:`(1 + L/2)d \le \mathbb E\lVert x^{pre}_{L+1}\rVert^2 \le (1 + 3L/2)d`.
 
-**The model** (:class:`~constructions.mean_field.MeanFieldTransformer`, re-exported here;
+**The model** (:class:`~constructions.prenorm_gradients.MeanFieldTransformer`, re-exported here;
 :math:`x_{1,i} \sim \mathcal N(0, I_d)` for tokens :math:`i = 1..n`, layers :math:`l = 1..L`,
 :math:`\bar v = \tfrac1n\sum_j v_j`,
 :math:`\mathrm{LN}` without affine terms and with :math:`\epsilon = 0`,
@@ -59,9 +59,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from constructions.mean_field import ARCHS as ARCHS
-from constructions.mean_field import MeanFieldTransformer as MeanFieldTransformer
-from constructions.mean_field import mean_field_transformer as mean_field_transformer
+from constructions.prenorm_gradients import ARCHS as ARCHS
+from constructions.prenorm_gradients import MeanFieldTransformer as MeanFieldTransformer
+from constructions.prenorm_gradients import mean_field_transformer as mean_field_transformer
 from empirics.compare import loglog_slope
 from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot

@@ -8,10 +8,10 @@ The bridge's forward is not affected: its ``LayerNormPreBridge`` recomputes the 
 ``to_transformer_bridge`` exports the mean-field transformer exactly in float64. The gap is the
 inconsistency between the two code paths of one model.
 
-The oracle: the LayerNorm of the mean-field Pre-LN transformer (``constructions.mean_field``),
-without affine terms and with ``eps = 0``, which its float64 forward computes with
-``torch.nn.functional.layer_norm``. The script evaluates ``NativeLayerNormPre`` on Gaussian
-residual streams, as the construction's, and compares.
+The oracle: the LayerNorm of the mean-field Pre-LN transformer
+(``constructions.prenorm_gradients``), without affine terms and with ``eps = 0``, which its
+float64 forward computes with ``torch.nn.functional.layer_norm``. The script evaluates
+``NativeLayerNormPre`` on Gaussian residual streams, as the construction's, and compares.
 
 Run: ``python examples/native_layernorm_float32.py``; it exits 1 while the gap is there.
 """

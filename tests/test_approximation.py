@@ -29,7 +29,7 @@ from constructions.virtual_node import (
 from empirics.deepnorm import deepnorm_stack
 from empirics.universality import target as probe_target
 from theorems.areas.approximation import deepnorm as dn
-from theorems.areas.approximation import prefix as px
+from theorems.areas.approximation import prefix_attention as px
 from theorems.areas.approximation import universality as ua
 from theorems.areas.approximation import virtual_node as vn
 from theorems.evidence import expect_failure

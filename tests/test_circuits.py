@@ -44,7 +44,7 @@ from constructions.induction_heads import (
     compact_parameters,
     two_layer_induction,
 )
-from constructions.layernorm_geometry import majority_head
+from constructions.layernorm import majority_head
 from theorems.areas.circuits import compact, earlier_occurrence, icl, majority, next_token
 
 

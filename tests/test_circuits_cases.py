@@ -28,7 +28,7 @@ from constructions.circuits import (
 from constructions.circuits.icl_variants import SPURIOUS_HEADS, spurious_head_variant
 from constructions.circuits.majority_variants import _rebuilt
 from constructions.icl_regression import one_step_gd, prompt
-from constructions.layernorm_geometry import majority_head
+from constructions.layernorm import majority_head
 from theorems.areas.circuits import icl, majority, majority_variants
 
 # --- the majority head's variants -------------------------------------------------------------

@@ -578,10 +578,10 @@ def test_area_intro_and_construction_views():
     with isolated_registry():
         claim = Claim(id="x.y", title="t", statement="s", kind="identity",
                       source=Source(arxiv="2305.02582", where="Section 3", tag="V"),
-                      construction="constructions.layernorm_geometry:layer_norm")
+                      construction="constructions.layernorm:layer_norm")
         view = data.ConstructionView.of(claim)
     assert view.directive == "autofunction"
-    assert view.dotted == "constructions.layernorm_geometry.layer_norm"
+    assert view.dotted == "constructions.layernorm.layer_norm"
     assert view.signature.startswith("(")
 
 

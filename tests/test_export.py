@@ -59,7 +59,7 @@ from constructions.export import (
     transformer_lens_outputs,
 )
 from constructions.induction_heads import compact_induction, two_layer_induction
-from constructions.layernorm_geometry import majority_head
+from constructions.layernorm import majority_head
 from constructions.layers import Attention, L2Norm, Looped
 from empirics.prenorm_gradients import mean_field_transformer
 from theorems.evidence import expect_failure

@@ -39,11 +39,11 @@ from constructions.icl_logistic import looped_ngd, softmax_update
 from constructions.icl_regression import cot_prompt, multi_step_gd, von_oswald
 from constructions.icl_regression.lifted import key_moment_unchecked
 from constructions.induction_heads import compact_induction, two_layer_induction
-from constructions.layernorm_geometry import majority_head
+from constructions.layernorm import majority_head
 from constructions.layers import MLP, Attention, HookPoint, Residual
-from constructions.mean_field import mean_field_transformer
 from constructions.power_method import looped_power_transformer, normalize_columns
 from constructions.prefix_attention import NTKAttention, ntk_attention
+from constructions.prenorm_gradients import mean_field_transformer
 from constructions.virtual_node import (
     apply_feature_map,
     linear_attention,

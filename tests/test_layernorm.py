@@ -5,7 +5,7 @@ from functools import partial
 import pytest
 import torch
 
-from constructions.layernorm_geometry import layer_norm, majority_head, selectability_margin
+from constructions.layernorm import layer_norm, majority_head, selectability_margin
 from theorems.areas.layernorm import (
     decomposition_check,
     majority_pattern_tolerance,

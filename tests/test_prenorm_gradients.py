@@ -175,5 +175,5 @@ def test_builder_rejects_bad_arguments(kwargs, error, match):
 # --- valid example arguments for tests/test_public_api.py ---------------------------------------
 
 PUBLIC_API_EXAMPLES = {
-    "mean_field.mean_field_transformer": lambda: {"arch": "pre", "depth": 1, "d": 2},
+    "prenorm_gradients.mean_field_transformer": lambda: {"arch": "pre", "depth": 1, "d": 2},
 }

@@ -289,10 +289,10 @@ VALID: dict[str, Callable[[], dict]] = {
     "induction_heads.two_layer_conditions": lambda: {"max_len": 4, "params": _params("two")},
     "induction_heads.two_layer_induction": lambda: {"vocab_size": 3, "max_len": 4},
     "induction_heads.two_layer_parameters": lambda: {"max_len": 4},
-    "layernorm_geometry.layer_norm": lambda: {"x": randn(2, 3)},
-    "layernorm_geometry.majority_head": lambda: {"d": 3},
-    "layernorm_geometry.projection_form": lambda: {"x": randn(2, 3)},
-    "layernorm_geometry.selectability_margin": lambda: {"keys": randn(3, 2), "index": 1},
+    "layernorm.layer_norm": lambda: {"x": randn(2, 3)},
+    "layernorm.majority_head": lambda: {"d": 3},
+    "layernorm.projection_form": lambda: {"x": randn(2, 3)},
+    "layernorm.selectability_margin": lambda: {"keys": randn(3, 2), "index": 1},
     "layers.causal_mask": lambda: {"n": 3},
     "numerics.gamma_at": lambda: {"n": 3, "u": 2.0 ** -53},
     "layers.fixed": lambda: {"weight": randn(2, 2)},
@@ -344,8 +344,8 @@ ACCEPTED_TEXT = {
         icl_regression.pair_coefficients.T icl_regression.zfb_init.Theta
         induction_heads.induction_keys.tokens induction_heads.induction_targets.tokens
         induction_heads.previous_occurrence.tokens induction_heads.round_significand.x
-        layernorm_geometry.layer_norm.x layernorm_geometry.projection_form.x
-        layernorm_geometry.selectability_margin.keys layers.fixed.weight layers.hardmax.scores
+        layernorm.layer_norm.x layernorm.projection_form.x
+        layernorm.selectability_margin.keys layers.fixed.weight layers.hardmax.scores
         power_method.embed.X power_method.normalize_columns.X power_method.principal_distance.X
     """,
     # weights of a layer, or a diagnostic of trained weights: non-finite entries propagate
@@ -373,7 +373,7 @@ ACCEPTED_TEXT = {
     "zero": """numerics.gamma_at.u icl_regression.gd_iterates.steps
                power_method.power_iteration.steps
                fact_mlps.fact_prompts.num_fillers fact_mlps.fact_transformer.num_fillers
-               layers.causal_mask.n layernorm_geometry.selectability_margin.index
+               layers.causal_mask.n layernorm.selectability_margin.index
                power_method.frame_data.rest *.seed""",
     "zero negative": "boltzmann.boltzmann.dim",  # dims count from the end too
     # gamma_n = nu/(1 - nu) is a formula in n: gamma_0 = 0, and the many checks that call it

@@ -47,7 +47,7 @@ re-exported with a prefix: ``lsa_spurious_head_variant``, ``LSA_SPURIOUS_HEADS``
 * :mod:`~constructions.circuits.diagram`: a circuit as Graphviz source.
 
 The package sits on the constructions it describes (:mod:`constructions.induction_heads`,
-:mod:`constructions.icl_regression`, :mod:`constructions.layernorm_geometry`) and the
+:mod:`constructions.icl_regression`, :mod:`constructions.layernorm`) and the
 primitives; no other construction module imports it. Torch only, no TransformerLens.
 """
 

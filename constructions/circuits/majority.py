@@ -1,6 +1,6 @@
 r"""The ground-truth circuit of the LayerNorm majority head (Brody, Alon, Yahav 2023).
 
-:func:`~constructions.layernorm_geometry.majority_head` embeds tokens, LayerNorms them
+:func:`~constructions.layernorm.majority_head` embeds tokens, LayerNorms them
 (:math:`x_j = \mathrm{LN}(e_{t_j}) \perp \mathbf 1`) and runs one non-causal head with query
 :math:`(c^\top x_i)\mathbf 1`, key :math:`x_j` and value :math:`x_jW_V \approx e_{t_j}`; its
 output (no residual, no unembedding) is the token-frequency vector. As a graph (1 layer,
@@ -17,7 +17,7 @@ moves by :math:`2/n`. So the circuit is ``input -> a0.h0<v>`` and ``a0.h0 -> log
 (:func:`majority_circuit`). In float64 the scores are rounding-sized, not 0, so sufficiency
 holds within a bound that :mod:`theorems.areas.circuits.majority` derives from the run's own
 operands. The model does not export to TransformerLens with its LayerNorm (see
-:meth:`~constructions.layernorm_geometry.MajorityHead.residual_layout`): the edges' hook names
+:meth:`~constructions.layernorm.MajorityHead.residual_layout`): the edges' hook names
 are those of the exportable ``normalize=False`` layout, nominal here.
 """
 
@@ -27,7 +27,7 @@ import torch
 
 from constructions import _validate
 from constructions.circuits.graph import Circuit, Edge, patched_names
-from constructions.layernorm_geometry import MajorityHead
+from constructions.layernorm import MajorityHead
 
 _EDGES = (
     Edge("input", "a0.h0", "v", "token t_j -> value LN(e_t) W_V = e_t: what the uniform head "

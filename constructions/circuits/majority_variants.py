@@ -1,10 +1,10 @@
 r"""Dense variants of the LayerNorm majority head whose circuit carries over.
 
-:func:`~constructions.layernorm_geometry.majority_head` has axis-aligned :math:`W_K = I` and a
+:func:`~constructions.layernorm.majority_head` has axis-aligned :math:`W_K = I` and a
 rank-one :math:`W_Q = c\mathbf 1^\top`; its circuit (:mod:`constructions.circuits.majority`)
 rests on one fact, that every key is orthogonal to :math:`\mathbf 1`, the one direction every
 query points along, so every score is 0. Two gauges keep that fact and make the weights
-dense, and both stay :class:`~constructions.layernorm_geometry.MajorityHead` s (so the
+dense, and both stay :class:`~constructions.layernorm.MajorityHead` s (so the
 circuit's patching and bounds apply unchanged):
 
 * :func:`qk_gauge_variant`: :math:`W_Q \to W_QM`, :math:`W_K \to W_KM^{-\top}` with a dense
@@ -35,7 +35,7 @@ from __future__ import annotations
 import torch
 
 from constructions import _validate
-from constructions.layernorm_geometry import MajorityHead
+from constructions.layernorm import MajorityHead
 from constructions.layers import Attention
 
 

@@ -35,7 +35,7 @@ from constructions.circuits.icl import icl_circuit, null_space_variant
 from constructions.circuits.majority import majority_circuit
 from constructions.circuits.majority_variants import ln_rotation_variant, qk_gauge_variant
 from constructions.icl_regression import one_step_gd, prompt
-from constructions.layernorm_geometry import MajorityHead, majority_head
+from constructions.layernorm import MajorityHead, majority_head
 
 
 def majority_hooks(model: nn.Module) -> tuple[nn.Module, dict[str, str | None]]:
@@ -193,7 +193,7 @@ def _lsa_case(name: str, title: str, builder: str, variant,
 
 NATIVE_CASES = (
     _majority_case("majority-head", "LayerNorm majority head, token resampling",
-                   "constructions.layernorm_geometry:majority_head", None),
+                   "constructions.layernorm:majority_head", None),
     _majority_case("majority-head-qk-gauge",
                    "Majority head with a dense query/key gauge (M fixing 1^T)",
                    "constructions.circuits:qk_gauge_variant", qk_gauge_variant),

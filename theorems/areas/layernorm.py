@@ -13,7 +13,7 @@ import torch
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from constructions.layernorm_geometry import (
+from constructions.layernorm import (
     layer_norm,
     majority_head,
     projection_form,
@@ -42,7 +42,7 @@ LN_DECOMPOSITION = Claim(
         r"$\mathbf 1^\top\mathrm{LN}(x) = 0$ and $\lVert\mathrm{LN}(x)\rVert_2^2 = d$."),
     source=Source(where="Section 3, Eq. (1)–(2) (projection and scaling)", tag="V", **BRODY),
     kind="identity",
-    construction="constructions.layernorm_geometry:layer_norm",
+    construction="constructions.layernorm:layer_norm",
 )
 
 LN_TWO_DIMENSIONS = Claim(
@@ -56,7 +56,7 @@ LN_TWO_DIMENSIONS = Claim(
                   doubt="an audit suggests the two-dimensional case is Figure 5 rather than "
                         "Section 3; not re-read here", **BRODY),
     kind="identity",
-    construction="constructions.layernorm_geometry:layer_norm",
+    construction="constructions.layernorm:layer_norm",
     depends_on=("layernorm.projection-decomposition",),
 )
 
@@ -76,7 +76,7 @@ LN_UNIFORM_ATTENTION = Claim(
                    **BRODY),
             Source(where="explicit weights of the mechanism (this project)", tag="D", **BRODY)),
     kind="construction",
-    construction="constructions.layernorm_geometry:majority_head",
+    construction="constructions.layernorm:majority_head",
     depends_on=("layernorm.projection-decomposition",),
     result_dependencies={
         "layernorm.projection-decomposition":
@@ -98,7 +98,7 @@ LN_SELECTABLE = Claim(
             Source(where="precise form via exposed vertices and the LP certificate", tag="D",
                    **BRODY)),
     kind="construction",
-    construction="constructions.layernorm_geometry:selectability_margin",
+    construction="constructions.layernorm:selectability_margin",
     depends_on=("layernorm.projection-decomposition",),
     notes=(r"Why: $q = k_i$ gives $q^\top(k_i - k_j) = \tfrac12\lVert k_i - k_j\rVert^2 > 0$ "
            "for keys of equal norm. The check certifies selectability with the linear "
@@ -114,7 +114,7 @@ LN_UNNORMALISED_SELECTABLE = Claim(
     source=Source(where="Section 4: the failure mode that LayerNorm's scaling removes", tag="D",
                   **BRODY),
     kind="construction",
-    construction="constructions.layernorm_geometry:selectability_margin",
+    construction="constructions.layernorm:selectability_margin",
     correction=(
         r"$k_i$ is selectable iff it is an exposed vertex of $\mathrm{conv}\{k_j\}$. A key in "
         r"the convex hull of the others, such as $k_3 = (k_1 + k_2)/2$, is never selectable; "
@@ -149,7 +149,7 @@ LN_MAJORITY_LEARNABLE = Claim(
             Source(where="the smoke-scale setting (C, d, n, m, rate, steps) and the 30°/45° "
                          "thresholds, chosen here", tag="D", **BRODY)),
     kind="dynamics",
-    construction="constructions.layernorm_geometry:majority_head",
+    construction="constructions.layernorm:majority_head",
     depends_on=("layernorm.uniform-attention",),
     notes=("A random line in R^4 has median angle 66.2° to 1 (not checked here). "
            "The paper's Figure 2b reports a mean angle near 12° after ~16k steps of batch "

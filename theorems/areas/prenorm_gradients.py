@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import torch
 
-from constructions.mean_field import mean_field_transformer
+from constructions.prenorm_gradients import mean_field_transformer
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 
@@ -54,7 +54,7 @@ NORM_BAND = Claim(
             Source(where="exact expectations (FFN adds d/2, attention adds [0, d]) and the "
                          "indexing of the Pre-LN band, derived here", tag="D", **XIONG)),
     kind="bound",
-    construction="constructions.mean_field:mean_field_transformer",
+    construction="constructions.prenorm_gradients:mean_field_transformer",
 )
 
 LAST_LAYER_GRADIENT = Claim(
@@ -74,7 +74,7 @@ LAST_LAYER_GRADIENT = Claim(
             Source(where="the loss, the depth grid and the slope bands (a Monte Carlo of the "
                          "theorem's scaling), chosen here", tag="D", **XIONG)),
     kind="scaling",
-    construction="constructions.mean_field:mean_field_transformer",
+    construction="constructions.prenorm_gradients:mean_field_transformer",
     depends_on=("prenorm-gradients.residual-norm-band",),
     notes=(r"The theorem this tests, recalled ([R], not checked): Theorem 1 bounds "
            r"$\lVert\partial\mathcal L/\partial W^{2,L}\rVert_F$, with probability at least "

@@ -8,7 +8,7 @@ infinitely long prefix folded into a finite summary (NTK-Attention, 2024, exact 
 feature map), and DeepNorm's residual and initialisation constants (Wang et al. 2022, which
 balance an update budget exactly and keep one SGD step's output change flat in depth).
 
-The topic modules: :mod:`.universality`, :mod:`.virtual_node`, :mod:`.prefix` and
+The topic modules: :mod:`.universality`, :mod:`.virtual_node`, :mod:`.prefix_attention` and
 :mod:`.deepnorm`. Tolerances are first-order rounding bounds (``theorems.numerics.gamma``) on
 the whole computation compared, derived beside each check.
 """

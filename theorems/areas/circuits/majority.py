@@ -1,6 +1,6 @@
 r"""The circuit of the LayerNorm majority head under a token resampling.
 
-:func:`~constructions.layernorm_geometry.majority_head` read as a 1-layer, 1-head model
+:func:`~constructions.layernorm.majority_head` read as a 1-layer, 1-head model
 (:mod:`constructions.circuits.majority`): its attention is uniform whatever the tokens, so when
 one token is resampled only the value edge and the output edge carry the change. The
 rounding-sized scores of float64 make sufficiency hold within a bound, which the checks
@@ -21,7 +21,7 @@ from constructions.circuits import (
     majority_patched_output,
     resample_token,
 )
-from constructions.layernorm_geometry import majority_head
+from constructions.layernorm import majority_head
 from constructions.numerics import gamma, unit_roundoff
 from theorems.areas.circuits._shared import CONSTRUCTIONS, PATCHING, cached
 from theorems.claims import Claim, Source

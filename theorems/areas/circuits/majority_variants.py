@@ -1,7 +1,7 @@
 r"""Dense variants of the LayerNorm majority head: the same function, the same circuit.
 
 :mod:`constructions.circuits.majority_variants` gives two gauges of
-:func:`~constructions.layernorm_geometry.majority_head` that make its axis-aligned weights
+:func:`~constructions.layernorm.majority_head` that make its axis-aligned weights
 dense: a query/key reparametrisation by an :math:`M` fixing :math:`\mathbf 1^\top`, and a
 rotation of the residual stream by an :math:`R` fixing :math:`\mathbf 1` (which commutes with
 the LayerNorm). Checked: each computes the original's output within a running rounding bound
@@ -17,7 +17,7 @@ import torch
 from hypothesis import example, given
 
 from constructions.circuits import ln_rotation_variant, majority_operands, qk_gauge_variant
-from constructions.layernorm_geometry import majority_head
+from constructions.layernorm import majority_head
 from constructions.numerics import gamma
 from theorems.areas.circuits import majority
 from theorems.areas.circuits._shared import CONSTRUCTIONS, PATCHING, cached

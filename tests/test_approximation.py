@@ -1,5 +1,5 @@
 """Mutants and bad input for the approximation area (single-layer universality, virtual node,
-NTK-attention prefix, DeepNorm)."""
+NTK-attention prefix, DeepNorm, momentum streams)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import torch
 
 from constructions.deepnorm import deepnorm_constants, deepnorm_formulas, update_budget
 from constructions.equivariance import lift_positions
+from constructions.momentum_streams import momentum_stream, second_order_stream, tied_attention
 from constructions.prefix_attention import (
     NTKAttention,
     kernel_attention,
@@ -29,6 +30,7 @@ from constructions.virtual_node import (
 from empirics.deepnorm import deepnorm_stack
 from empirics.universality import target as probe_target
 from theorems.areas.approximation import deepnorm as dn
+from theorems.areas.approximation import momentum_streams as ms
 from theorems.areas.approximation import prefix_attention as px
 from theorems.areas.approximation import universality as ua
 from theorems.areas.approximation import virtual_node as vn
@@ -369,3 +371,76 @@ PUBLIC_API_ACCEPTED = {
     ("virtual_node.virtual_node_round", "seed"): ("zero",),
     ("virtual_node.matching_linear_attention", "seed"): ("zero",),
 }
+
+
+# --- momentum streams (Gai, Huang, Wu 2026) -----------------------------------------------------
+
+def values_twice_the_keys(x, keys, beta):
+    """Attention whose values are 2 k_i, not k_i: twice the gradient, so not it."""
+    return 2 * tied_attention(x, keys, beta)
+
+
+def untied_mlp(x, W, b):
+    """Output weights W^T with W's rows reversed: not the transpose of the input weights."""
+    return torch.relu(x @ W.T + b) @ W.flip(0)
+
+
+def damped_force_stream(x0, layers, mu):
+    """v_{l+1} = mu (v_l + F_l(x_l)): the force damped with the velocity, not heavy ball."""
+    states, velocity = [x0], 0 * x0
+    for layer in layers:
+        velocity = mu * (velocity + layer(states[-1]))
+        states.append(states[-1] + velocity)
+    return states
+
+
+@pytest.mark.mutant("approximation.tied-sublayers-are-gradients")
+def test_values_unlike_the_keys_are_not_the_energy_gradient():
+    expect_failure(ms.attention_gradient_check(attention=values_twice_the_keys))
+
+
+@pytest.mark.mutant("approximation.tied-sublayers-are-gradients")
+def test_an_untied_mlp_is_not_the_energy_gradient():
+    expect_failure(ms.mlp_gradient_check(mlp=untied_mlp))
+
+
+@pytest.mark.mutant("approximation.momentum-stream-filter")
+def test_a_damped_force_is_not_the_second_order_recursion():
+    expect_failure(ms.two_forms_check(stream=damped_force_stream))
+
+
+@pytest.mark.mutant("approximation.momentum-stream-filter")
+def test_weights_without_the_geometric_sum_do_not_filter():
+    expect_failure(ms.filter_check(
+        weights=lambda n_layers, mu: [mu ** (n_layers - 1 - l) for l in range(n_layers)]))
+
+
+def test_momentum_streams_reject_bad_layers():
+    with pytest.raises(TypeError, match=r"^layers\[1\] must be callable"):
+        momentum_stream(torch.zeros(2), [lambda x: x, 3], 0.5)
+    with pytest.raises(ValueError, match=r"^layers\[0\] must return a tensor of the state's"):
+        second_order_stream(torch.zeros(2), [lambda x: x[:1]], 0.5)
+
+
+def _stream_example() -> dict:
+    return {"x0": _rand(2, 3), "layers": [lambda x: 0.5 * x, lambda x: -x], "mu": 0.5}
+
+
+PUBLIC_API_EXAMPLES.update({
+    "momentum_streams.tied_attention": lambda: {"x": _rand(2, 3), "keys": _rand(4, 3, seed=1),
+                                                "beta": 2.0},
+    "momentum_streams.hopfield_energy": lambda: {"x": _rand(2, 3), "keys": _rand(4, 3, seed=1),
+                                                 "beta": 2.0},
+    "momentum_streams.tied_mlp": lambda: {"x": _rand(2, 3), "W": _rand(4, 3, seed=1),
+                                          "b": _rand(4, seed=2)},
+    "momentum_streams.mlp_energy": lambda: {"x": _rand(2, 3), "W": _rand(4, 3, seed=1),
+                                            "b": _rand(4, seed=2)},
+    "momentum_streams.momentum_stream": _stream_example,
+    "momentum_streams.second_order_stream": _stream_example,
+    "momentum_streams.filter_weights": lambda: {"n_layers": 3, "mu": 0.5},
+})
+PUBLIC_API_ACCEPTED.update({
+    # the layers act elementwise here, so a state of any shape (a scalar, a wider one) is valid
+    **{(f"momentum_streams.{f}", "x0"): ("0-d", "mismatched")
+       for f in ("momentum_stream", "second_order_stream")},
+})

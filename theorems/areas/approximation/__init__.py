@@ -6,9 +6,11 @@ without positional information every such layer is permutation-equivariant), one
 virtual-node message-passing round as a linear-attention layer (Cai et al. 2023, exact), an
 infinitely long prefix folded into a finite summary (NTK-Attention, 2024, exact for a finite
 feature map), and DeepNorm's residual and initialisation constants (Wang et al. 2022, which
-balance an update budget exactly and keep one SGD step's output change flat in depth).
+balance an update budget exactly and keep one SGD step's output change flat in depth). Later
+seed papers add the tied special cases in which attention and the MLP are exact energy
+gradients, and momentum on the residual stream as a filter (Gai, Huang, Wu 2026).
 
-The topic modules: :mod:`.universality`, :mod:`.virtual_node`, :mod:`.prefix_attention` and
-:mod:`.deepnorm`. Tolerances are first-order rounding bounds (``theorems.numerics.gamma``) on
+The topic modules: :mod:`.universality`, :mod:`.virtual_node`, :mod:`.prefix_attention`,
+:mod:`.deepnorm` and :mod:`.momentum_streams`. Tolerances are first-order rounding bounds (``theorems.numerics.gamma``) on
 the whole computation compared, derived beside each check.
 """

@@ -1,5 +1,5 @@
 """Mutants and bad input for the approximation area (single-layer universality, virtual node,
-NTK-attention prefix, DeepNorm, momentum streams)."""
+NTK-attention prefix, DeepNorm, momentum streams, the polynomial method)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from functools import partial
 
 import pytest
 import torch
+from killed import failed_assertion
 
 from constructions.deepnorm import deepnorm_constants, deepnorm_formulas, update_budget
 from constructions.equivariance import lift_positions
 from constructions.momentum_streams import momentum_stream, second_order_stream, tied_attention
+from constructions.polynomial_method import multi_indices
 from constructions.prefix_attention import (
     NTKAttention,
     kernel_attention,
@@ -31,6 +33,7 @@ from empirics.deepnorm import deepnorm_stack
 from empirics.universality import target as probe_target
 from theorems.areas.approximation import deepnorm as dn
 from theorems.areas.approximation import momentum_streams as ms
+from theorems.areas.approximation import polynomial_method as pm
 from theorems.areas.approximation import prefix_attention as px
 from theorems.areas.approximation import universality as ua
 from theorems.areas.approximation import virtual_node as vn
@@ -443,4 +446,47 @@ PUBLIC_API_ACCEPTED.update({
     # the layers act elementwise here, so a state of any shape (a scalar, a wider one) is valid
     **{(f"momentum_streams.{f}", "x0"): ("0-d", "mismatched")
        for f in ("momentum_stream", "second_order_stream")},
+})
+
+
+# --- the polynomial method (Liang, Sha, Shi, Song, Zhou 2024) ------------------------------------
+
+def factors_without_the_multinomial(Q, K, degree):
+    """U scaled by g!/|alpha|! instead of g!/alpha!: the multinomial coefficients dropped."""
+    indices = multi_indices(Q.shape[1], degree)
+    powers = torch.tensor(indices, dtype=torch.int64)
+    scale = torch.tensor([math.factorial(degree) // math.factorial(sum(a)) for a in indices])
+    monomials = [torch.prod(X[:, None, :] ** powers[None], dim=-1) for X in (Q, K)]
+    return monomials[0] * scale, monomials[1]
+
+
+@pytest.mark.mutant("approximation.taylor-attention-low-rank")
+def test_features_without_multinomial_weights_do_not_factor_the_truncation():
+    report = failed_assertion(pm.factorisation_check(factors=factors_without_the_multinomial))
+    assert "the factorisation is wrong" in report
+
+
+@pytest.mark.mutant("approximation.taylor-attention-low-rank")
+def test_the_remainder_bound_without_its_exponential_fails():
+    expect_failure(pm.truncation_error_check(
+        bound=lambda B, degree: B ** (degree + 1) / math.factorial(degree + 1)))
+
+
+PUBLIC_API_EXAMPLES.update({
+    "polynomial_method.multi_indices": lambda: {"d": 2, "degree": 3},
+    "polynomial_method.taylor_factors": lambda: {"Q": _rand(3, 2), "K": _rand(4, 2, seed=1),
+                                                 "degree": 2},
+    "polynomial_method.integer_taylor_factors": lambda: {
+        "Q": torch.tensor([[1, -2], [0, 3]]), "K": torch.tensor([[2, 1], [-1, 1]]),
+        "degree": 2},
+    "polynomial_method.integer_taylor_matrix": lambda: {
+        "Q": torch.tensor([[1, -2], [0, 3]]), "K": torch.tensor([[2, 1], [-1, 1]]),
+        "degree": 2},
+    "polynomial_method.taylor_error_bound": lambda: {"B": 1.5, "degree": 2},
+})
+PUBLIC_API_ACCEPTED.update({
+    # degree 0 is the constant truncation P_0 = 1 (one feature)
+    **{(f"polynomial_method.{f}", "degree"): ("zero",)
+       for f in ("multi_indices", "taylor_factors", "integer_taylor_factors",
+                 "integer_taylor_matrix", "taylor_error_bound")},
 })

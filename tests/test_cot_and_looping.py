@@ -1,5 +1,6 @@
 """Mutants and bad input for the cot-and-looping area (theorems/areas/cot_and_looping/)."""
 
+from fractions import Fraction
 from functools import partial
 
 import killed
@@ -8,11 +9,12 @@ import pytest
 import torch
 from rerounded_weights import rerounded
 
-from constructions import cot2, dyck, icdl
+from constructions import cot2, dyck, icdl, recursive_transformer
 from theorems.areas.cot_and_looping import cot2 as cot2_checks
 from theorems.areas.cot_and_looping import cot2_definitions, cot2_sampled
 from theorems.areas.cot_and_looping import dyck as dyck_checks
 from theorems.areas.cot_and_looping import icdl as icdl_checks
+from theorems.areas.cot_and_looping import recursive_budget as recursive_checks
 from theorems.evidence import expect_failure
 
 fails_at = partial(killed.fails_at, literal=True)  # messages as plain text
@@ -604,3 +606,104 @@ PUBLIC_API_ACCEPTED = {
        for f in ("dyck.decode", "dyck.dyck_oracle", "dyck.trace_by_locality")},
     ("dyck.random_dyck", "num_pairs"): ("zero",),  # the empty word
 }
+
+
+# --- recursive transformers under a data budget (Gülbahar, Edman, Fraser 2026) -----------------
+
+def decoder_with_biases(vocab_size, d_model, n_unique, depth, **kwargs):
+    """Every block with an MLP bias: 4H more weights a block than the accounting counts."""
+    model = recursive_transformer.tiny_decoder(vocab_size, d_model, n_unique, depth, **kwargs)
+    for block in model.blocks:
+        block.b_1 = torch.nn.Parameter(torch.zeros(4 * d_model, dtype=torch.float64))
+    return model
+
+
+def untied_share(vocab_size, d_model, n_unique, d_embed=None):
+    """The share with an untied head counted: 2VH / (2VH + 12 n_u H^2)."""
+    embedding = 2 * vocab_size * d_model
+    return Fraction(embedding, embedding + 12 * n_unique * d_model**2)
+
+
+def decoder_with_untied_factorised_head(vocab_size, d_model, n_unique, depth, **kwargs):
+    """The factorised head with a projection of its own: E(V + 2H) vocabulary weights."""
+    model = recursive_transformer.tiny_decoder(vocab_size, d_model, n_unique, depth, **kwargs)
+    if model.vocabulary is not None:
+        model.vocabulary.W_head = torch.nn.Parameter(torch.zeros_like(model.vocabulary.W_proj))
+    return model
+
+
+def anti_diagonal_projection(vocab_size, d_model, d_embed, **kwargs):
+    """W_proj = the reversal permutation where the identity was asked for."""
+    vocabulary = recursive_transformer.factorised_embedding(vocab_size, d_model, d_embed,
+                                                            **kwargs)
+    with torch.no_grad():
+        vocabulary.W_proj.copy_(vocabulary.W_proj.flip(0))
+    return vocabulary
+
+
+class DoubledHead(recursive_transformer.FactorisedEmbedding):
+    """A head whose projection is 2 W_proj^T: no longer the embedding's transpose."""
+
+    def project(self, h):
+        return 2 * super().project(h)
+
+
+def doubled_head(vocab_size, d_model, d_embed, **kwargs):
+    vocabulary = recursive_transformer.factorised_embedding(vocab_size, d_model, d_embed,
+                                                            **kwargs)
+    return DoubledHead(vocabulary.W_emb.detach(), vocabulary.W_proj.detach())
+
+
+@pytest.mark.mutant("cot-and-looping.recursive-parameter-accounting")
+def test_biases_break_the_weight_count():
+    assert "not VH + 12 n_u H^2" in killed.failed_assertion(
+        recursive_checks.weight_count_check(build=decoder_with_biases))
+
+
+@pytest.mark.mutant("cot-and-looping.recursive-parameter-accounting")
+def test_an_untied_head_breaks_the_share():
+    assert "closed form" in killed.failed_assertion(
+        recursive_checks.share_check(share=untied_share))
+
+
+@pytest.mark.mutant("cot-and-looping.recursive-parameter-accounting")
+def test_an_untied_factorised_head_breaks_its_count():
+    assert "not E(V + H)" in killed.failed_assertion(
+        recursive_checks.factorised_count_check(build=decoder_with_untied_factorised_head))
+
+
+@pytest.mark.mutant("cot-and-looping.factorised-embedding-recovers-standard")
+def test_a_permuted_projection_is_not_the_standard_embedding():
+    fails_at(recursive_checks.identity_projection_check(build=anti_diagonal_projection),
+             "with W_proj = I is not W_emb[x]", case={"V": 5, "H": 4, "E": 4, "seed": 0})
+
+
+@pytest.mark.mutant("cot-and-looping.factorised-embedding-recovers-standard")
+def test_a_head_with_its_own_scale_is_not_the_standard_head():
+    fails_at(recursive_checks.factorised_as_standard_check(build=doubled_head),
+             "the factorised head differs", case={"V": 40, "H": 12, "E": 3, "seed": 1})
+
+
+def test_recursive_builders_reject_bad_input():
+    with pytest.raises(ValueError, match=r"^depth must be a multiple of n_unique"):
+        recursive_transformer.tiny_decoder(5, 4, 3, 4)
+    with pytest.raises(ValueError, match=r"^d_embed must equal d_model"):
+        recursive_transformer.factorised_embedding(5, 4, 3, identity_projection=True)
+
+
+def _decoder() -> dict:
+    return {"model": recursive_transformer.tiny_decoder(5, 4, 1, 2)}
+
+
+PUBLIC_API_EXAMPLES.update({
+    "recursive_transformer.factorised_embedding": lambda: {"vocab_size": 5, "d_model": 3,
+                                                           "d_embed": 2},
+    "recursive_transformer.tiny_decoder": lambda: {"vocab_size": 5, "d_model": 4,
+                                                   "n_unique": 1, "depth": 2},
+    "recursive_transformer.parameter_count": _decoder,
+    "recursive_transformer.embedding_parameters": _decoder,
+    "recursive_transformer.parameter_formula": lambda: {"vocab_size": 5, "d_model": 4,
+                                                        "n_unique": 2, "d_embed": 3},
+    "recursive_transformer.embedding_share": lambda: {"vocab_size": 5, "d_model": 4,
+                                                      "n_unique": 2, "d_embed": 3},
+})

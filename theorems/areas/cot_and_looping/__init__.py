@@ -7,9 +7,12 @@ project's; protoreasoning on Dyck languages (Valle & Reid 2026), of which only t
 read, so the trace format and the small trace-emitting transformer are this project's; and
 in-context deep learning (Wu et al. 2025), checked on its smallest new case, an explicit
 transformer whose (2N + 4)L layers run L gradient-descent steps on an N = 2 layer ReLU
-network.
+network. A fourth, on recursive transformers under a data budget (Gülbahar, Edman, Fraser
+2026), is empirical at BabyLM scale; what it makes exact is the weight accounting of shared
+blocks and factorised embeddings.
 
 Topics: :mod:`.cot2` (with :mod:`.cot2_definitions` and :mod:`.cot2_sampled`, more checks
-of its claims), :mod:`.dyck`, :mod:`.icdl`. Constructions live in
-``constructions/cot2.py``, ``constructions/dyck.py`` and ``constructions/icdl.py``.
+of its claims), :mod:`.dyck`, :mod:`.icdl`, :mod:`.recursive_budget`. Constructions live in
+``constructions/cot2.py``, ``constructions/dyck.py``, ``constructions/icdl.py`` and
+``constructions/recursive_transformer.py``.
 """

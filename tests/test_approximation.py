@@ -1,5 +1,5 @@
 """Mutants and bad input for the approximation area (single-layer universality, virtual node,
-NTK-attention prefix, DeepNorm, momentum streams, the polynomial method)."""
+NTK-attention prefix, DeepNorm, momentum streams, the polynomial method, algebra ranks)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,13 @@ import pytest
 import torch
 from killed import failed_assertion
 
+from constructions.algebra_rank import (
+    crt_algorithm,
+    f2_rank_exceeds,
+    matrix_structure_tensor,
+    polynomial_structure_tensor,
+    strassen_algorithm,
+)
 from constructions.deepnorm import deepnorm_constants, deepnorm_formulas, update_budget
 from constructions.equivariance import lift_positions
 from constructions.momentum_streams import momentum_stream, second_order_stream, tied_attention
@@ -31,6 +38,7 @@ from constructions.virtual_node import (
 )
 from empirics.deepnorm import deepnorm_stack
 from empirics.universality import target as probe_target
+from theorems.areas.approximation import algebra_rank as ar
 from theorems.areas.approximation import deepnorm as dn
 from theorems.areas.approximation import momentum_streams as ms
 from theorems.areas.approximation import polynomial_method as pm
@@ -490,3 +498,61 @@ PUBLIC_API_ACCEPTED.update({
        for f in ("multi_indices", "taylor_factors", "integer_taylor_factors",
                  "integer_taylor_matrix", "taylor_error_bound")},
 })
+
+
+# --- the associative-algebra product: Alder-Strassen ---------------------------------------------
+
+def strassen_with_a_sign_flipped():
+    """Strassen's products with the first output's sign flipped in product 7."""
+    triples = strassen_algorithm()
+    u, v, w = triples[-1]
+    triples[-1] = (u, v, [-w[0], *w[1:]])
+    return triples
+
+
+@pytest.mark.mutant("approximation.algebra-minimal-rank")
+def test_ignoring_multiplicities_breaks_the_algebra_algorithm():
+    report = failed_assertion(ar.crt_check(
+        algorithm=lambda factors: crt_algorithm([(p, 1) for p, _ in factors])))
+    assert "not 2n - t" in report
+
+
+@pytest.mark.mutant("approximation.algebra-minimal-rank")
+def test_a_sign_error_breaks_strassen():
+    report = failed_assertion(ar.strassen_check(algorithm=strassen_with_a_sign_flipped))
+    assert "does not compute the 2 x 2 matrix product" in report
+
+
+@pytest.mark.mutant("approximation.algebra-minimal-rank")
+def test_an_overreaching_search_finds_ranks_below_the_bound():
+    report = failed_assertion(ar.f2_bound_check(
+        exceeds=lambda T, r: f2_rank_exceeds(T, min(r + 1, 4))))
+    assert "below the Alder-Strassen bound" in report
+
+
+def test_algebra_constructions_reject_bad_input():
+    with pytest.raises(ValueError, match=r"^f must be monic"):
+        polynomial_structure_tensor([1, 2])
+    with pytest.raises(ValueError, match=r"^factors must be pairwise coprime"):
+        crt_algorithm([((1, 1), 1), ((1, 1), 1)])
+    with pytest.raises(ValueError, match=r"^T must have side n <= 3"):
+        f2_rank_exceeds(matrix_structure_tensor(2), 2)
+
+
+PUBLIC_API_EXAMPLES.update({
+    "algebra_rank.polynomial_structure_tensor": lambda: {"f": [1, 0, 1]},
+    "algebra_rank.crt_algorithm": lambda: {"factors": [((1, 1), 1), ((-1, 1), 2)]},
+    "algebra_rank.matrix_structure_tensor": lambda: {"m": 2},
+    "algebra_rank.tensor_of": lambda: {"algorithm": strassen_algorithm(), "n": 4},
+    "algebra_rank.f2_rank_exceeds": lambda: {"T": polynomial_structure_tensor([0, 0, 1]),
+                                             "r": 2},
+})
+PUBLIC_API_ACCEPTED.update({
+    ("algebra_rank.f2_rank_exceeds", "r"): ("zero",),  # rank above 0: the tensor is nonzero
+})
+
+
+@pytest.mark.mutant("approximation.algebra-minimal-rank")
+def test_a_search_that_never_reaches_misses_the_exact_ranks():
+    report = failed_assertion(ar.f2_bound_check(exceeds=lambda T, r: True))
+    assert "rank above the bound" in report

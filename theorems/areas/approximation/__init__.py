@@ -9,9 +9,12 @@ feature map), and DeepNorm's residual and initialisation constants (Wang et al. 
 balance an update budget exactly and keep one SGD step's output change flat in depth). Later
 seed papers add the tied special cases in which attention and the MLP are exact energy
 gradients, and momentum on the residual stream as a filter (Gai, Huang, Wu 2026); and the low-rank Taylor
-truncation of exp(QKᵀ) behind almost-linear-time attention gradients (Liang et al. 2024).
+truncation of exp(QKᵀ) behind almost-linear-time attention gradients (Liang et al. 2024); and
+small associative algebras whose product, used as an FFN's, meets the Alder-Strassen rank
+bound.
 
 The topic modules: :mod:`.universality`, :mod:`.virtual_node`, :mod:`.prefix_attention`,
-:mod:`.deepnorm`, :mod:`.momentum_streams` and :mod:`.polynomial_method`. Tolerances are first-order rounding bounds (``theorems.numerics.gamma``) on
+:mod:`.deepnorm`, :mod:`.momentum_streams`, :mod:`.polynomial_method` and
+:mod:`.algebra_rank`. Tolerances are first-order rounding bounds (``theorems.numerics.gamma``) on
 the whole computation compared, derived beside each check.
 """

@@ -1,5 +1,6 @@
 """Mutants and bad input for the approximation area (single-layer universality, virtual node,
-NTK-attention prefix, DeepNorm, momentum streams, the polynomial method, algebra ranks)."""
+NTK-attention prefix, DeepNorm, momentum streams, the polynomial method, algebra ranks,
+SeqCond Attention)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from constructions.prefix_attention import (
     prefix_summary,
     softmax_attention,
 )
+from constructions.seqcond import sca_state
 from constructions.universality import copy_first_token, random_single_layer
 from constructions.virtual_node import (
     VirtualNodeRound,
@@ -43,6 +45,7 @@ from theorems.areas.approximation import deepnorm as dn
 from theorems.areas.approximation import momentum_streams as ms
 from theorems.areas.approximation import polynomial_method as pm
 from theorems.areas.approximation import prefix_attention as px
+from theorems.areas.approximation import seqcond as sc
 from theorems.areas.approximation import universality as ua
 from theorems.areas.approximation import virtual_node as vn
 from theorems.evidence import expect_failure
@@ -556,3 +559,47 @@ PUBLIC_API_ACCEPTED.update({
 def test_a_search_that_never_reaches_misses_the_exact_ranks():
     report = failed_assertion(ar.f2_bound_check(exceeds=lambda T, r: True))
     assert "rank above the bound" in report
+
+
+# --- SeqCond Attention (Nautile-370M) ------------------------------------------------------------
+
+def unnormalised_state(keys, weights, thetas, phase_scale=1.0):
+    """The summary without its division by sum_j p_j: sum_j p_j k_j e^{i theta u_j}."""
+    return sca_state(keys, weights, thetas, phase_scale) * weights.cumsum(0)[:, None]
+
+
+@pytest.mark.mutant("approximation.seqcond-prefix-retrieval")
+def test_an_unnormalised_summary_retrieves_the_wrong_value():
+    report = failed_assertion(sc.retrieval_check(state=unnormalised_state))
+    assert "not p k / sum p" in report
+
+
+@pytest.mark.mutant("approximation.seqcond-prefix-retrieval")
+def test_three_points_can_isolate_one_of_three_keys():
+    report = failed_assertion(sc.isolation_check(num_thetas=3))
+    assert "a readout can isolate key" in report
+
+
+def _sca_example() -> dict:
+    return {"keys": torch.tensor([-1.0, 0.5, 2.0], dtype=torch.float64),
+            "weights": torch.tensor([1.0, 0.1, 3.0], dtype=torch.float64),
+            "thetas": torch.tensor([1.0, 3.0], dtype=torch.float64)}
+
+
+PUBLIC_API_EXAMPLES.update({
+    "seqcond.sca_phases": lambda: {"keys": _rand(3)},
+    "seqcond.spectral_matrix": lambda: {"phases": torch.tensor([-0.5, 0.2], dtype=torch.float64),
+                                        "thetas": torch.tensor([1.0, 3.0],
+                                                               dtype=torch.float64)},
+    "seqcond.sca_state": _sca_example,
+    "seqcond.sca_readout": lambda: {
+        "state": sca_state(**_sca_example()),
+        "coefficients": torch.tensor([1.0 + 1.0j, -0.5j], dtype=torch.complex128)},
+})
+PUBLIC_API_ACCEPTED.update({
+    # the number of tokens t and of spectral points M are free: one more is as valid
+    ("seqcond.sca_phases", "keys"): ("mismatched",),
+    ("seqcond.spectral_matrix", "phases"): ("mismatched",),
+    ("seqcond.spectral_matrix", "thetas"): ("mismatched",),
+    ("seqcond.sca_state", "thetas"): ("mismatched",),
+})

@@ -108,3 +108,24 @@ def test_the_readme_claims_table_counts_every_claim_by_area():
     for area in registry.areas():
         count = sum(claim.area == area for claim in registry)
         assert f"| `{area}` | {count} |" in block
+
+
+def test_the_readme_papers_table_is_current():
+    """The README's papers table is generated from the registry alone (``python -m
+    theorems.readme``), so it is compared always: one row per paper a claim cites."""
+    from theorems import readme
+
+    assert readme.current_block(README, readme.PAPERS_BEGIN, readme.PAPERS_END) == (
+        readme.papers_block()), "the README's papers table is out of date: run python -m "\
+        "theorems.readme"
+
+
+def test_the_papers_table_names_every_cited_paper_with_its_areas():
+    from theorems import readme
+    from theorems.claims import load_all
+
+    block = readme.papers_block()
+    for claim in load_all():
+        for source in claim.sources:
+            row = next(line for line in block.splitlines() if f"[{source.label}]" in line)
+            assert f"`{claim.area}`" in row, (source.label, claim.area)

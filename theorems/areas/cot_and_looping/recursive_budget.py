@@ -32,6 +32,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from constructions.recursive_transformer import (
+    Block,
+    TinyDecoder,
     embedding_parameters,
     embedding_share,
     factorised_embedding,
@@ -226,9 +228,9 @@ def identity_projection_check(build=factorised_embedding):
             assert torch.equal(vocabulary.embed(tokens), vocabulary.W_emb[tokens]), (
                 "W_emb[x] W_proj with W_proj = I is not W_emb[x]")
             assert torch.equal(vocabulary.project(h), h), "h W_proj^T with W_proj = I is not h"
-            standard = tiny_decoder(case["V"], case["H"], 1, 1)
-            factorised = tiny_decoder(case["V"], case["H"], 1, 1)
-            factorised.vocabulary, standard.W_E.data = vocabulary, vocabulary.W_emb.data
+            blocks = [Block(case["H"], torch.Generator().manual_seed(0), torch.float64)]
+            factorised = TinyDecoder(vocabulary, blocks, 1)
+            standard = TinyDecoder(vocabulary.W_emb.detach(), blocks, 1)
             assert torch.equal(factorised.embed(tokens), standard.embed(tokens)), (
                 "the factorised decoder's residual stream starts elsewhere")
     return run

@@ -14,7 +14,7 @@ from theorems.areas.cot_and_looping import cot2 as cot2_checks
 from theorems.areas.cot_and_looping import cot2_definitions, cot2_sampled
 from theorems.areas.cot_and_looping import dyck as dyck_checks
 from theorems.areas.cot_and_looping import icdl as icdl_checks
-from theorems.areas.cot_and_looping import recursive_budget as recursive_checks
+from theorems.areas.cot_and_looping import recursive_transformer as recursive_checks
 from theorems.evidence import expect_failure
 
 fails_at = partial(killed.fails_at, literal=True)  # messages as plain text

@@ -12,7 +12,7 @@ network. A fourth, on recursive transformers under a data budget (Gülbahar, Edm
 blocks and factorised embeddings.
 
 Topics: :mod:`.cot2` (with :mod:`.cot2_definitions` and :mod:`.cot2_sampled`, more checks
-of its claims), :mod:`.dyck`, :mod:`.icdl`, :mod:`.recursive_budget`. Constructions live in
+of its claims), :mod:`.dyck`, :mod:`.icdl`, :mod:`.recursive_transformer`. Constructions live in
 ``constructions/cot2.py``, ``constructions/dyck.py``, ``constructions/icdl.py`` and
 ``constructions/recursive_transformer.py``.
 """

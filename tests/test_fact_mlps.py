@@ -23,6 +23,7 @@ from theorems.areas.fact_mlps import (
     associative_memories,
     gradient_descent,
     rome,
+    rome_gd,
     storage,
     storage_readout,
 )
@@ -298,8 +299,8 @@ def test_the_paper_variant_is_not_the_code():
 @pytest.mark.training
 @pytest.mark.mutant("fact-mlps.rome-gd")
 def test_wrong_covariance_in_the_penalty_misses_rome():
-    result = functools.partial(rome.rome_gd_result, "smoke", penalty="I", steps=2000)
-    report = expect_failure(rome.rome_gd_check(result))
+    result = functools.partial(rome_gd.rome_gd_result, "smoke", penalty="I", steps=2000)
+    report = expect_failure(rome_gd.rome_gd_check(result))
     assert "from ROME" in report
 
 

@@ -9,7 +9,8 @@ in-context deep learning (Wu et al. 2025), checked on its smallest new case, an 
 transformer whose (2N + 4)L layers run L gradient-descent steps on an N = 2 layer ReLU
 network.
 
-Topics: :mod:`.cot2` (with :mod:`.cot2_definitions` and :mod:`.cot2_sampled`, more checks
-of its claims), :mod:`.dyck`, :mod:`.icdl`. Constructions live in
-``constructions/cot2.py``, ``constructions/dyck.py`` and ``constructions/icdl.py``.
+Topics: :mod:`.cot2` (with :mod:`.cot2_definitions`, more checks of its claims, and
+:mod:`.cot2_sampled`, its sampled and trained claims), :mod:`.dyck`, :mod:`.icdl`.
+Constructions live in ``constructions/cot2.py``, ``constructions/dyck.py`` and
+``constructions/icdl.py``.
 """

@@ -553,9 +553,9 @@ def test_bad_input_names_the_parameter(call, error, name):
 @pytest.mark.mutant("icl-regression.zfb-conserved-quantity")
 def test_float_asymmetric_statistics_let_the_odd_blocks_grow(monkeypatch):
     """Without the exact zeros of the antithetic sums, their rounding feeds the odd weights."""
-    import empirics.icl_regression as icl_empirics
+    import empirics.icl_regression.sufficient_statistics as icl_statistics
 
-    monkeypatch.setattr(icl_empirics, "_mirror_symmetric", lambda gram, cross, d: (gram, cross))
+    monkeypatch.setattr(icl_statistics, "_mirror_symmetric", lambda gram, cross, d: (gram, cross))
     # its own prompt count: the cached statistics of the real run are neither used nor replaced
     text = expect_failure(zhang_frei_bartlett.zfb_conservation_check(
         trajectory=lambda: ZFB_EXPERIMENT("smoke", device="cpu", steps=40, prompts=20_000)))

@@ -5,7 +5,7 @@ Trained Transformers: Emergence and Capability", NeurIPS 2024, arXiv:2405.16845.
 abstract could be read; the model, the data and the initialisation below follow the authors'
 code (ML-GSAI/MesaOpt-AR-Transformer: ``models/lsa.py``, ``data/generate_data.py``,
 ``main_train_ar.py``), and every closed form was derived here and is checked in
-``theorems/areas/ar_mesa.py``.
+``theorems/areas/ar_mesa/``.
 
 The task (:func:`ar_sequences`)
 -------------------------------

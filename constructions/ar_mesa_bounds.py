@@ -3,7 +3,7 @@ r"""Forward-error bounds for the AR-MESA construction's float evaluations.
 The rounding counts of one layer prediction, of a sampled AR sequence and of a sampled error
 (:func:`layer_roundings`, :func:`sequence_roundings`, :func:`residual_roundings`) and the
 per-entry bound between the layer and the one-GD-step oracle (:func:`one_step_tolerance`) give
-the tolerances of ``theorems/areas/ar_mesa.py``. ``statistics_loss`` (from the sufficient
+the tolerances of ``theorems/areas/ar_mesa/``. ``statistics_loss`` (from the sufficient
 statistics) and ``direct_loss`` (from the forward pass) of :mod:`empirics.ar_mesa` are equal in
 exact arithmetic; :func:`loss_identity_error_bound` bounds how far their float evaluations can
 differ, so the trained-optimum check compares them within a derived tolerance. (Kept apart

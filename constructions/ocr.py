@@ -4,7 +4,7 @@ Source: Huang, Zhu, Guo, Jiao, Sojoudi, Jordan, Russell, Mei (2025), "Generaliza
 Hallucination? Understanding Out-of-Context Reasoning in Transformers", NeurIPS 2025,
 arXiv:2506.10887. The abstract was read; the task follows the authors' code
 (yixiao-huang/OCR-Theory, ``src/data_utils.py``, ``ImplicitReasoningTask``); the reduction to a
-linear map and every margin below were derived here and are checked in ``theorems/areas/ocr.py``.
+linear map and every margin below were derived here and are checked in ``theorems/areas/ocr/``.
 
 The task (:func:`fact_implication_task`)
 ----------------------------------------

@@ -29,17 +29,15 @@ from constructions.ar_mesa_bounds import (
     loss_identity_error_bound,
     one_step_tolerance,
 )
-from theorems.areas.ar_mesa import (
-    explicit_step,
+from theorems.areas.ar_mesa.one_step import explicit_step, one_step_check
+from theorems.areas.ar_mesa.population_error import population_check
+from theorems.areas.ar_mesa.population_optimum import (
     gaussian_numeric_check,
     gaussian_symbolic_check,
     one_hot_check,
-    one_step_check,
-    population_check,
-    recovery_exact_check,
-    recovery_numeric_check,
-    trained_check,
 )
+from theorems.areas.ar_mesa.recovery import recovery_exact_check, recovery_numeric_check
+from theorems.areas.ar_mesa.training import trained_check
 from theorems.numerics import gamma
 from theorems.profiles import without_shrinking
 

@@ -19,7 +19,14 @@ import torch
 
 from constructions import fact_mlps as fm
 from empirics import fact_mlps as experiments
-from theorems.areas.fact_mlps import associative_memories, gradient_descent, rome, storage
+from theorems.areas.fact_mlps import (
+    associative_memories,
+    gradient_descent,
+    rome,
+    rome_gd,
+    storage,
+    storage_readout,
+)
 from theorems.evidence import expect_failure
 from theorems.profiles import without_shrinking
 
@@ -144,26 +151,26 @@ def test_a_limit_without_the_code_term_is_rejected():
 
 @pytest.mark.mutant("fact-mlps.decodability-jl")
 def test_tightened_jl_dimension_fails_the_property():
-    expect_failure(without_shrinking()(storage.decodability_check(tightened_jl)))
+    expect_failure(without_shrinking()(storage_readout.decodability_check(tightened_jl)))
 
 
 @pytest.mark.mutant("fact-mlps.decodability-jl")
 def test_tightened_jl_dimension_fails_the_scaling_check():
-    expect_failure(storage.decodability_scaling_check(tightened_jl))
+    expect_failure(storage_readout.decodability_scaling_check(tightened_jl))
 
 
 def test_decodability_proxy_is_monotone_in_the_margin():
-    wide = fm.decodability(storage.equicorrelated(8, 0.0), draws=32)
-    narrow = fm.decodability(storage.equicorrelated(8, 0.75), draws=32)
+    wide = fm.decodability(storage_readout.equicorrelated(8, 0.0), draws=32)
+    narrow = fm.decodability(storage_readout.equicorrelated(8, 0.75), draws=32)
     assert wide is not None and narrow is not None and wide < narrow
-    assert fm.decodability(storage.equicorrelated(8, 0.75), draws=32, max_dim=2) is None
+    assert fm.decodability(storage_readout.equicorrelated(8, 0.75), draws=32, max_dim=2) is None
 
 
 # --- FM.5 ------------------------------------------------------------------------------------
 
 @pytest.mark.mutant("fact-mlps.mlp-swap")
 def test_a_swap_that_keeps_the_old_mlp_fails():
-    expect_failure(without_shrinking()(storage.swap_check(stuck_transformer)))
+    expect_failure(without_shrinking()(storage_readout.swap_check(stuck_transformer)))
 
 
 # --- FM.6 and the associative memories (tiny configs) --------------------------------------------
@@ -292,8 +299,8 @@ def test_the_paper_variant_is_not_the_code():
 @pytest.mark.training
 @pytest.mark.mutant("fact-mlps.rome-gd")
 def test_wrong_covariance_in_the_penalty_misses_rome():
-    result = functools.partial(rome.rome_gd_result, "smoke", penalty="I", steps=2000)
-    report = expect_failure(rome.rome_gd_check(result))
+    result = functools.partial(rome_gd.rome_gd_result, "smoke", penalty="I", steps=2000)
+    report = expect_failure(rome_gd.rome_gd_check(result))
     assert "from ROME" in report
 
 

@@ -36,6 +36,7 @@ from empirics.experiment import load_all
 from empirics.icl_regression import ZFB_EXPERIMENT
 from theorems.areas.icl_regression import (
     multi_step,
+    multi_step_learning,
     one_step,
     von_oswald_step,
     zhang_frei_bartlett,
@@ -376,7 +377,7 @@ def test_divergence_refutation_fails_with_a_smaller_step():
 
 @pytest.mark.mutant("icl-regression.no-cot-optimum")
 def test_wrong_normalisation_misses_the_no_cot_optimum():
-    report = expect_failure(multi_step.no_cot_check(n_instead_of_n_plus_one,
+    report = expect_failure(multi_step_learning.no_cot_check(n_instead_of_n_plus_one,
                                                     loss_of(n_instead_of_n_plus_one)))
     assert report.startswith("the best linear-in-G estimate differs"), report
 
@@ -386,14 +387,14 @@ def test_a_wrong_no_cot_error_misses_the_monte_carlo():
     """The optimum right, its error 5% too large: d(d+1)/(n+d+1) is what fails."""
     def loss(n, sigma2, Sigma, Omega=None):
         return 1.05 * optimal_loss(n, sigma2, Sigma, Omega)
-    report = expect_failure(multi_step.no_cot_check(loss=loss))
+    report = expect_failure(multi_step_learning.no_cot_check(loss=loss))
     assert report.startswith("Monte Carlo"), report
 
 
 @pytest.mark.training
 @pytest.mark.mutant("icl-regression.cot-trained-products")
 def test_trained_cot_does_not_match_a_wrong_step():
-    report = expect_failure(multi_step.cot_products_check(step_off(multi_step_layer)))
+    report = expect_failure(multi_step_learning.cot_products_check(step_off(multi_step_layer)))
     assert report.startswith("the trained update map is"), report
 
 
@@ -552,9 +553,9 @@ def test_bad_input_names_the_parameter(call, error, name):
 @pytest.mark.mutant("icl-regression.zfb-conserved-quantity")
 def test_float_asymmetric_statistics_let_the_odd_blocks_grow(monkeypatch):
     """Without the exact zeros of the antithetic sums, their rounding feeds the odd weights."""
-    import empirics.icl_regression as icl_empirics
+    import empirics.icl_regression.sufficient_statistics as icl_statistics
 
-    monkeypatch.setattr(icl_empirics, "_mirror_symmetric", lambda gram, cross, d: (gram, cross))
+    monkeypatch.setattr(icl_statistics, "_mirror_symmetric", lambda gram, cross, d: (gram, cross))
     # its own prompt count: the cached statistics of the real run are neither used nor replaced
     text = expect_failure(zhang_frei_bartlett.zfb_conservation_check(
         trajectory=lambda: ZFB_EXPERIMENT("smoke", device="cpu", steps=40, prompts=20_000)))

@@ -17,7 +17,7 @@ import torch
 from killed import failed_assertion
 
 from constructions import induction_heads as ih
-from theorems.areas.induction_heads import exactness, lower_bound
+from theorems.areas.induction_heads import exactness, finite_precision, lower_bound
 from theorems.evidence import expect_failure
 from theorems.profiles import without_shrinking
 
@@ -62,7 +62,7 @@ def beta1_one_below(kind: str):
     the argmax survives on short inputs, the layer-1 weight on i-1 drops below alpha (1 - delta)
     by about n e^{-beta1}(e - 1), far above layer1_weight_tolerance."""
     def make(vocab_size, max_len, **kwargs):
-        params = exactness.parameters_for(kind, vocab_size, max_len)
+        params = finite_precision.parameters_for(kind, vocab_size, max_len)
         beta1 = params.beta1 - 1 / params.position_gap
         return BUILDERS[kind](vocab_size, max_len, beta1=beta1, **kwargs)
     return make
@@ -256,10 +256,10 @@ def test_a_low_sink_fails_condition_d_prime():
 @pytest.mark.parametrize("kind", ["two_layer", "compact"])
 def test_small_beta1_fails_the_precision_checks(kind):
     build = broken(kind)["small beta1"]
-    report = failed_assertion(exactness.precision_check({kind: build}, {kind: (16,)}))
+    report = failed_assertion(finite_precision.precision_check({kind: build}, {kind: (16,)}))
     assert f"{kind}, n=16: not exact with the predicted p=" in report
-    fails_at(exactness.emulated_exactness_check(build, kind), r"^S=3, max_len=5: wrong with p=",
-             case=(3, 5, [0, 1, 0, 2, 0]))
+    fails_at(finite_precision.emulated_exactness_check(build, kind),
+             r"^S=3, max_len=5: wrong with p=", case=(3, 5, [0, 1, 0, 2, 0]))
 
 
 @pytest.mark.mutant("induction-heads.precision")
@@ -267,7 +267,7 @@ def test_a_tightened_precision_bound_fails():
     def tightened(kind, vocab_size, length):
         return math.ceil(math.log2(length))  # "log2 n bits", without constants or log log n
 
-    report = failed_assertion(exactness.precision_check(
+    report = failed_assertion(finite_precision.precision_check(
         lengths={"two_layer": (64,), "compact": (256,)}, bits=tightened))
     assert "two_layer, n=64: not exact with the predicted p=6 bits" in report
 
@@ -275,7 +275,9 @@ def test_a_tightened_precision_bound_fails():
 def bits_with(kind: str, formula):
     """required_bits_for, with the bits of construction ``kind`` replaced by ``formula(n)``."""
     def bits(which, vocab_size, n):
-        return formula(n) if which == kind else exactness.required_bits_for(which, vocab_size, n)
+        if which == kind:
+            return formula(n)
+        return finite_precision.required_bits_for(which, vocab_size, n)
     return bits
 
 
@@ -285,7 +287,7 @@ def bits_with(kind: str, formula):
     ("compact", "circle", lambda n: n.bit_length()),          # M ~ n: slope 1
     ("compact", "circle", lambda n: n)])                      # linear p
 def test_a_wrong_growth_fails_the_logarithmic_check(kind, name, formula):
-    report = failed_assertion(exactness.logarithmic_bits_check(bits_with(kind, formula)))
+    report = failed_assertion(finite_precision.logarithmic_bits_check(bits_with(kind, formula)))
     assert f"{name}: p grows by" in report
 
 
@@ -472,7 +474,7 @@ def test_doctored_runs_fail_the_empirical_check_at_their_sentence(monkeypatch, c
 
 @pytest.mark.parametrize("kind", ["two_layer", "compact"])
 def test_rounded_path_with_identity_matches_the_forward(kind):
-    model, tokens = BUILDERS[kind](5, 20), exactness.stress_batch(5, 20)
+    model, tokens = BUILDERS[kind](5, 20), finite_precision.stress_batch(5, 20)
     plain, patterns = model.run(tokens)
     emulated, emulated_patterns = model.run(tokens, rounding=lambda t: t)
     # Exact: the emulation runs the same operations in the same order as the plain forward

@@ -25,6 +25,7 @@ from constructions import bigram_backcopy as bb
 from constructions import delay_copy as dc
 from constructions import spatial_induction as sih
 from theorems.areas.induction_variants import bigram_backcopy as bb_checks
+from theorems.areas.induction_variants import bigram_backcopy_dynamics as bb_dynamics
 from theorems.areas.induction_variants import delay_copy as dg_checks
 from theorems.areas.induction_variants import spatial_induction as sih_checks
 from theorems.evidence import expect_failure
@@ -293,7 +294,7 @@ def double_sink(a, b, n, s2, lib=math):
 
 @pytest.mark.mutant("induction-variants.bb-caricature")
 def test_a_wrong_drain_rate_fails_the_symbolic_caricature():
-    report = expect_failure(bb_checks.caricature_symbolic_check(flow=half_drain))
+    report = expect_failure(bb_dynamics.caricature_symbolic_check(flow=half_drain))
     assert "bdot is not -2 p^2 b" in report
 
 
@@ -304,13 +305,13 @@ def clock_with_a_flipped_term(a, n, s2, lib=math):
 
 @pytest.mark.mutant("induction-variants.bb-caricature")
 def test_a_wrong_clock_fails_the_symbolic_caricature():
-    report = expect_failure(bb_checks.caricature_symbolic_check(clock=clock_with_a_flipped_term))
+    report = expect_failure(bb_dynamics.caricature_symbolic_check(clock=clock_with_a_flipped_term))
     assert "the clock's derivative is not 1/adot" in report
 
 
 @pytest.mark.mutant("induction-variants.bb-caricature")
 def test_a_faster_sink_fails_the_numeric_caricature():
-    report = expect_failure(bb_checks.caricature_numeric_check(flow=double_sink))
+    report = expect_failure(bb_dynamics.caricature_numeric_check(flow=double_sink))
     assert "the flow leaves the drained clock" in report
 
 
@@ -476,7 +477,7 @@ def test_swapped_arms_fail_the_sink_check():
     # the ReLU run read as the softmax one, and the softmax+SGD run (share 0.14 < 1/2, so the
     # ReLU sentence, asserted first, still holds) as the ReLU one: 0.06 against 0.14 at seed 0,
     # a failure by far more than any rounding (not on a tie of two identical runs)
-    report = expect_failure(bb_checks.gd_check(arms=("relu+adam", "softmax+sgd"),
+    report = expect_failure(bb_dynamics.gd_check(arms=("relu+adam", "softmax+sgd"),
                                                variants=("relu+adam", "softmax+sgd")))
     assert "softmax+Adam BOS share" in report and "concentrates" not in report
 
@@ -485,7 +486,7 @@ def test_swapped_arms_fail_the_sink_check():
 @pytest.mark.mutant("induction-variants.bb-gd-sinks")
 def test_a_softmax_run_read_as_the_relu_arm_fails_the_half_threshold():
     # the softmax+Adam run read as the ReLU arm: share 0.96 at seed 0, far above 1/2
-    report = expect_failure(bb_checks.gd_check(arms=("softmax+adam", "softmax+adam"),
+    report = expect_failure(bb_dynamics.gd_check(arms=("softmax+adam", "softmax+adam"),
                                                variants=("softmax+adam",)))
     assert "ReLU attention concentrates on the BOS" in report
 

@@ -14,7 +14,8 @@ from constructions.ocr import (
     nuclear_margin,
 )
 from empirics.ocr import FactorizedMap, train_map
-from theorems.areas.ocr import gd_check, implicit_explicit_check, nuclear_check, refutation_check
+from theorems.areas.ocr.min_norm import nuclear_check, refutation_check
+from theorems.areas.ocr.training import gd_check, implicit_explicit_check
 from theorems.evidence import expect_failure
 from theorems.numerics import gamma
 
@@ -58,7 +59,7 @@ def test_the_frobenius_solution_leaves_the_nuclear_certificate_uncertified():
 def test_the_norm_bounds_are_upper_bounds_and_tight():
     import numpy as np
 
-    from theorems.areas.ocr import _norm_bounds
+    from theorems.areas.ocr.min_norm import _norm_bounds
 
     M = np.diag([3.0, 4.0, 0.0])[:, :2] @ np.array([[0.6, 0.8], [-0.8, 0.6]])
     spectral, nuclear = _norm_bounds(M, np.zeros(1))

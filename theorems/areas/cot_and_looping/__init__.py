@@ -11,8 +11,8 @@ network. A fourth, on recursive transformers under a data budget (Gülbahar, Edm
 2026), is empirical at BabyLM scale; what it makes exact is the weight accounting of shared
 blocks and factorised embeddings.
 
-Topics: :mod:`.cot2` (with :mod:`.cot2_definitions` and :mod:`.cot2_sampled`, more checks
-of its claims), :mod:`.dyck`, :mod:`.icdl`, :mod:`.recursive_transformer`. Constructions live in
-``constructions/cot2.py``, ``constructions/dyck.py``, ``constructions/icdl.py`` and
-``constructions/recursive_transformer.py``.
+Topics: :mod:`.cot2` (with :mod:`.cot2_definitions`, more checks of its claims, and
+:mod:`.cot2_sampled`, its sampled and trained claims), :mod:`.dyck`, :mod:`.icdl`,
+:mod:`.recursive_transformer`. Constructions live in ``constructions/cot2.py``,
+``constructions/dyck.py``, ``constructions/icdl.py`` and ``constructions/recursive_transformer.py``.
 """

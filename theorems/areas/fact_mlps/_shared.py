@@ -51,3 +51,12 @@ def seeded_fact_set(F: int, d: int, num_values: int, d_v: int, seed: int):
     return keys, values, facts
 
 
+# --- ROME ----------------------------------------------------------------------------------------
+
+def update_parts(W, C, k_star, v_star):
+    r"""ROME's :math:`u = C^{-1}k_*` (by Cholesky, of the symmetrised :math:`C`) and
+    :math:`\Lambda = (v_* - Wk_*)/(u^\top k_*)`, whose product :math:`\Lambda u^\top` is the
+    update: what the checks of :mod:`.rome` and :mod:`.rome_gd` compare an edit with."""
+    C = (C + C.T) / 2
+    u = torch.cholesky_solve(k_star[:, None], torch.linalg.cholesky(C))[:, 0]
+    return u, (v_star - W @ k_star) / float(u @ k_star)

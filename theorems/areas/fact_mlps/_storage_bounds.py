@@ -1,5 +1,6 @@
-r"""Rounding bounds and certificates of the storage checks (:mod:`.storage`): the encoder
-system's entrywise rounding, its rank certificate, and the gated MLP's output error."""
+r"""Rounding bounds and certificates of the storage checks (:mod:`.storage` and
+:mod:`.storage_readout`): the encoder system's entrywise rounding, its rank certificate, and the
+gated MLP's output error."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-r"""The one-layer lower bound, and gradient descent on one and two layers."""
+r"""The one-layer lower bound (the INDEX reduction, the one-layer decomposition and the counting
+bound), and gradient descent on one and two layers."""
 
 from __future__ import annotations
 
@@ -18,15 +19,49 @@ from constructions.induction_heads import (
     one_layer_messages,
 )
 from theorems.areas.induction_heads._shared import AREA_CONSTRUCTIONS, BIETTI, SHT, tight_sequences
-from theorems.areas.induction_heads.exactness import (
-    IH_DECOMPOSITION,
-    IH_INDEX,
-    exact_at,
-    required_bits_for,
-)
+from theorems.areas.induction_heads.finite_precision import exact_at, required_bits_for
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma
+
+IH_INDEX = Claim(
+    id="induction-heads.index-reduction",
+    title="INDEX reduces to induction heads over {0, 1, ★}",
+    statement=(
+        r"For $n' \ge 1$, $x \in \{0,1\}^{n'}$ and $k \in \{1..n'\}$, let $\sigma$ have length "
+        r"$n = 2n' + 1$ with $\sigma_{2j-1} = \star$ if $j = k$ and $0$ otherwise (Bob's odd "
+        r"positions), $\sigma_{2j} = x_j$ (Alice's even positions) and $\sigma_n = \star$. Then "
+        r"the induction-heads output at the last position is $\tau_n = x_k$: the only earlier "
+        r"$\star$ is at $2k-1$, and $\tau_n = \sigma_{2k}$ (the task as in "
+        r"induction-heads.task)."),
+    source=(Source(where="proof of the lower bound (reduction from one-way INDEX)", tag="S",
+                   **SHT),
+            Source(where="this placement of Alice's and Bob's tokens (reconstruction)", tag="R",
+                   **SHT)),
+    kind="lower-bound",
+    construction=f"{AREA_CONSTRUCTIONS}:index_instance",
+    depends_on=("induction-heads.task",),
+)
+
+IH_DECOMPOSITION = Claim(
+    id="induction-heads.one-layer-decomposition",
+    title="A one-layer transformer's last output is a function of Alice's h(m+1) partial sums",
+    statement=(
+        r"For a one-layer attention-only transformer with heads $h = 1..H$, value width $m$, "
+        r"embedding $x_j = W_E[\sigma_j] + W_{pos}[j]$ and scores "
+        r"$s^h_j = c\, q^h \cdot (x_j W^h_K)$ with the public query $q^h = x_n W^h_Q$, split the "
+        r"positions into Alice's $\mathcal A$ and Bob's $\mathcal B$ and let "
+        r"$N^h_P = \sum_{j \in P} e^{s^h_j} x_j W^h_V$, $Z^h_P = \sum_{j\in P} e^{s^h_j}$. Then "
+        r"the last output equals $\big(x_n + \sum_h \frac{N^h_{\mathcal A} + N^h_{\mathcal B}}"
+        r"{Z^h_{\mathcal A} + Z^h_{\mathcal B}} W^h_O\big) W_U$: Bob needs only Alice's "
+        r"$H(m+1)$ numbers $(N^h_{\mathcal A}, Z^h_{\mathcal A})_h$."),
+    source=(Source(where="proof of the lower bound (one-layer attention as a one-way protocol)",
+                   tag="S", **SHT),
+            Source(where="the explicit partial sums (reconstruction)", tag="R", **SHT)),
+    kind="identity",
+    construction=f"{AREA_CONSTRUCTIONS}:one_layer_messages",
+    depends_on=("induction-heads.index-reduction",),
+)
 
 IH_LOWER_BOUND = Claim(
     id="induction-heads.one-layer-lower-bound",

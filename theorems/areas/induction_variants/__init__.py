@@ -10,5 +10,6 @@ a copy learned at one distance transfers to others under RoPE, ALiBi or no posit
 (Nevermann & Gros 2026, arXiv:2609.11913; read in full). Everything that is not a sentence of
 those sources is this project's derivation and is tagged D on its claim.
 
-Topic modules: :mod:`.spatial_induction`, :mod:`.bigram_backcopy`, :mod:`.delay_copy`.
+Topic modules: :mod:`.spatial_induction`, :mod:`.bigram_backcopy` (with
+:mod:`.bigram_backcopy_dynamics`), :mod:`.delay_copy`.
 """

@@ -1,72 +1,20 @@
-r"""Spatial induction heads: cellular automata on a torus, the Bayes predictor, and an explicit
-two-layer gather-and-match circuit (Kazemian et al. 2026, arXiv:2610.09124).
-
-Only the paper's abstract was readable [V]; the task formalisation below is this project's
-reading of it [R], and every weight and temperature is ours [D].
-
-Task (the oracle). A trajectory lives on the torus :math:`(\mathbb{Z}/L)^D`, :math:`D \in
-\{1, 2\}`, volume :math:`V = L^D`, states :math:`\Sigma = \{0..k-1\}`. Slab 0 is i.i.d.
-uniform; for :math:`t \ge 1`, :math:`x_{t,i} \sim \theta_{c(t,i)}` with the configuration
-:math:`c(t,i) = (x_{t-1, i+\delta})_{\delta \in \nu}` (indices mod :math:`L`). Stochastic
-rules draw :math:`\theta_c \sim \mathrm{Dirichlet}(\alpha)` per configuration; deterministic
-rules put :math:`\theta_c = e_{\rho(c)}` with :math:`\rho` uniform. The trajectory is read
-row-major, position :math:`p = tV + \mathrm{index}(i)`, after a BOS token (id :math:`k`).
-The Bayes predictor of cell :math:`n` (slab :math:`\ge 1`, configuration :math:`c`) is the
-Dirichlet posterior predictive :math:`P^*(a) = (N_c(a) + \alpha_a)/(N_c + A)`, with
-:math:`N_c(a)` the earlier cells in slabs :math:`\ge 1` with configuration :math:`c` and value
-:math:`a`, and :math:`A = \sum_a \alpha_a`.
-
-The circuit (:class:`SpatialInductionCircuit`).
-
-* **Positional features** of position :math:`p` (:func:`positional_features`): for the cell at
-  :math:`p` and for the next cell :math:`p+1`, one circle :math:`(\cos, \sin)(2\pi x_a/L)`
-  per axis and a time circle :math:`(\cos, \sin)(2\pi t/3)`; the scalar :math:`p`; a constant.
-  That is :math:`2(2D + 2) + 1 = 4D + 5` features plus the constant, for every :math:`L, T`.
-  The match layer adds one flag, :math:`1[p \ge V]` (the cell has a configuration).
-* **Layer 1 (gather)**, one head per offset :math:`\delta` and side (next cell, own cell). The
-  next-cell head scores key :math:`q \le p` as
-  :math:`s = \beta_s \sum_a \cos(2\pi(x_a(q) - x_a(p+1) - \delta_a)/L) + \beta_t
-  \cos(2\pi(t(q) - t(p+1) + 1)/3) + \lambda q`, bilinear in the features because
-  :math:`\cos(u - v - \delta)` is :math:`(\cos u, \sin u) R_\delta (\cos v, \sin v)^\top`. Its
-  value is the one-hot token (BOS: zero), written into slot :math:`\delta` of the next-config
-  block. The own-cell heads are the same with :math:`p` for :math:`p + 1`.
-* **Layer 2 (match)**: key :math:`j` scores :math:`\beta\langle \mathrm{next}(p),
-  \mathrm{cur}(j)\rangle - \beta\,1[j < V]`, and the BOS scores :math:`\beta|\nu| + \ln A`.
-  Values: one-hot :math:`x_j`, and :math:`\alpha/A` at the BOS. The output is the attention
-  output itself, a probability vector: with one-hot configs it is exactly
-  :math:`(N_c(\cdot) + \alpha)/(N_c + A)` up to the leak of mismatching keys.
-
-Temperatures (:func:`gather_temperatures`). With :math:`P = TV` positions, the required loss
-:math:`M_0 = \ln P + 29` and :math:`M = M_0 + 1`: every key other than the true neighbour
-:math:`q^*` loses at least :math:`M_0` against it, because
-
-* same cell coordinates and time phase, hence three slabs (or more) back: it loses
-  :math:`3V\lambda` of recency, so :math:`\lambda = M/(3V)`;
-* wrong time phase (:math:`\cos = -1/2`): it loses :math:`1.5\beta_t` and gains at most
-  :math:`\lambda(2V - 1)` of recency (:math:`p - q^* \le 2V - 1`), so
-  :math:`\beta_t = (2\lambda V + M)/1.5`;
-* right phase and slab, wrong coordinate on some axis: it loses at least
-  :math:`\beta_s(1 - \cos(2\pi/L))` and gains at most :math:`\lambda(V-1)`, so
-  :math:`\beta_s = (2\lambda V + M)/(1 - \cos(2\pi/L))`.
-
-Hence the mass on :math:`q^*` is at least :math:`1/(1 + P e^{-M_0}) \ge 1 - e^{-29}`: the
-scores grow like :math:`L^2 \ln P`, the dimension does not.
+r"""The explicit two-layer gather-and-match circuit for spatial induction
+(:class:`SpatialInductionCircuit`), its positional features, gather heads and temperatures
+(:func:`gather_temperatures`): the derivation is in the package docstring,
+:mod:`constructions.spatial_induction`.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
 from constructions import _validate as check
 from constructions._kernels import hook_with_axes
-from constructions._roles import oracle
 from constructions.layers import HookPoints
 from constructions.residual_layout import (
     AttentionBlock,
@@ -74,190 +22,11 @@ from constructions.residual_layout import (
     ResidualLayout,
     fixed_context_length,
 )
-
-# One-line TransformerLens exports for the docs pages (constructions.export.export_line).
-TRANSFORMER_LENS_EXAMPLES = {
-    "spatial_induction_circuit": "to_transformer_lens(spatial_induction_circuit("
-                                 "CellularAutomaton(1, 5, 2, neighbourhood(1)), 20))",
-}
+from constructions.spatial_induction.task import CellularAutomaton, dirichlet_parameter
 
 TIME_PERIOD = 3  # the time circle: a slab, its predecessor and its successor are distinguishable
 REQUIRED_LOSS_SLACK = 29  # M_0 = ln P + 29: every wrong key loses at least this much
 MARGIN_EXTRA = 1  # the temperatures use M = M_0 + 1, so each condition holds with slack 1
-
-
-# --- neighbourhoods and the task -----------------------------------------------------------------
-
-def neighbourhood(dim: int, kind: str = "moore", radius: int = 1) -> tuple[tuple[int, ...], ...]:
-    """Offsets :math:`\\nu \\subset \\mathbb{Z}^D`: ``"moore"`` (the cube of side 2r+1) or
-    ``"von-neumann"`` (the l1 ball of radius r); in one dimension both are {-r..r}."""
-    dim = check.positive_int("dim", dim)
-    if dim > 2:
-        raise ValueError(f"dim must be 1 or 2, got {dim}")
-    radius = check.positive_int("radius", radius)
-    if kind not in ("moore", "von-neumann"):
-        raise ValueError(f"kind must be 'moore' or 'von-neumann', got {kind!r}")
-    cube = itertools.product(range(-radius, radius + 1), repeat=dim)
-    return tuple(d for d in cube if kind == "moore" or sum(map(abs, d)) <= radius)
-
-
-def _offsets(name: str, offsets, dim: int, side: int) -> tuple[tuple[int, ...], ...]:
-    """Validate a neighbourhood: non-empty tuples of ints of length ``dim``, distinct mod L."""
-    if not isinstance(offsets, (tuple, list)) or not offsets:
-        raise TypeError(f"{name} must be a non-empty tuple of offsets")
-    result = []
-    for delta in offsets:
-        if (not isinstance(delta, (tuple, list)) or len(delta) != dim
-                or not all(isinstance(c, int) and not isinstance(c, bool) for c in delta)):
-            raise ValueError(f"{name} entries must be tuples of {dim} ints, got {delta!r}")
-        result.append(tuple(delta))
-    if len({tuple(c % side for c in d) for d in result}) != len(result):
-        raise ValueError(f"{name} offsets must be distinct modulo side={side}, got {result}")
-    return tuple(result)
-
-
-def _coords(index: np.ndarray, dim: int, side: int) -> np.ndarray:
-    """Row-major cell index -> (..., D) coordinates (the last axis varies fastest)."""
-    return np.stack([(index // side ** (dim - 1 - a)) % side for a in range(dim)], axis=-1)
-
-
-def _index(coords: np.ndarray, side: int) -> np.ndarray:
-    dim = coords.shape[-1]
-    return sum(coords[..., a] * side ** (dim - 1 - a) for a in range(dim))
-
-
-@dataclass(frozen=True)
-@oracle  # the task: rules, sampler and the Bayes predictor's data
-class CellularAutomaton:
-    """A CA task: ``dim``, grid ``side`` L, ``n_states`` k, neighbourhood ``offsets``."""
-
-    dim: int
-    side: int
-    n_states: int
-    offsets: tuple[tuple[int, ...], ...]
-
-    def __post_init__(self) -> None:
-        check.positive_int("dim", self.dim)
-        if self.dim > 2:
-            raise ValueError(f"dim must be 1 or 2, got {self.dim}")
-        check.positive_int("side", self.side, minimum=3)
-        check.positive_int("n_states", self.n_states, minimum=2)
-        object.__setattr__(self, "offsets", _offsets("offsets", self.offsets, self.dim,
-                                                     self.side))
-
-    @property
-    def volume(self) -> int:
-        return self.side ** self.dim
-
-    @property
-    def n_configs(self) -> int:
-        return self.n_states ** len(self.offsets)
-
-    def configurations(self, slab: np.ndarray) -> np.ndarray:
-        """Config id of every cell of the next slab: (..., V) states -> (..., V) ids in
-        [0, k^|nu|), the neighbours' states read as base-k digits in the order of ``offsets``."""
-        cells = _coords(np.arange(self.volume), self.dim, self.side)  # (V, D)
-        ids = np.zeros(slab.shape, dtype=np.int64)
-        for delta in self.offsets:
-            source = _index((cells + np.array(delta)) % self.side, self.side)  # (V,)
-            ids = ids * self.n_states + slab[..., source]
-        return ids
-
-    def sample_rules(self, batch: int, generator: np.random.Generator, *,
-                     alpha: np.ndarray | None = None, deterministic: bool = False) -> np.ndarray:
-        """(batch, k^|nu|, k) rule tables: Dirichlet(alpha) rows, or one-hot rows."""
-        configs, k = self.n_configs, self.n_states
-        if deterministic:
-            return np.eye(k)[generator.integers(0, k, size=(batch, configs))]
-        alpha = dirichlet_parameter(alpha, k)
-        return generator.dirichlet(alpha, size=(batch, configs))
-
-    def sample(self, rules: np.ndarray, horizon: int,
-               generator: np.random.Generator) -> np.ndarray:
-        """(batch, T, V) trajectories under ``rules`` (batch, k^|nu|, k); slab 0 uniform."""
-        horizon = check.positive_int("horizon", horizon)
-        rules = np.asarray(rules, dtype=float)
-        if rules.ndim != 3 or rules.shape[1:] != (self.n_configs, self.n_states):
-            raise ValueError(f"rules must have shape (batch, {self.n_configs}, "
-                             f"{self.n_states}), got {rules.shape}")
-        if (rules < 0).any() or not np.allclose(rules.sum(-1), 1.0, rtol=0, atol=1e-9):
-            raise ValueError("rules rows must be probability vectors (>= 0, summing to 1)")
-        batch = rules.shape[0]
-        grid = np.empty((batch, horizon, self.volume), dtype=np.int64)
-        grid[:, 0] = generator.integers(0, self.n_states, size=(batch, self.volume))
-        rows = np.arange(batch)[:, None]
-        for t in range(1, horizon):
-            probs = rules[rows, self.configurations(grid[:, t - 1])]  # (batch, V, k)
-            u = generator.random((batch, self.volume, 1))
-            grid[:, t] = np.minimum((probs.cumsum(-1) < u).sum(-1), self.n_states - 1)
-        return grid
-
-    def flatten(self, grid: np.ndarray) -> torch.Tensor:
-        """(batch, T, V) -> (batch, 1 + TV) long tokens: the BOS (id k), then row-major cells."""
-        grid = np.asarray(grid)
-        if grid.ndim != 3 or grid.shape[2] != self.volume:
-            raise ValueError(f"grid must have shape (batch, T, {self.volume}), got {grid.shape}")
-        if grid.size and (grid.min() < 0 or grid.max() >= self.n_states):
-            raise ValueError(f"grid states must lie in [0, {self.n_states})")
-        flat = grid.reshape(grid.shape[0], -1)
-        bos = np.full((grid.shape[0], 1), self.n_states)
-        return torch.from_numpy(np.concatenate([bos, flat], axis=1).astype(np.int64))
-
-    def neighbours(self, cells: np.ndarray) -> np.ndarray:
-        """(..., |nu|) flat index of each neighbour (slab t-1, cell i + delta) of each flat cell
-        index in ``cells``; cells of slab 0 get negative indices (no neighbour exists)."""
-        cells = np.asarray(cells)
-        slab, cell = np.divmod(cells, self.volume)
-        coords = _coords(cell, self.dim, self.side)  # (..., D)
-        out = [(slab - 1) * self.volume + _index((coords + np.array(d)) % self.side, self.side)
-               for d in self.offsets]
-        return np.stack(out, axis=-1)
-
-    def config_ids(self, grid: np.ndarray) -> np.ndarray:
-        """(batch, T, V) config id of every cell; -1 in slab 0 (no configuration)."""
-        ids = np.full(grid.shape, -1, dtype=np.int64)
-        ids[:, 1:] = self.configurations(grid[:, :-1])
-        return ids
-
-    def bayes(self, grid: np.ndarray, alpha: np.ndarray | None = None) -> np.ndarray:
-        """Dirichlet posterior predictive of every cell, (batch, T, V, k); slab 0 uniform."""
-        alpha = dirichlet_parameter(alpha, self.n_states)
-        batch, horizon, volume = grid.shape
-        ids = self.config_ids(grid).reshape(batch, -1)
-        values = grid.reshape(batch, -1)
-        out = np.full((batch, horizon * volume, self.n_states), 1.0 / self.n_states)
-        for b in range(batch):
-            counts = np.zeros((self.n_configs, self.n_states))
-            for n in range(volume, horizon * volume):
-                c = ids[b, n]
-                out[b, n] = (counts[c] + alpha) / (counts[c].sum() + alpha.sum())
-                counts[c, values[b, n]] += 1
-        return out.reshape(batch, horizon, volume, self.n_states)
-
-    def seen(self, grid: np.ndarray) -> np.ndarray:
-        """(batch, T, V) bool: the cell's configuration occurred at an earlier cell of slab >= 1."""
-        batch = grid.shape[0]
-        ids = self.config_ids(grid).reshape(batch, -1)
-        out = np.zeros(ids.shape, dtype=bool)
-        for b in range(batch):
-            known: set[int] = set()
-            for n in range(self.volume, ids.shape[1]):
-                out[b, n] = ids[b, n] in known
-                known.add(int(ids[b, n]))
-        return out.reshape(grid.shape)
-
-
-def dirichlet_parameter(alpha, n_states: int) -> np.ndarray:
-    """``alpha`` as a positive (k,) array; a scalar means a symmetric prior; None means 1."""
-    n_states = check.positive_int("n_states", n_states, minimum=2)
-    if alpha is None:
-        return np.ones(n_states)
-    if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
-        alpha = np.full(n_states, float(alpha))
-    alpha = np.asarray(alpha, dtype=float)
-    if alpha.shape != (n_states,) or not np.isfinite(alpha).all() or (alpha <= 0).any():
-        raise ValueError(f"alpha must be a positive scalar or {n_states} positive values")
-    return alpha
 
 
 # --- the circuit -------------------------------------------------------------------------------

@@ -86,6 +86,122 @@ COT2_TASK = Claim(
 )
 
 
+COT2_UNIFORM_LINEAR = Claim(
+    id="cot-and-looping.uniform-targets-linear",
+    title="The uniform CSFT targets are a digit-conditioned linear recursion",
+    statement=(
+        r"With $\alpha^*_t$ the code's `uniform` targets (mass $2^{-t}$ on the prefix sum of "
+        r"each of the $2^t$ sign prefixes) and $\alpha^*_0 = \delta_0$: "
+        r"$\alpha^*_{t+1} = M_{a_{t+1}}\alpha^*_t$ with $M_a = (S_{+a} + S_{-a})/2$, "
+        r"$(S_b\alpha)(s) = \alpha(s - b)$; equivalently $\alpha^*_t(s)$ is the coefficient "
+        r"of $z^s$ in $\prod_{i\le t}(z^{a_i} + z^{-a_i})/2$; and the MNNS label is "
+        r"$\min\{s\ge0 : \alpha^*_m(s) > 0\}$."),
+    source=(Source(where=CODE + "_build_uniform_dists", tag="V", **COT2),
+            Source(where="the recursion and the generating function (catalogue C2.2, "
+                         "re-derived here)", tag="D", **COT2)),
+    kind="identity",
+    construction="constructions.cot2:uniform_recursion",
+    depends_on=("cot-and-looping.cot2-task",),
+    result_dependencies={
+        "cot-and-looping.cot2-task":
+            "the targets are defined in that claim; the checks compare the recursion with "
+            "uniform_targets (the targets' definition, an oracle), never with mnns_label",
+    },
+)
+
+COT2_ONE_LAYER = Claim(
+    id="cot-and-looping.cot2-one-layer",
+    title="One attention layer and a mixture-of-experts MLP roll out the CSFT recursion "
+          "within a derived leak bound (our construction)",
+    statement=(
+        r"For $m \ge 1$ digits let $v = 18m + 1$, $B > 0$ the log clamp and $\beta > 0$ the "
+        r"attention scale of `cot2_layer`. At thought step $t$ the head attends from the "
+        r"continuous token $\alpha_t$ (input $\alpha_tE$) to digit $a_{t+1}$ among $n_t = "
+        r"m + t + 1$ keys, mass off target at most $\rho_t = (n_t-1)e^{-\beta}/(1 + "
+        r"(n_t-1)e^{-\beta})$; the MLP computes $\ell = -\sum_a\mathrm{relu}(-\max(\log M_a"
+        r"\alpha_t, -B) - B(1 - c_a))$ from the fetched digit block $c$, and $\alpha_{t+1} = "
+        r"\mathrm{softmax}(\ell)$. Then in exact arithmetic "
+        r"$\lVert\alpha_{t+1} - M_{a_{t+1}}\alpha_t\rVert_1 \le \epsilon_t = 2(v-1)e^{-B} + "
+        r"2B\rho_t$, hence $\lVert\alpha_t - \alpha^*_t\rVert_1 \le \sum_{\tau<t}\epsilon_\tau$ "
+        r"($M_a$ is an $\ell_1$ contraction), and whenever that sum is below $2^{-m-1}$ the "
+        r"read-out $\min\{s\ge0 : \alpha_m(s) > 2^{-m-1}\}$ is the MNNS label. MNNS is the "
+        r"abstract's subset sum under $s \leftrightarrow (\sum_i a_i + s)/2$: the sign pattern "
+        r"$\sigma$ with signed sum $s$ selects $S = \{i : \sigma_i = +1\}$, whose sum is "
+        r"$(\sum_i a_i + s)/2$, so the label is $y = 2\varsigma^* - \sum_i a_i$ with "
+        r"$\varsigma^*$ the smallest subset sum $\ge \sum_i a_i/2$."),
+    source=(Source(where="Abstract (a one-layer CoT2 transformer solves subset sum given "
+                         "sufficient embedding dimension)", tag="V", **COT2),
+            Source(where="the construction, the leak bound and the MNNS/subset-sum mapping "
+                         "(this project; the paper's construction was not read)", tag="D",
+                   **COT2)),
+    kind="construction",
+    construction="constructions.cot2:cot2_layer",
+    depends_on=("cot-and-looping.uniform-targets-linear",),
+    result_dependencies={
+        "cot-and-looping.uniform-targets-linear":
+            "the layer rolls out the recursion that claim proves; the checks compare the layer "
+            "with uniform_targets directly, not with uniform_recursion",
+    },
+)
+
+COT2_RELU_LOG = Claim(
+    id="cot-and-looping.relu-log",
+    title="A P-piece ReLU layer approximates log on [2^-m, 1] within (2^{m/P} - 1)^2/8",
+    statement=(
+        r"Let $k_j = 2^{-m(1 - j/P)}$, $j = 0..P$, and let $\hat\ell$ be the piecewise-linear "
+        r"interpolant of $\log$ at these knots, one ReLU layer with $P - 1$ kinks "
+        r"(`relu_log`). Then $\sup_{z\in[2^{-m}, 1]}|\hat\ell(z) - \log z| \le "
+        r"(2^{m/P} - 1)^2/8$, which falls as $(m\ln2/P)^2/8$: the MLP of "
+        r"cot-and-looping.cot2-one-layer needs $O(m)$ pieces per coordinate for a constant "
+        r"logit error on the masses $\ge 2^{-m}$ that the uniform targets take."),
+    source=(Source(where="catalogue C2.3 (ii): a ReLU approximation of log with O(m) pieces "
+                         "(this project)", tag="D", **COT2),),
+    kind="bound",
+    construction="constructions.cot2:relu_log",
+)
+
+COT2_CATALOGUE_BOUND = Claim(
+    id="cot-and-looping.cot2-catalogue-leak-bound",
+    title="The catalogue's per-step leak bound v·e^{-B} + 1e-12 is too small by a factor ≈ 2",
+    statement=(
+        r"As stated in the claim catalogue (C2.3 (i)): for the idealised one-layer model with "
+        r"exact log activation and clamp $B$, at every step "
+        r"$\lVert\alpha_{t+1} - \alpha^*_{t+1}\rVert_1 \le v e^{-B} + 10^{-12}$."),
+    source=Source(where="the catalogue's property test for the construction (this project's "
+                        "derivation, not the paper's)", tag="D", **COT2),
+    kind="bound",
+    construction="constructions.cot2:cot2_layer",
+    refutes="as-written",
+    correction=(
+        r"Clamping the $n_0$ zero entries of $p = M_a\alpha$ at $e^{-B}$ adds mass "
+        r"$\delta = n_0e^{-B}$ and the softmax renormalises it away: "
+        r"$\lVert\mathrm{softmax}(\ell) - p\rVert_1 = 2\delta/(1+\delta)$, almost twice "
+        r"$ve^{-B}$ when $n_0$ is close to $v$. The sound bound is "
+        r"$2(v-1)e^{-B} + 2B\rho_t$ (cot-and-looping.cot2-one-layer)."),
+    depends_on=("cot-and-looping.uniform-targets-linear",),
+    result_dependencies={
+        "cot-and-looping.uniform-targets-linear":
+            "the leak bound is stated for the recursion that claim proves; the checks compare with"
+            " uniform_targets directly, not with uniform_recursion",
+    },
+)
+
+COT2_MTS = Claim(
+    id="cot-and-looping.mts-moments",
+    title="Multi-token sampling: mean α·E exactly, covariance Cov_α(E)/K",
+    statement=(
+        r"Let $\alpha$ be a distribution on $v$ tokens with embeddings $E \in \mathbb "
+        r"R^{v\times d}$ and let $X = \frac1K\sum_{k=1}^K E_{s_k}$ with $s_1..s_K \sim \alpha$ "
+        r"i.i.d. (MTS; $K = 1$ is discrete CoT). Then $\mathbb E X = \alpha^\top E$ and "
+        r"$\mathrm{Cov}\,X = \frac1K\sum_s\alpha_s(E_s - \alpha^\top E)(E_s - "
+        r"\alpha^\top E)^\top$."),
+    source=(Source(where="Abstract (multi-token sampling)", tag="V", **COT2),
+            Source(where="the moment identity (this project)", tag="D", **COT2)),
+    kind="identity",
+    construction="constructions.cot2:mts_moments",
+)
+
+
 def task_check(label=mnns_label, beam=beam_targets, minabs=beam_minabs_targets):
     @given(digits=digit_strings(), num_beams=st.integers(1, 70))
     @example(digits=(9, 1, 1, 1), num_beams=8)
@@ -127,29 +243,6 @@ test_task_exhaustive_m4 = check(COT2_TASK, "exhaustive")(task_exhaustive_check()
 
 
 # --- C2.2: the uniform targets are a linear recursion --------------------------------------------
-
-COT2_UNIFORM_LINEAR = Claim(
-    id="cot-and-looping.uniform-targets-linear",
-    title="The uniform CSFT targets are a digit-conditioned linear recursion",
-    statement=(
-        r"With $\alpha^*_t$ the code's `uniform` targets (mass $2^{-t}$ on the prefix sum of "
-        r"each of the $2^t$ sign prefixes) and $\alpha^*_0 = \delta_0$: "
-        r"$\alpha^*_{t+1} = M_{a_{t+1}}\alpha^*_t$ with $M_a = (S_{+a} + S_{-a})/2$, "
-        r"$(S_b\alpha)(s) = \alpha(s - b)$; equivalently $\alpha^*_t(s)$ is the coefficient "
-        r"of $z^s$ in $\prod_{i\le t}(z^{a_i} + z^{-a_i})/2$; and the MNNS label is "
-        r"$\min\{s\ge0 : \alpha^*_m(s) > 0\}$."),
-    source=(Source(where=CODE + "_build_uniform_dists", tag="V", **COT2),
-            Source(where="the recursion and the generating function (catalogue C2.2, "
-                         "re-derived here)", tag="D", **COT2)),
-    kind="identity",
-    construction="constructions.cot2:uniform_recursion",
-    depends_on=("cot-and-looping.cot2-task",),
-    result_dependencies={
-        "cot-and-looping.cot2-task":
-            "the targets are defined in that claim; the checks compare the recursion with "
-            "uniform_targets (the targets' definition, an oracle), never with mnns_label",
-    },
-)
 
 
 def laurent_coefficients(digits) -> dict[int, Fraction]:
@@ -238,41 +331,6 @@ test_uniform_recursion_exhaustive_m4 = check(COT2_UNIFORM_LINEAR, "exhaustive")(
 
 # --- C2.3: the one-layer construction ------------------------------------------------------------
 
-COT2_ONE_LAYER = Claim(
-    id="cot-and-looping.cot2-one-layer",
-    title="One attention layer and a mixture-of-experts MLP roll out the CSFT recursion "
-          "within a derived leak bound (our construction)",
-    statement=(
-        r"For $m \ge 1$ digits let $v = 18m + 1$, $B > 0$ the log clamp and $\beta > 0$ the "
-        r"attention scale of `cot2_layer`. At thought step $t$ the head attends from the "
-        r"continuous token $\alpha_t$ (input $\alpha_tE$) to digit $a_{t+1}$ among $n_t = "
-        r"m + t + 1$ keys, mass off target at most $\rho_t = (n_t-1)e^{-\beta}/(1 + "
-        r"(n_t-1)e^{-\beta})$; the MLP computes $\ell = -\sum_a\mathrm{relu}(-\max(\log M_a"
-        r"\alpha_t, -B) - B(1 - c_a))$ from the fetched digit block $c$, and $\alpha_{t+1} = "
-        r"\mathrm{softmax}(\ell)$. Then in exact arithmetic "
-        r"$\lVert\alpha_{t+1} - M_{a_{t+1}}\alpha_t\rVert_1 \le \epsilon_t = 2(v-1)e^{-B} + "
-        r"2B\rho_t$, hence $\lVert\alpha_t - \alpha^*_t\rVert_1 \le \sum_{\tau<t}\epsilon_\tau$ "
-        r"($M_a$ is an $\ell_1$ contraction), and whenever that sum is below $2^{-m-1}$ the "
-        r"read-out $\min\{s\ge0 : \alpha_m(s) > 2^{-m-1}\}$ is the MNNS label. MNNS is the "
-        r"abstract's subset sum under $s \leftrightarrow (\sum_i a_i + s)/2$: the sign pattern "
-        r"$\sigma$ with signed sum $s$ selects $S = \{i : \sigma_i = +1\}$, whose sum is "
-        r"$(\sum_i a_i + s)/2$, so the label is $y = 2\varsigma^* - \sum_i a_i$ with "
-        r"$\varsigma^*$ the smallest subset sum $\ge \sum_i a_i/2$."),
-    source=(Source(where="Abstract (a one-layer CoT2 transformer solves subset sum given "
-                         "sufficient embedding dimension)", tag="V", **COT2),
-            Source(where="the construction, the leak bound and the MNNS/subset-sum mapping "
-                         "(this project; the paper's construction was not read)", tag="D",
-                   **COT2)),
-    kind="construction",
-    construction="constructions.cot2:cot2_layer",
-    depends_on=("cot-and-looping.uniform-targets-linear",),
-    result_dependencies={
-        "cot-and-looping.uniform-targets-linear":
-            "the layer rolls out the recursion that claim proves; the checks compare the layer "
-            "with uniform_targets directly, not with uniform_recursion",
-    },
-)
-
 
 def float_tolerance(m: int, t: int, clamp: float) -> float:
     r"""Rounding allowance for one step in float64 (Higham's model, exp/log within 2u).
@@ -357,23 +415,6 @@ def subset_sum_mapping_check(to_subset=subset_sum_of, label=mnns_label, max_m: i
 test_mnns_is_subset_sum = check(COT2_ONE_LAYER, "exhaustive")(subset_sum_mapping_check())
 
 
-COT2_RELU_LOG = Claim(
-    id="cot-and-looping.relu-log",
-    title="A P-piece ReLU layer approximates log on [2^-m, 1] within (2^{m/P} - 1)^2/8",
-    statement=(
-        r"Let $k_j = 2^{-m(1 - j/P)}$, $j = 0..P$, and let $\hat\ell$ be the piecewise-linear "
-        r"interpolant of $\log$ at these knots, one ReLU layer with $P - 1$ kinks "
-        r"(`relu_log`). Then $\sup_{z\in[2^{-m}, 1]}|\hat\ell(z) - \log z| \le "
-        r"(2^{m/P} - 1)^2/8$, which falls as $(m\ln2/P)^2/8$: the MLP of "
-        r"cot-and-looping.cot2-one-layer needs $O(m)$ pieces per coordinate for a constant "
-        r"logit error on the masses $\ge 2^{-m}$ that the uniform targets take."),
-    source=(Source(where="catalogue C2.3 (ii): a ReLU approximation of log with O(m) pieces "
-                         "(this project)", tag="D", **COT2),),
-    kind="bound",
-    construction="constructions.cot2:relu_log",
-)
-
-
 def relu_log_check(approx=relu_log):
     def run():
         rows = []
@@ -407,32 +448,6 @@ test_relu_log_error = check(COT2_RELU_LOG, "numeric")(relu_log_check())
 
 
 # --- the catalogue's per-step bound, as stated ---------------------------------------------------
-
-COT2_CATALOGUE_BOUND = Claim(
-    id="cot-and-looping.cot2-catalogue-leak-bound",
-    title="The catalogue's per-step leak bound v·e^{-B} + 1e-12 is too small by a factor ≈ 2",
-    statement=(
-        r"As stated in the claim catalogue (C2.3 (i)): for the idealised one-layer model with "
-        r"exact log activation and clamp $B$, at every step "
-        r"$\lVert\alpha_{t+1} - \alpha^*_{t+1}\rVert_1 \le v e^{-B} + 10^{-12}$."),
-    source=Source(where="the catalogue's property test for the construction (this project's "
-                        "derivation, not the paper's)", tag="D", **COT2),
-    kind="bound",
-    construction="constructions.cot2:cot2_layer",
-    refutes="as-written",
-    correction=(
-        r"Clamping the $n_0$ zero entries of $p = M_a\alpha$ at $e^{-B}$ adds mass "
-        r"$\delta = n_0e^{-B}$ and the softmax renormalises it away: "
-        r"$\lVert\mathrm{softmax}(\ell) - p\rVert_1 = 2\delta/(1+\delta)$, almost twice "
-        r"$ve^{-B}$ when $n_0$ is close to $v$. The sound bound is "
-        r"$2(v-1)e^{-B} + 2B\rho_t$ (cot-and-looping.cot2-one-layer)."),
-    depends_on=("cot-and-looping.uniform-targets-linear",),
-    result_dependencies={
-        "cot-and-looping.uniform-targets-linear":
-            "the leak bound is stated for the recursion that claim proves; the checks compare with"
-            " uniform_targets directly, not with uniform_recursion",
-    },
-)
 
 
 def catalogue_bound(m: int, t: int, beta: float, clamp: float) -> float:
@@ -472,21 +487,6 @@ test_catalogue_bound_is_refuted = check(COT2_CATALOGUE_BOUND, "refutation")(
 
 
 # --- C2.5: multi-token sampling ------------------------------------------------------------------
-
-COT2_MTS = Claim(
-    id="cot-and-looping.mts-moments",
-    title="Multi-token sampling: mean α·E exactly, covariance Cov_α(E)/K",
-    statement=(
-        r"Let $\alpha$ be a distribution on $v$ tokens with embeddings $E \in \mathbb "
-        r"R^{v\times d}$ and let $X = \frac1K\sum_{k=1}^K E_{s_k}$ with $s_1..s_K \sim \alpha$ "
-        r"i.i.d. (MTS; $K = 1$ is discrete CoT). Then $\mathbb E X = \alpha^\top E$ and "
-        r"$\mathrm{Cov}\,X = \frac1K\sum_s\alpha_s(E_s - \alpha^\top E)(E_s - "
-        r"\alpha^\top E)^\top$."),
-    source=(Source(where="Abstract (multi-token sampling)", tag="V", **COT2),
-            Source(where="the moment identity (this project)", tag="D", **COT2)),
-    kind="identity",
-    construction="constructions.cot2:mts_moments",
-)
 
 
 def exact_moments_check(moments=mts_moments):

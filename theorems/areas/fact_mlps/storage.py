@@ -70,6 +70,61 @@ FM_EXACT = Claim(
 )
 
 
+FM_ALL_SETS = Claim(
+    id="fact-mlps.every-feasible-set",
+    title="The threshold-size construction solves every feasible fact set (false)",
+    statement=(
+        r"For every fact set with pairwise distinct keys $k_i \in \mathbb R^d$ and decodable "
+        r"values (as in fact-mlps.encoder-exact-storage), the encoder system $M$ at "
+        r"$h = \max(m, \lceil Fm/d\rceil)$ has full row rank $Fm$."),
+    source=Source(where="the abstract's 'all but a measure-zero set', strengthened to 'all' "
+                        "here to show why the exception is needed", tag="D", **DUGAN),
+    kind="construction",
+    construction="constructions.fact_mlps:assemble_encoder_decoder",
+    depends_on=("fact-mlps.encoder-exact-storage",),
+    correction=(
+        r"Only for keys outside a measure-zero set. Keys confined to a subspace of dimension "
+        r"$r < d$ give $\mathrm{rank}\,M \le hr$, which is below $Fm$ whenever $hr < Fm \le hd$; "
+        r"for example $d = 4$, $F = 8$, $m = 2$, $h = 4$ with every key's last coordinate 0 "
+        r"leaves 4 of the 16 columns of $M$ identically zero. Any generic perturbation of the "
+        r"keys restores full rank, and the builder raises ValueError for such keys."),
+    refutes="finite-test",
+    result_dependencies={
+        "fact-mlps.encoder-exact-storage":
+            "the refutation runs that claim's threshold-size solve by its parts (encoder_system, "
+            "threshold_hidden, assemble_encoder_decoder), not through encoder_decoder_mlp",
+    },
+)
+
+FM_EFFICIENCY = Claim(
+    id="fact-mlps.parameter-efficiency",
+    title="The construction's parameters per stored bit stay bounded as F grows",
+    statement=(
+        r"The encoder-decoder MLP (fact-mlps.encoder-exact-storage) with code dimension $m$ and "
+        r"$h = \max(m, \lceil Fm/d\rceil)$ has $P(F) = 2hd + mh + md_v$ parameters, so for "
+        r"fixed $d, d_v, m$: $\lim_{F\to\infty} P(F)/(F\log_2|V|) = (2m + m^2/d)/\log_2|V|$, "
+        r"i.e. it stores $\log_2|V|/(2m + m^2/d)$ bits per parameter asymptotically; with "
+        r"$m = O(\log|V|)$ (fact-mlps.decodability-jl at fixed $\gamma$) and "
+        r"$d = \Omega(\log|V|)$ the ratio stays bounded as $|V|$ grows too: optimal up to a "
+        r"constant factor."),
+    source=(Source(where="Abstract: asymptotically optimal parameter efficiency for some "
+                         "embeddings", tag="V", **DUGAN),
+            Source(where="counting bound and parameter count of the single-bucket "
+                         "construction (this project)", tag="D", **DUGAN)),
+    kind="scaling",
+    construction="constructions.fact_mlps:encoder_decoder_mlp",
+    depends_on=("fact-mlps.linear-memory-capacity", "fact-mlps.encoder-exact-storage",
+                "fact-mlps.decodability-jl"),
+    notes=(r"Optimal against the counting bound (not checked here; fact-mlps.frontier-precision "
+           r"checks it): $P$ weights of $b$ bits each store at most $Pb$ bits of a fact map."),
+    result_dependencies={
+        "fact-mlps.decodability-jl":
+            "the bounded limit rests on that claim's m = O(log|V|/gamma^2); the checks measure "
+            "built models and take the limit symbolically, without jl_code_dim",
+    },
+)
+
+
 def exact_storage_check(build=encoder_decoder_mlp):
     @given(case=fact_sets())
     @example(case=(*seeded_fact_set(1, 2, 2, 2, seed=0), 0))        # one key
@@ -184,31 +239,6 @@ test_threshold_width_is_exact_for_small_sizes = check(FM_EXACT, "exhaustive")(
 
 # --- the measure-zero exception ------------------------------------------------------------------
 
-FM_ALL_SETS = Claim(
-    id="fact-mlps.every-feasible-set",
-    title="The threshold-size construction solves every feasible fact set (false)",
-    statement=(
-        r"For every fact set with pairwise distinct keys $k_i \in \mathbb R^d$ and decodable "
-        r"values (as in fact-mlps.encoder-exact-storage), the encoder system $M$ at "
-        r"$h = \max(m, \lceil Fm/d\rceil)$ has full row rank $Fm$."),
-    source=Source(where="the abstract's 'all but a measure-zero set', strengthened to 'all' "
-                        "here to show why the exception is needed", tag="D", **DUGAN),
-    kind="construction",
-    construction="constructions.fact_mlps:assemble_encoder_decoder",
-    depends_on=("fact-mlps.encoder-exact-storage",),
-    correction=(
-        r"Only for keys outside a measure-zero set. Keys confined to a subspace of dimension "
-        r"$r < d$ give $\mathrm{rank}\,M \le hr$, which is below $Fm$ whenever $hr < Fm \le hd$; "
-        r"for example $d = 4$, $F = 8$, $m = 2$, $h = 4$ with every key's last coordinate 0 "
-        r"leaves 4 of the 16 columns of $M$ identically zero. Any generic perturbation of the "
-        r"keys restores full rank, and the builder raises ValueError for such keys."),
-    refutes="finite-test",
-    result_dependencies={
-        "fact-mlps.encoder-exact-storage":
-            "the refutation runs that claim's threshold-size solve by its parts (encoder_system, "
-            "threshold_hidden, assemble_encoder_decoder), not through encoder_decoder_mlp",
-    },
-)
 
 # Eight distinct keys in R^4 whose last coordinate is exactly 0 (a 3-dimensional subspace).
 SUBSPACE_KEYS = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0],
@@ -276,34 +306,6 @@ test_keys_in_a_subspace_defeat_the_threshold_solve = check(FM_ALL_SETS, "refutat
 
 
 # --- FM.2: parameter efficiency ------------------------------------------------------------------
-
-FM_EFFICIENCY = Claim(
-    id="fact-mlps.parameter-efficiency",
-    title="The construction's parameters per stored bit stay bounded as F grows",
-    statement=(
-        r"The encoder-decoder MLP (fact-mlps.encoder-exact-storage) with code dimension $m$ and "
-        r"$h = \max(m, \lceil Fm/d\rceil)$ has $P(F) = 2hd + mh + md_v$ parameters, so for "
-        r"fixed $d, d_v, m$: $\lim_{F\to\infty} P(F)/(F\log_2|V|) = (2m + m^2/d)/\log_2|V|$, "
-        r"i.e. it stores $\log_2|V|/(2m + m^2/d)$ bits per parameter asymptotically; with "
-        r"$m = O(\log|V|)$ (fact-mlps.decodability-jl at fixed $\gamma$) and "
-        r"$d = \Omega(\log|V|)$ the ratio stays bounded as $|V|$ grows too: optimal up to a "
-        r"constant factor."),
-    source=(Source(where="Abstract: asymptotically optimal parameter efficiency for some "
-                         "embeddings", tag="V", **DUGAN),
-            Source(where="counting bound and parameter count of the single-bucket "
-                         "construction (this project)", tag="D", **DUGAN)),
-    kind="scaling",
-    construction="constructions.fact_mlps:encoder_decoder_mlp",
-    depends_on=("fact-mlps.linear-memory-capacity", "fact-mlps.encoder-exact-storage",
-                "fact-mlps.decodability-jl"),
-    notes=(r"Optimal against the counting bound (not checked here; fact-mlps.frontier-precision "
-           r"checks it): $P$ weights of $b$ bits each store at most $Pb$ bits of a fact map."),
-    result_dependencies={
-        "fact-mlps.decodability-jl":
-            "the bounded limit rests on that claim's m = O(log|V|/gamma^2); the checks measure "
-            "built models and take the limit symbolically, without jl_code_dim",
-    },
-)
 
 
 def construction_parameters(F, d, d_v, m, h):

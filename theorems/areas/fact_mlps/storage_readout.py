@@ -54,6 +54,28 @@ FM_DECODABILITY = Claim(
 )
 
 
+FM_SWAP = Claim(
+    id="fact-mlps.mlp-swap",
+    title="Swapping the MLP of a one-layer fact transformer swaps its answers, nothing else",
+    statement=(
+        r"Let $T_g$ be a one-layer transformer (one hardmax head that copies the subject's key "
+        r"$k_s$ to the last position, an MLP $g:\mathbb R^d\to\mathbb R^{d_v}$ reading it, and "
+        r"logits $\langle v_j, \cdot\rangle$ on the MLP's output block). If $g_A$ stores fact "
+        r"set $A$ and $g_B$ stores $B$ on the same keys and values, then on every prompt with "
+        r"one subject $s$, $T_{g_A}$ answers $A(s)$ and, after replacing $g_A$ by $g_B$, "
+        r"$T_{g_B}$ answers $B(s)$; the attention pattern and the residual stream before the "
+        r"MLP are identical, and the logits change by exactly "
+        r"$\langle v_j, g_B(k_s) - g_A(k_s)\rangle$."),
+    source=(Source(where="Abstract: modular fact editing by replacing entire MLPs; Section 5 "
+                         "(integrating fact-storing MLPs into Transformers)", tag="V", **DUGAN),
+            Source(where="the explicit one-layer transformer (this project)", tag="D",
+                   **DUGAN)),
+    kind="construction",
+    construction="constructions.fact_mlps:fact_transformer",
+    depends_on=("fact-mlps.encoder-exact-storage",),
+)
+
+
 @st.composite
 def decodable_values(draw):
     """Value sets with margin gamma >= 0.2: unit Gaussian, equicorrelated, or unequal norms."""
@@ -164,27 +186,6 @@ test_decodability_against_the_margin = check(FM_DECODABILITY, "numeric")(
 
 
 # --- FM.5: swapping the MLP edits the facts ----------------------------------------------------
-
-FM_SWAP = Claim(
-    id="fact-mlps.mlp-swap",
-    title="Swapping the MLP of a one-layer fact transformer swaps its answers, nothing else",
-    statement=(
-        r"Let $T_g$ be a one-layer transformer (one hardmax head that copies the subject's key "
-        r"$k_s$ to the last position, an MLP $g:\mathbb R^d\to\mathbb R^{d_v}$ reading it, and "
-        r"logits $\langle v_j, \cdot\rangle$ on the MLP's output block). If $g_A$ stores fact "
-        r"set $A$ and $g_B$ stores $B$ on the same keys and values, then on every prompt with "
-        r"one subject $s$, $T_{g_A}$ answers $A(s)$ and, after replacing $g_A$ by $g_B$, "
-        r"$T_{g_B}$ answers $B(s)$; the attention pattern and the residual stream before the "
-        r"MLP are identical, and the logits change by exactly "
-        r"$\langle v_j, g_B(k_s) - g_A(k_s)\rangle$."),
-    source=(Source(where="Abstract: modular fact editing by replacing entire MLPs; Section 5 "
-                         "(integrating fact-storing MLPs into Transformers)", tag="V", **DUGAN),
-            Source(where="the explicit one-layer transformer (this project)", tag="D",
-                   **DUGAN)),
-    kind="construction",
-    construction="constructions.fact_mlps:fact_transformer",
-    depends_on=("fact-mlps.encoder-exact-storage",),
-)
 
 
 @st.composite

@@ -228,7 +228,7 @@ def test_every_proved_check_is_reviewed(declared):
     problems += [f"proofs/REVIEWED.json lists {key}, which no proved check declares"
                  for key in reviewed]
     assert not problems, "\n".join(problems)
-    assert len(declared) == 11  # 9 Coq theorems in 6 files, 2 z3 queries
+    assert len(declared) == 20  # 18 Coq theorems in 12 files, 2 z3 queries
 
 
 def test_a_partial_proof_leaves_its_claim_to_other_checks(declared):
@@ -385,3 +385,78 @@ def test_failure_set_without_the_carry_out_digit_is_not_provable():
     """Dropping the answer's top digit A_{n_d} makes every carry-out a failure: 5 + 5."""
     falsified("proofs/coq/addition_failure_set.v", "failure_set",
               "value (algorithm_digit s) (S nd)", "value (algorithm_digit s) nd")
+
+
+# --- the proofs of the newer areas (approximation, induction-variants, training-dynamics,
+# circuits, cot-and-looping): one falsified statement each ---------------------------------
+
+@needs_coq
+@pytest.mark.mutant("approximation.prefix-decomposition")
+def test_prefix_mixture_with_swapped_weights_is_not_provable():
+    falsified("proofs/coq/approximation_prefix.v", "prefix_decomposition",
+              "attn KP VP + (1 - lambda) *: attn KX VX.\nProof. exact:",
+              "attn KX VX + (1 - lambda) *: attn KP VP.\nProof. exact:")
+
+
+@needs_coq
+@pytest.mark.mutant("approximation.prefix-limit")
+def test_prefix_limit_at_rate_one_over_t_squared_is_not_provable():
+    """1 - lambda_t = Z_X/(t Z_B + Z_X) exceeds Z_X/(t^2 Z_B) once t Z_B >= Z_X ... (t >= 2)."""
+    falsified("proofs/coq/approximation_prefix.v", "prefix_limit",
+              "Z KX / (t%:R * Z KB) *", "Z KX / (t%:R * t%:R * Z KB) *")
+
+
+@needs_coq
+@pytest.mark.mutant("approximation.virtual-node-linear-attention")
+def test_virtual_node_round_at_twice_linear_attention_is_not_provable():
+    falsified("proofs/coq/approximation_virtual_node.v", "virtual_node_round",
+              "round E msg i = linear_attention i", "round E msg i = 2%:R *: linear_attention i")
+
+
+@needs_coq
+@pytest.mark.mutant("approximation.deepnorm-budget")
+def test_deepnorm_budget_with_beta_from_4n_is_not_provable():
+    """beta = (4N)^(-1/4) gives L (2 beta^2)/alpha^2 = sqrt 2, not 1."""
+    falsified("proofs/coq/approximation_deepnorm.v", "deepnorm_budget",
+              "(root4 (8 * N)%:R)^-1 = 1", "(root4 (4 * N)%:R)^-1 = 1")
+
+
+@needs_coq
+@pytest.mark.mutant("induction-variants.sih-margins")
+def test_sih_margin_i_with_slack_two_is_not_provable():
+    """(i) holds with equality at slack 1: 3 V lambda = M = M_0 + 1."""
+    falsified("proofs/coq/induction_variants_sih_margins.v", "sih_margins",
+              "3%:R * V%:R * lambda - M0 >= 1,", "3%:R * V%:R * lambda - M0 >= 2%:R,")
+
+
+@needs_coq
+@pytest.mark.mutant("circuits.icl-sufficient")
+def test_patching_the_circuit_value_edge_is_not_provably_harmless():
+    """The value edge is in the circuit: feeding it the corrupted labels moves yhat."""
+    falsified("proofs/coq/circuits_icl.v", "icl_sufficient",
+              "(if bk then y' else y) y (if br", "(if bk then y' else y) y' (if br")
+
+
+@needs_coq
+@pytest.mark.mutant("circuits.icl-variant")
+def test_variant_with_a_dense_key_label_row_is_not_provable():
+    """A non-zero y row of W_KQ lets the keys' labels into the prediction."""
+    falsified("proofs/coq/circuits_icl.v", "icl_variant",
+              "(block_mx (- eta *: 1%:M) c 0 0)", "(block_mx (- eta *: 1%:M) c b^T 0)")
+
+
+@needs_coq
+@pytest.mark.mutant("training-dynamics.conditioned-init-value-jacobian")
+def test_value_jacobian_mixing_value_columns_is_not_provable():
+    """AX (x) 11^T in place of AX (x) I: the W_V block would mix the value columns."""
+    falsified("proofs/coq/training_dynamics_value_jacobian.v", "value_jacobian",
+              "+ kron (A *m X) 1%:M *m vecr H.", "+ kron (A *m X) (const_mx 1) *m vecr H.")
+
+
+@needs_coq
+@pytest.mark.mutant("training-dynamics.scan-snap-row-gauge")
+def test_a_token_dependent_shift_is_not_provably_a_gauge():
+    """Adding kappa l to Z[m, l] (not a constant) reweights the context."""
+    falsified("proofs/coq/training_dynamics_row_gauge.v", "row_gauge",
+              "attn (shift Z m0 kappa) m ctx = attn Z m ctx /\\",
+              "attn (fun m l => Z m l + kappa * INR l) m ctx = attn Z m ctx /\\")

@@ -228,7 +228,7 @@ def test_every_proved_check_is_reviewed(declared):
     problems += [f"proofs/REVIEWED.json lists {key}, which no proved check declares"
                  for key in reviewed]
     assert not problems, "\n".join(problems)
-    assert len(declared) == 20  # 18 Coq theorems in 12 files, 2 z3 queries
+    assert len(declared) == 22  # 20 Coq theorems in 13 files, 2 z3 queries
 
 
 def test_a_partial_proof_leaves_its_claim_to_other_checks(declared):
@@ -460,3 +460,70 @@ def test_a_token_dependent_shift_is_not_provably_a_gauge():
     falsified("proofs/coq/training_dynamics_row_gauge.v", "row_gauge",
               "attn (shift Z m0 kappa) m ctx = attn Z m ctx /\\",
               "attn (fun m l => Z m l + kappa * INR l) m ctx = attn Z m ctx /\\")
+
+
+@needs_coq
+@pytest.mark.mutant("cot-and-looping.dyck-depth-head")
+def test_depth_head_with_margin_two_over_i_plus_one_is_not_provable():
+    """The margin is exactly 1/(i+1) at c = d_i +- 1."""
+    falsified("proofs/coq/cot_and_looping_dyck_depth_head.v", "depth_head",
+              "ell x y c + / INR (S i) <= ell x y d)", "ell x y c + 2 / INR (S i) <= ell x y d)")
+
+
+# --- the end-to-end proof: the builder's own weights ----------------------------------------
+
+def test_the_dyck_proof_holds_the_builders_weights():
+    """The generated block of the Dyck proof is what depth_trace_head(2, 64) exports now: a
+    change to the builder fails here until the file is regenerated (python -m
+    theorems.proof_export) and its new statement reviewed (the REVIEWED.json hash)."""
+    from theorems import proof_export
+
+    current = (proving.PACKAGE / proof_export.DYCK_PROOF).read_text()
+    assert current == proof_export.dyck_proof_text(), (
+        "the Dyck proof's exported weights differ from the builder's: run "
+        "python -m theorems.proof_export and review the new statement")
+
+
+def test_exported_rationals_are_exact():
+    from fractions import Fraction
+
+    from theorems.proof_export import coq_rational
+
+    assert coq_rational(-0.375) == "(-3 # 8)" and coq_rational(2.0) == "(2 # 1)"
+    tiny = 2.0 ** -1074
+    assert coq_rational(tiny) == f"(1 # {2 ** 1074})" and Fraction(tiny) == Fraction(1, 2 ** 1074)
+    with pytest.raises(ValueError, match="finite"):
+        coq_rational(float("nan"))
+    with pytest.raises(TypeError, match="value"):
+        coq_rational("1")
+
+
+@needs_coq
+@pytest.mark.mutant("cot-and-looping.dyck-depth-head")
+def test_a_builder_with_a_halved_readout_breaks_the_end_to_end_proof(tmp_path, monkeypatch):
+    """Read-out l_c = c x - c^2 y (not 2c x): its argmax is about d_i/2. Exported from the
+    broken builder, the proof's computation on the weights fails inside builder_depth_head."""
+    from constructions.dyck import depth_trace_head
+    from theorems import proof_export
+
+    broken = depth_trace_head(proof_export.DYCK_K, proof_export.DYCK_N)
+    broken.readout[:, 1] /= 2
+    target = tmp_path / proof_export.DYCK_PROOF
+    target.parent.mkdir(parents=True)
+    target.write_text(proof_export.dyck_proof_text(broken))
+    monkeypatch.setattr(proving, "PACKAGE", tmp_path)
+    monkeypatch.setattr(proving, "CACHE_DIR", tmp_path / "cache")
+    message = expect_failure(coq_proof(proof_export.DYCK_PROOF, theorem="builder_depth_head",
+                                       scope=MUTANT))
+    assert "does not go through" in message, message
+
+
+def test_the_dyck_margin_exceeds_the_float64_rounding():
+    """The bridge from the exact model to float64: the computed logits lie within E of the
+    exact ones (dyck.depth_tolerance's derivation, E per logit, 2E + gamma_4 for a gap), and
+    the proof's exact margin is at least 1/(i+1) >= 1/(N+1), so the float64 argmax is the
+    proved one at every position when the tolerance is below 1/(N+1)."""
+    from theorems.areas.cot_and_looping.dyck import depth_tolerance
+    from theorems.proof_export import DYCK_N
+
+    assert depth_tolerance(DYCK_N, DYCK_N) < 1 / (DYCK_N + 1)

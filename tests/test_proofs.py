@@ -228,7 +228,7 @@ def test_every_proved_check_is_reviewed(declared):
     problems += [f"proofs/REVIEWED.json lists {key}, which no proved check declares"
                  for key in reviewed]
     assert not problems, "\n".join(problems)
-    assert len(declared) == 22  # 20 Coq theorems in 13 files, 2 z3 queries
+    assert len(declared) == 24  # 22 Coq theorems in 15 files, 2 z3 queries
 
 
 def test_a_partial_proof_leaves_its_claim_to_other_checks(declared):
@@ -527,3 +527,29 @@ def test_the_dyck_margin_exceeds_the_float64_rounding():
     from theorems.proof_export import DYCK_N
 
     assert depth_tolerance(DYCK_N, DYCK_N) < 1 / (DYCK_N + 1)
+
+
+@needs_coq
+@pytest.mark.mutant("induction-variants.dg-offset")
+def test_offset_without_the_copy_length_is_not_provable():
+    falsified("proofs/coq/induction_variants_dg_offset.v", "dg_offset",
+              "(c2 + k - 1) - (c1 - m + k - 1) = dC + m) /\\",
+              "(c2 + k - 1) - (c1 - m + k - 1) = dC) /\\")
+
+
+@needs_coq
+@pytest.mark.mutant("induction-variants.dg-offset")
+def test_copier_one_step_short_right_at_every_step_is_not_provable():
+    """At d_C = d + 1 the copier reads the C token at step m: 'right at every step' is false."""
+    falsified("proofs/coq/induction_variants_dg_offset.v", "dg_offset",
+              "copier d (c2 + m - 1) <> x (c2 + m)) /\\",
+              "copier d (c2 + m - 1) = x (c2 + m)) /\\")
+
+
+@needs_coq
+@pytest.mark.mutant("approximation.prefix-finite-summary")
+def test_ntk_attention_without_its_prefix_is_not_provable():
+    """Dropping P from the kernel attention: the summary (Z, kappa_P) does carry the prefix."""
+    falsified("proofs/coq/approximation_prefix_kernel.v", "finite_summary",
+              "= kernel_attention q (col_mx KP KX) (col_mx VP VX).",
+              "= kernel_attention q KX VX.")

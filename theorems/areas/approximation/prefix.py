@@ -337,3 +337,10 @@ test_limit_proved = check(PX_LIMIT, "proved")(
                           "every t, b, n >= 1, with e^s replaced by any positive function, over "
                           "any real field; the limit t -> infinity of the bound is not "
                           "formalised, and the float64 computation is the property check's")))
+test_finite_summary_proved = check(PX_FINITE, "proved")(
+    coq_proof("proofs/coq/approximation_prefix_kernel.v", theorem="finite_summary",
+              scope=Scope("statement", "phi(q)^T psi(k) = (c + tau q.k)^2 for every q, k, and "
+                          "NTK-Attention with the summary (Z, kappa_P) equals kernel attention "
+                          "over P u X, for every d, d_v, prefix and input, c > 0 and tau >= 0 "
+                          "(sqrt(2 c tau) is real only then; the construction's scale is "
+                          "positive), over any real closed field (so over the reals)")))

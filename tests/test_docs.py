@@ -667,3 +667,19 @@ def test_the_site_links_the_dataset_for_download(site):
     index = page(site_dir, "index.html")
     for name in ("evidence.json", "evidence.schema.json", "claims.json", "CITATION.cff"):
         assert f'href="dataset/{name}"' in index and (site_dir / "dataset" / name).is_file()
+
+
+def test_the_trust_page_names_the_trust_base_and_every_reviewed_proof(site):
+    """One page says what the proved tier trusts; the reading page and every proof link it."""
+    from theorems import proof_statements, proving
+
+    site_dir, _, _ = site
+    trust = page_text(page(site_dir, "trust.html"))
+    for axiom in proving.ALLOWED_AXIOMS:
+        assert axiom in trust
+    for words in ("Coq kernel", "z3", "SymPy", "exporter", "float64"):
+        assert words in trust, words
+    for entry in proof_statements.load_reviewed():
+        assert entry["theorem"] in trust, entry["theorem"]
+    assert 'href="trust.html"' in page(site_dir, "reading.html")
+    assert 'href="../trust.html"' in page(site_dir, "claims/layernorm.html")

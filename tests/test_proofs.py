@@ -228,7 +228,7 @@ def test_every_proved_check_is_reviewed(declared):
     problems += [f"proofs/REVIEWED.json lists {key}, which no proved check declares"
                  for key in reviewed]
     assert not problems, "\n".join(problems)
-    assert len(declared) == 11  # 9 Coq theorems in 6 files, 2 z3 queries
+    assert len(declared) == 24  # 22 Coq theorems in 15 files, 2 z3 queries
 
 
 def test_a_partial_proof_leaves_its_claim_to_other_checks(declared):
@@ -385,3 +385,171 @@ def test_failure_set_without_the_carry_out_digit_is_not_provable():
     """Dropping the answer's top digit A_{n_d} makes every carry-out a failure: 5 + 5."""
     falsified("proofs/coq/addition_failure_set.v", "failure_set",
               "value (algorithm_digit s) (S nd)", "value (algorithm_digit s) nd")
+
+
+# --- the proofs of the newer areas (approximation, induction-variants, training-dynamics,
+# circuits, cot-and-looping): one falsified statement each ---------------------------------
+
+@needs_coq
+@pytest.mark.mutant("approximation.prefix-decomposition")
+def test_prefix_mixture_with_swapped_weights_is_not_provable():
+    falsified("proofs/coq/approximation_prefix.v", "prefix_decomposition",
+              "attn KP VP + (1 - lambda) *: attn KX VX.\nProof. exact:",
+              "attn KX VX + (1 - lambda) *: attn KP VP.\nProof. exact:")
+
+
+@needs_coq
+@pytest.mark.mutant("approximation.prefix-limit")
+def test_prefix_limit_at_rate_one_over_t_squared_is_not_provable():
+    """1 - lambda_t = Z_X/(t Z_B + Z_X) exceeds Z_X/(t^2 Z_B) once t Z_B >= Z_X ... (t >= 2)."""
+    falsified("proofs/coq/approximation_prefix.v", "prefix_limit",
+              "Z KX / (t%:R * Z KB) *", "Z KX / (t%:R * t%:R * Z KB) *")
+
+
+@needs_coq
+@pytest.mark.mutant("approximation.virtual-node-linear-attention")
+def test_virtual_node_round_at_twice_linear_attention_is_not_provable():
+    falsified("proofs/coq/approximation_virtual_node.v", "virtual_node_round",
+              "round E msg i = linear_attention i", "round E msg i = 2%:R *: linear_attention i")
+
+
+@needs_coq
+@pytest.mark.mutant("approximation.deepnorm-budget")
+def test_deepnorm_budget_with_beta_from_4n_is_not_provable():
+    """beta = (4N)^(-1/4) gives L (2 beta^2)/alpha^2 = sqrt 2, not 1."""
+    falsified("proofs/coq/approximation_deepnorm.v", "deepnorm_budget",
+              "(root4 (8 * N)%:R)^-1 = 1", "(root4 (4 * N)%:R)^-1 = 1")
+
+
+@needs_coq
+@pytest.mark.mutant("induction-variants.sih-margins")
+def test_sih_margin_i_with_slack_two_is_not_provable():
+    """(i) holds with equality at slack 1: 3 V lambda = M = M_0 + 1."""
+    falsified("proofs/coq/induction_variants_sih_margins.v", "sih_margins",
+              "3%:R * V%:R * lambda - M0 >= 1,", "3%:R * V%:R * lambda - M0 >= 2%:R,")
+
+
+@needs_coq
+@pytest.mark.mutant("circuits.icl-sufficient")
+def test_patching_the_circuit_value_edge_is_not_provably_harmless():
+    """The value edge is in the circuit: feeding it the corrupted labels moves yhat."""
+    falsified("proofs/coq/circuits_icl.v", "icl_sufficient",
+              "(if bk then y' else y) y (if br", "(if bk then y' else y) y' (if br")
+
+
+@needs_coq
+@pytest.mark.mutant("circuits.icl-variant")
+def test_variant_with_a_dense_key_label_row_is_not_provable():
+    """A non-zero y row of W_KQ lets the keys' labels into the prediction."""
+    falsified("proofs/coq/circuits_icl.v", "icl_variant",
+              "(block_mx (- eta *: 1%:M) c 0 0)", "(block_mx (- eta *: 1%:M) c b^T 0)")
+
+
+@needs_coq
+@pytest.mark.mutant("training-dynamics.conditioned-init-value-jacobian")
+def test_value_jacobian_mixing_value_columns_is_not_provable():
+    """AX (x) 11^T in place of AX (x) I: the W_V block would mix the value columns."""
+    falsified("proofs/coq/training_dynamics_value_jacobian.v", "value_jacobian",
+              "+ kron (A *m X) 1%:M *m vecr H.", "+ kron (A *m X) (const_mx 1) *m vecr H.")
+
+
+@needs_coq
+@pytest.mark.mutant("training-dynamics.scan-snap-row-gauge")
+def test_a_token_dependent_shift_is_not_provably_a_gauge():
+    """Adding kappa l to Z[m, l] (not a constant) reweights the context."""
+    falsified("proofs/coq/training_dynamics_row_gauge.v", "row_gauge",
+              "attn (shift Z m0 kappa) m ctx = attn Z m ctx /\\",
+              "attn (fun m l => Z m l + kappa * INR l) m ctx = attn Z m ctx /\\")
+
+
+@needs_coq
+@pytest.mark.mutant("cot-and-looping.dyck-depth-head")
+def test_depth_head_with_margin_two_over_i_plus_one_is_not_provable():
+    """The margin is exactly 1/(i+1) at c = d_i +- 1."""
+    falsified("proofs/coq/cot_and_looping_dyck_depth_head.v", "depth_head",
+              "ell x y c + / INR (S i) <= ell x y d)", "ell x y c + 2 / INR (S i) <= ell x y d)")
+
+
+# --- the end-to-end proof: the builder's own weights ----------------------------------------
+
+def test_the_dyck_proof_holds_the_builders_weights():
+    """The generated block of the Dyck proof is what depth_trace_head(2, 64) exports now: a
+    change to the builder fails here until the file is regenerated (python -m
+    theorems.proof_export) and its new statement reviewed (the REVIEWED.json hash)."""
+    from theorems import proof_export
+
+    current = (proving.PACKAGE / proof_export.DYCK_PROOF).read_text()
+    assert current == proof_export.dyck_proof_text(), (
+        "the Dyck proof's exported weights differ from the builder's: run "
+        "python -m theorems.proof_export and review the new statement")
+
+
+def test_exported_rationals_are_exact():
+    from fractions import Fraction
+
+    from theorems.proof_export import coq_rational
+
+    assert coq_rational(-0.375) == "(-3 # 8)" and coq_rational(2.0) == "(2 # 1)"
+    tiny = 2.0 ** -1074
+    assert coq_rational(tiny) == f"(1 # {2 ** 1074})" and Fraction(tiny) == Fraction(1, 2 ** 1074)
+    with pytest.raises(ValueError, match="finite"):
+        coq_rational(float("nan"))
+    with pytest.raises(TypeError, match="value"):
+        coq_rational("1")
+
+
+@needs_coq
+@pytest.mark.mutant("cot-and-looping.dyck-depth-head")
+def test_a_builder_with_a_halved_readout_breaks_the_end_to_end_proof(tmp_path, monkeypatch):
+    """Read-out l_c = c x - c^2 y (not 2c x): its argmax is about d_i/2. Exported from the
+    broken builder, the proof's computation on the weights fails inside builder_depth_head."""
+    from constructions.dyck import depth_trace_head
+    from theorems import proof_export
+
+    broken = depth_trace_head(proof_export.DYCK_K, proof_export.DYCK_N)
+    broken.readout[:, 1] /= 2
+    target = tmp_path / proof_export.DYCK_PROOF
+    target.parent.mkdir(parents=True)
+    target.write_text(proof_export.dyck_proof_text(broken))
+    monkeypatch.setattr(proving, "PACKAGE", tmp_path)
+    monkeypatch.setattr(proving, "CACHE_DIR", tmp_path / "cache")
+    message = expect_failure(coq_proof(proof_export.DYCK_PROOF, theorem="builder_depth_head",
+                                       scope=MUTANT))
+    assert "does not go through" in message, message
+
+
+def test_the_dyck_margin_exceeds_the_float64_rounding():
+    """The bridge from the exact model to float64: the computed logits lie within E of the
+    exact ones (dyck.depth_tolerance's derivation, E per logit, 2E + gamma_4 for a gap), and
+    the proof's exact margin is at least 1/(i+1) >= 1/(N+1), so the float64 argmax is the
+    proved one at every position when the tolerance is below 1/(N+1)."""
+    from theorems.areas.cot_and_looping.dyck import depth_tolerance
+    from theorems.proof_export import DYCK_N
+
+    assert depth_tolerance(DYCK_N, DYCK_N) < 1 / (DYCK_N + 1)
+
+
+@needs_coq
+@pytest.mark.mutant("induction-variants.dg-offset")
+def test_offset_without_the_copy_length_is_not_provable():
+    falsified("proofs/coq/induction_variants_dg_offset.v", "dg_offset",
+              "(c2 + k - 1) - (c1 - m + k - 1) = dC + m) /\\",
+              "(c2 + k - 1) - (c1 - m + k - 1) = dC) /\\")
+
+
+@needs_coq
+@pytest.mark.mutant("induction-variants.dg-offset")
+def test_copier_one_step_short_right_at_every_step_is_not_provable():
+    """At d_C = d + 1 the copier reads the C token at step m: 'right at every step' is false."""
+    falsified("proofs/coq/induction_variants_dg_offset.v", "dg_offset",
+              "copier d (c2 + m - 1) <> x (c2 + m)) /\\",
+              "copier d (c2 + m - 1) = x (c2 + m)) /\\")
+
+
+@needs_coq
+@pytest.mark.mutant("approximation.prefix-finite-summary")
+def test_ntk_attention_without_its_prefix_is_not_provable():
+    """Dropping P from the kernel attention: the summary (Z, kappa_P) does carry the prefix."""
+    falsified("proofs/coq/approximation_prefix_kernel.v", "finite_summary",
+              "= kernel_attention q (col_mx KP KX) (col_mx VP VX).",
+              "= kernel_attention q KX VX.")

@@ -29,6 +29,8 @@ from theorems.claims import Claim, Source
 from theorems.evidence import check, decide, evidence
 from theorems.intervals import Interval
 from theorems.numerics import gamma
+from theorems.proof_statements import Scope
+from theorems.proving import coq_proof
 
 DEEPNET = {"arxiv": "2203.00555", "ref": "Wang et al. (2022), DeepNet"}
 CONSTANTS = (
@@ -193,3 +195,15 @@ def update_check(contrast: str = "post", **overrides):
 
 
 test_deepnorm_keeps_the_update_flat_in_depth = check(DN_UPDATE, "empirical")(update_check())
+
+
+# --- proved ---
+# Coq, MathComp: the budget identity for every depth, with the fourth roots as sqrt(sqrt(.)).
+test_budget_proved = check(DN_BUDGET, "proved")(
+    coq_proof("proofs/coq/approximation_deepnorm.v", theorem="deepnorm_budget",
+              scope=Scope("part", "L (v^2 + w^2)/alpha^2 = 1 with v = w = beta for the stated "
+                          "constants: alpha = (2N)^(1/4), beta = (8N)^(-1/4), L = 2N for every "
+                          "N >= 1 and alpha = (3M)^(1/4), beta = (12M)^(-1/4), L = 3M for every "
+                          "M >= 1, over any real closed field (so over the reals); not that "
+                          "these are torchscale's constants (a suite test) nor the float64 "
+                          "constants (the numeric check)")))

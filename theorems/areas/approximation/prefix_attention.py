@@ -43,6 +43,8 @@ from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma
 from theorems.profiles import budget
+from theorems.proof_statements import Scope
+from theorems.proving import coq_proof
 from theorems.strategies import seeds
 
 PREFIX = {"arxiv": "2406.14036", "ref": "Toward Infinite-Long Prefix in Transformer (2024)"}
@@ -314,3 +316,31 @@ def a_growing_prefix_converges_at_the_derived_rate():
 
 test_a_growing_prefix_converges_at_the_derived_rate = check(PX_LIMIT, "property")(
     a_growing_prefix_converges_at_the_derived_rate)
+
+
+# --- proved ---
+# Coq, MathComp: the identities over any real field, for every positive weight function (e^s is
+# one), every d, d_v, prefix and input; the float64 computations are the property checks'.
+test_decomposition_proved = check(PX_DECOMP, "proved")(
+    coq_proof("proofs/coq/approximation_prefix.v", theorem="prefix_decomposition",
+              scope=Scope("statement", "Attn(q; [P; X]) = lambda Attn(q; P) + (1 - lambda) "
+                          "Attn(q; X), lambda = Z_P/(Z_P + Z_X), for all m, n >= 1, every d, "
+                          "d_v, tau, q, keys and values, with e^s replaced by any positive "
+                          "function (e^s is one), over any real field (so over the reals); the "
+                          "closing 'so the prefix enters only through ...' is read off the "
+                          "mixture")))
+test_limit_proved = check(PX_LIMIT, "proved")(
+    coq_proof("proofs/coq/approximation_prefix.v", theorem="prefix_limit",
+              scope=Scope("part", "the identity Attn([B^t; X]) - Attn(B) = (1 - lambda_t)"
+                          "(Attn(X) - Attn(B)) and the coordinatewise bound |.|_c <= "
+                          "Z_X/(t Z_B) |Attn(X) - Attn(B)|_c (so the infinity-norm bound) for "
+                          "every t, b, n >= 1, with e^s replaced by any positive function, over "
+                          "any real field; the limit t -> infinity of the bound is not "
+                          "formalised, and the float64 computation is the property check's")))
+test_finite_summary_proved = check(PX_FINITE, "proved")(
+    coq_proof("proofs/coq/approximation_prefix_kernel.v", theorem="finite_summary",
+              scope=Scope("statement", "phi(q)^T psi(k) = (c + tau q.k)^2 for every q, k, and "
+                          "NTK-Attention with the summary (Z, kappa_P) equals kernel attention "
+                          "over P u X, for every d, d_v, prefix and input, c > 0 and tau >= 0 "
+                          "(sqrt(2 c tau) is real only then; the construction's scale is "
+                          "positive), over any real closed field (so over the reals)")))

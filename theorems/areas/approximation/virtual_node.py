@@ -37,6 +37,8 @@ from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma
 from theorems.profiles import budget
+from theorems.proof_statements import Scope
+from theorems.proving import coq_proof
 from theorems.strategies import seeds
 
 CAI = {"arxiv": "2301.11956", "ref": "Cai, Hy, Yu & Wang (2023), ICML"}
@@ -153,3 +155,14 @@ def edge_free_check(build=virtual_node_round, feature_maps=("exp", "elu1"), **kw
 
 test_one_virtual_node_round_is_linear_attention = check(VN_EXACT, "property")(
     edge_free_check())
+
+
+# --- proved ---
+# Coq, MathComp: the round equals linear attention for every graph, over any field.
+test_round_is_linear_attention_proved = check(VN_EXACT, "proved")(
+    coq_proof("proofs/coq/approximation_virtual_node.v", theorem="virtual_node_round",
+              scope=Scope("statement", "the virtual-node round (aggregates S and z, broadcast, "
+                          "read-out phi(q_i)^T S / phi(q_i)^T z, local edge messages with weight "
+                          "0) equals linear attention for every edge set and message function, "
+                          "every n, d, d_k, d_v, r, W_Q, W_K, W_V and every feature map phi "
+                          "(positive ones included), in exact arithmetic over any field")))

@@ -32,6 +32,8 @@ from theorems.areas.circuits._shared import CONSTRUCTIONS, PATCHING
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.profiles import budget
+from theorems.proof_statements import Scope
+from theorems.proving import coq_proof
 
 VON_OSWALD = {"arxiv": "2212.07677", "ref": "von Oswald et al. (2023), ICML"}
 
@@ -316,3 +318,22 @@ test_spurious_necessary = check(ICL_SPURIOUS, "property")(
     necessity_check(magnitude=multi_head_magnitude, **SPURIOUS))
 test_spurious_minimal = check(ICL_SPURIOUS, "property")(
     necessity_check(minimal=True, magnitude=multi_head_magnitude, **SPURIOUS))
+
+
+# --- proved ---
+# Coq, MathComp: the exact-arithmetic identities behind the bit-for-bit sentences.
+test_sufficiency_proved = check(ICL_SUFFICIENT, "proved")(
+    coq_proof("proofs/coq/circuits_icl.v", theorem="icl_sufficient",
+              scope=Scope("part", "in exact arithmetic over any field, for every d, n, eta, X, "
+                          "x_q and any clean and corrupted labels (y_k -> y_k + delta is one "
+                          "case): yhat = eta x_q^T (1/n) sum_j y_j x_j, and patching any subset "
+                          "of the 3 edges outside C leaves yhat unchanged; not the float64 "
+                          "bit-for-bit sentence, which the property check asserts")))
+test_variant_proved = check(ICL_VARIANT, "proved")(
+    coq_proof("proofs/coq/circuits_icl.v", theorem="icl_variant",
+              scope=Scope("part", "in exact arithmetic over any field: whatever values fill "
+                          "rows 1..d of W_PV and the top d entries of W_KQ's last column (y row "
+                          "of W_KQ zero, W_PV's y row (0, 1)), the variant's prediction equals "
+                          "f's on every prompt and under every patching of the 4 input edges; "
+                          "not the float64 bit-for-bit sentence nor the necessity and minimality "
+                          "re-runs, which the property checks assert")))

@@ -31,6 +31,8 @@ from theorems.evidence import check, decide, evidence
 from theorems.intervals import median_interval, streams, torch_seed
 from theorems.numerics import gamma
 from theorems.profiles import budget
+from theorems.proof_statements import Scope
+from theorems.proving import coq_proof
 from theorems.strategies import seeds
 
 LEVEL = 0.95
@@ -346,3 +348,27 @@ def trace_content_check(results=trace_seed_results):
 
 # about 30 CPU-s (six seeds, four training runs each): the training tier
 test_trace_arm_learns_the_trace = check(DYCK_TRACE_CONTENT, "empirical")(trace_content_check())
+
+
+# --- proved ---
+# Coq, standard-library reals: the construction in exact arithmetic for every k, N and word
+# (depth_head), and the builder's own weights, exported exactly by theorems/proof_export.py,
+# computing the depth through its margins (builder_depth_head; see theorems/docs/proof-trust.md
+# for what lies between that exact model and the float64 forward).
+test_depth_head_proved = check(DYCK_DEPTH_HEAD, "proved")(
+    coq_proof("proofs/coq/cot_and_looping_dyck_depth_head.v", theorem="depth_head",
+              scope=Scope("statement", "for every k, N, constant score s, word w with |w| <= N "
+                          "(tokens below k open, all others close) and position 1 <= i <= |w|: "
+                          "softmax weights e^s / sum e^s give (y_i, x_i) = (1, d_i)/(i+1), "
+                          "l_{d_i} - l_c = (c - d_i)^2/(i+1) for every integer c, l_c + 1/(i+1) "
+                          "<= l_{d_i} for c != d_i, and |d_i| <= N; Coq standard-library reals "
+                          "with their classical axioms")))
+test_depth_head_builder_proved = check(DYCK_DEPTH_HEAD, "proved")(
+    coq_proof("proofs/coq/cot_and_looping_dyck_depth_head.v", theorem="builder_depth_head",
+              scope=Scope("special-case", "depth_trace_head(k=2, max_len=64) itself: its "
+                          "float64 weights read exactly as rationals, its forward pass in exact "
+                          "real arithmetic (real exp in the softmax); for every word over the 4 "
+                          "brackets of length <= 64 and every position i, the class decoding to "
+                          "d_i beats every other logit by at least 1/(i+1); not the float64 "
+                          "forward, whose rounding the exhaustive check and the trust page "
+                          "bound")))

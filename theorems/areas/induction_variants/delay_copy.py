@@ -30,6 +30,8 @@ from constructions.delay_copy import (
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.profiles import budget
+from theorems.proof_statements import Scope
+from theorems.proving import coq_proof
 
 NG = {"arxiv": "2609.11913", "ref": "Nevermann & Gros (2026)"}
 CONSTRUCTION = "constructions.delay_copy"
@@ -385,3 +387,17 @@ def gd_check(config: str = "smoke", seed: int = 0, **overrides):
 
 test_gd_explicit_encodings_beat_nope_in_distribution = pytest.mark.slow(
     check(DG_GD, "empirical")(gd_check()))
+
+
+# --- proved ---
+# Coq (natural-number positions, lia): the offset and the three copier clauses, for every m,
+# c_1, d_C and sequence with a token before the source.
+test_offset_proved = check(DG_OFFSET, "proved")(
+    coq_proof("proofs/coq/induction_variants_dg_offset.v", theorem="dg_offset",
+              scope=Scope("statement", "for every sequence, m >= 1, c_1 >= m + 1 and d_C, with "
+                          "the paste x_{c_2 + k} = s_k = x_{c_1 - m + k - 1} and s_m a data token "
+                          "(not the C token): the offset d_C + m at every step k; f_d right at "
+                          "every step when d_C = d; wrong at step m, reading the C token, when "
+                          "d_C = d + 1; and right at every step iff x_{c_1 - m - 1} = s_1 = ... = "
+                          "s_m when d_C = d - 1. The task's generator (R-task tokens between the "
+                          "C's, S pairs) enters only through these positions")))

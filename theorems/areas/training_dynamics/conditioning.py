@@ -30,6 +30,8 @@ from theorems.evidence import check, decide, evidence, expect_failure
 from theorems.intervals import bootstrap, median_interval, streams, torch_seed
 from theorems.numerics import gamma
 from theorems.profiles import budget
+from theorems.proof_statements import Scope
+from theorems.proving import coq_proof
 from theorems.strategies import seeds
 
 CI = {"openreview": "cKNOCYPo2W", "ref": "Conditioned Initialization for Attention, ICLR 2026 "
@@ -300,3 +302,15 @@ def speed_refutation_check(result_of=_speed_result):
 # about 26 CPU-seconds (12 training runs): beyond this area's share of the default run
 test_conditioned_init_is_not_20_percent_faster_on_induction = pytest.mark.slow(
     check(CI_SPEED, "refutation")(speed_refutation_check()))
+
+
+# --- proved ---
+# Coq, MathComp: the Kronecker form of the W_V block in exact arithmetic.
+test_value_jacobian_proved = check(CI_VALUE, "proved")(
+    coq_proof("proofs/coq/training_dynamics_value_jacobian.v", theorem="value_jacobian",
+              scope=Scope("part", "vec_r(A X (W_V + H)) = vec_r(A X W_V) + (A X (x) I_{d_v}) "
+                          "vec_r(H) for every H, so J_V = AX (x) I_{d_v} (row-major vec_r and "
+                          "Kronecker indices), independent of W_V, for every n, d, d_v, X, W_V "
+                          "and every A (the softmax is one), over any commutative ring; the "
+                          "singular values and the closing clause follow from it and are not "
+                          "formalised")))

@@ -21,6 +21,8 @@ from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma, unit_roundoff
 from theorems.profiles import budget
+from theorems.proof_statements import Scope
+from theorems.proving import coq_proof
 from theorems.strategies import seeds
 
 TIAN = {"arxiv": "2305.16380", "ref": "Tian, Wang, Chen, Du (2023), NeurIPS"}
@@ -337,3 +339,14 @@ def dynamics_check(overrides: dict | None = None, **mutation):
 
 
 test_sgd_scans_and_ranks_by_co_occurrence = check(SS_DYNAMICS, "empirical")(dynamics_check())
+
+
+# --- proved ---
+# Coq, standard-library reals: the gauge for every row, constant, query and context.
+test_row_gauge_proved = check(SS_GAUGE, "proved")(
+    coq_proof("proofs/coq/training_dynamics_row_gauge.v", theorem="row_gauge",
+              scope=Scope("statement", "for every vocabulary size M, Z, Y, row m, constant "
+                          "kappa, query token and context: every attention weight a_s, hence "
+                          "f-hat and every logit (Y f-hat)_r, is unchanged when kappa is added "
+                          "to row m of Z; Coq standard-library reals with their classical "
+                          "axioms; the closing clause is the convention this justifies")))

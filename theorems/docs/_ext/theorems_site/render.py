@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 from sphinx.util import logging
 
-from theorems import audit
+from theorems import audit, proof_statements, proving
 from theorems.claims import REFUTATION_SCOPES, STATUSES, TAGS
 
 from .data import (
@@ -216,8 +216,17 @@ def environment() -> jinja2.Environment:
         data_table=data_table, interval_rows=interval_rows,
         STATUSES=STATUSES, TAGS=TAGS, STALENESS=STALENESS, STATUS_MEANING=STATUS_MEANING,
         REFUTATION_SCOPES=REFUTATION_SCOPES, LEGEND=LEGEND, COLOURS=COLOURS,
-        TIER_MEANING=TIER_MEANING, SCOPE_MEANING=SCOPE_MEANING, audit_scope=audit.scope)
+        TIER_MEANING=TIER_MEANING, SCOPE_MEANING=SCOPE_MEANING, audit_scope=audit.scope,
+        ALLOWED_AXIOMS=sorted(proving.ALLOWED_AXIOMS), proof_rows=proof_rows)
     return env
+
+
+def proof_rows() -> list[list[str]]:
+    """The reviewed proved checks (``proofs/REVIEWED.json``), one row each: claim, tool,
+    file, theorem and what the proof covers."""
+    return [[code(entry["claim"]), text(entry["tool"]), code(entry["file"]),
+             code(entry["theorem"]), f"{{scope}}`{entry['scope']['covers']}`"]
+            for entry in proof_statements.load_reviewed()]
 
 
 def constructions(site: SiteData) -> dict[str, tuple[ConstructionView, bool]]:
@@ -252,7 +261,8 @@ def pages(site: SiteData, *, graph_svg: str, graph_renderer: str,
            "graph": env.get_template("graph.md.jinja").render(
                **common, svg=graph_svg, renderer=graph_renderer, graph_data=graph_data),
            "empirics": env.get_template("empirics.md.jinja").render(**common),
-           "reading": env.get_template("reading.md.jinja").render(**common)}
+           "reading": env.get_template("reading.md.jinja").render(**common),
+           "trust": env.get_template("trust.md.jinja").render(**common)}
     area_template = env.get_template("area.md.jinja")
     for area in site.areas:
         title, intro = area_intro(area)

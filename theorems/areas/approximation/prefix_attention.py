@@ -71,7 +71,8 @@ PX_FINITE = Claim(
     title="With a finite feature map, NTK-Attention's summary reproduces any prefix exactly",
     statement=(
         r"Replace $e^{s}$ by the kernel $\kappa(q, k) = (c + \tau\,q\cdot k)^2 = "
-        r"\varphi(q)^\top\psi(k)$, $c > 0$, with $\varphi(q) = (c, \sqrt{2c\tau}q, "
+        r"\varphi(q)^\top\psi(k)$, $c > 0$, $\tau \ge 0$ the score scale, with "
+        r"$\varphi(q) = (c, \sqrt{2c\tau}q, "
         r"\tau\,\mathrm{vec}(qq^\top))$, $\psi(k) = (c, \sqrt{2c\tau}k, \tau\,"
         r"\mathrm{vec}(kk^\top))$ ($1 + d + d^2$ features). For every prefix $P$ and input "
         r"$X$, NTK-Attention $\big(\sum_{j\in X}\kappa(q,k_j)v_j + \varphi(q)^\top Z\big)/"

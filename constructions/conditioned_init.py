@@ -64,7 +64,12 @@ def attention_jacobian(X: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor,
 
 def condition_number(J: torch.Tensor) -> float:
     """sigma_max / sigma_min over the ``min(J.shape)`` singular values of ``J``."""
-    s = torch.linalg.svdvals(nonempty("J", real_tensor("J", J, ndim=2)))
+    J = nonempty("J", real_tensor("J", J, ndim=2))
+    # J and J^T have the same singular values; LAPACK's gesdd factors a tall matrix through
+    # a QR first, which is about twice as fast as its LQ path for a wide one (the attention
+    # Jacobians here are 96 x 432). Both are backward stable with the same bound, so the
+    # values agree to rounding (a relative 1e-15 on these kappas).
+    s = torch.linalg.svdvals(J.T if J.shape[0] < J.shape[1] else J)
     return float(s[0] / s[-1]) if float(s[-1]) > 0 else math.inf
 
 

@@ -9,6 +9,9 @@ All arithmetic in these checks is exact (integers and rationals): no tolerance i
 
 from __future__ import annotations
 
+import functools
+import itertools
+from collections.abc import Iterator
 from fractions import Fraction
 
 import numpy as np
@@ -130,17 +133,46 @@ AD_LINEAR_PROBABILITY = Claim(
 )
 
 
+@functools.cache
 def all_column_sums(n_digits: int) -> np.ndarray:
-    """Every column-sum vector in {0..18}^n_d, one per row."""
-    return np.indices((19,) * n_digits, dtype=np.int64).reshape(n_digits, -1).T
+    """Every column-sum vector in {0..18}^n_d, one per row (read-only: shared by the checks).
+
+    Built once per ``n_d`` for the whole run, as ``int8`` in column-major order (the
+    transpose of ``np.indices``): sums up to 18 fit, the constructions widen what they add to
+    them (``true_digits`` adds an ``int64`` carry, ``class_weights``' product is taken in
+    ``int64``), and they read one column at a time, which is contiguous here. The values are
+    those of the ``int64`` array, so every count and verdict is too; only time is saved.
+    """
+    sums = np.indices((19,) * n_digits, dtype=np.int8).reshape(n_digits, -1).T
+    sums.flags.writeable = False
+    return sums
+
+
+BLOCK_DIGITS = 4  # blocks of 19^4 classes: a few MB of temporaries, not a few hundred
+
+
+def column_sum_blocks(n_digits: int) -> Iterator[np.ndarray]:
+    """Every column-sum vector in {0..18}^n_d exactly once, in blocks of at most 19^4 rows:
+    the low ``BLOCK_DIGITS`` columns take every value (``all_column_sums``) while the higher
+    ones are fixed per block. An exhaustive check sums its integer counts over the blocks,
+    which is exact; the enumeration of 19^5 classes in one piece spent most of its time
+    allocating and faulting in its ~100 MB temporaries."""
+    low = min(n_digits, BLOCK_DIGITS)
+    for high in itertools.product(range(19), repeat=n_digits - low):
+        block = np.empty((19**low, n_digits), dtype=np.int8, order="F")
+        block[:, :low] = all_column_sums(low)
+        block[:, low:] = high
+        yield block
 
 
 def failure_set_exhaustive_check(algorithm=algorithm_digits):
     def run(n_digits: int) -> None:
-        sums = all_column_sums(n_digits)
-        wrong = (algorithm(sums) != true_digits(sums)).any(-1)
-        mismatched = int((wrong != has_cascade(sums)).sum())
-        evidence.cases(int(class_weights(sums).sum()))
+        mismatched = cases = 0
+        for sums in column_sum_blocks(n_digits):
+            wrong = (algorithm(sums) != true_digits(sums)).any(-1)
+            mismatched += int((wrong != has_cascade(sums)).sum())
+            cases += int(class_weights(sums).sum())
+        evidence.cases(cases)
         assert mismatched == 0, f"{mismatched} classes break the iff at {n_digits} digits"
     return run
 
@@ -157,16 +189,29 @@ test_failure_set_over_every_column_sum_class = check(AD_FAILURE_SET, "exhaustive
 
 def failure_set_over_every_pair_up_to_three_digits():
     for n_digits in range(1, 4):
-        a, b = np.meshgrid(np.arange(10**n_digits), np.arange(10**n_digits), indexing="ij")
-        a, b = a.ravel(), b.ravel()
-        wrong = per_digit_addition(a, b, n_digits) != a + b
-        pattern = has_cascade(column_sums(a, b, n_digits))
-        evidence.cases(a.size)
-        assert np.array_equal(wrong, pattern), f"iff fails at {n_digits} digits"
+        mismatched = cases = 0
+        # a hundred values of a at a time against every b (at most 10^5 pairs): the same
+        # pairs as one 10^6-pair grid, in temporaries that stay small
+        for first_a in range(0, 10**n_digits, 100):
+            a, b = np.meshgrid(np.arange(first_a, min(first_a + 100, 10**n_digits)),
+                               np.arange(10**n_digits), indexing="ij")
+            a, b = a.ravel(), b.ravel()
+            wrong = per_digit_addition(a, b, n_digits) != a + b
+            pattern = has_cascade(column_sums(a, b, n_digits))
+            mismatched += int((wrong != pattern).sum())
+            cases += a.size
+        evidence.cases(cases)
+        assert mismatched == 0, f"iff fails at {n_digits} digits"
 
 
 test_failure_set_over_every_pair_up_to_three_digits = check(AD_FAILURE_SET, "exhaustive")(
     failure_set_over_every_pair_up_to_three_digits)
+
+
+# The strategy of b's digit given a's digit da: 9 - da (a 9-sum column) or any digit. Built
+# once per da rather than once per digit drawn: a strategy object is the same whichever copy
+# draws, so the examples are unchanged, but Hypothesis pays a set-up for every new one.
+_B_DIGIT = tuple(st.one_of(st.just(9 - da), st.integers(0, 9)) for da in range(10))
 
 
 @st.composite
@@ -174,7 +219,7 @@ def cascade_prone_addends(draw):
     """Addends whose columns favour sums of 9 and >= 10, where the algorithm is fragile."""
     n_digits = draw(st.integers(1, 30))
     a_digits = draw(st.lists(st.integers(0, 9), min_size=n_digits, max_size=n_digits))
-    b_digits = [draw(st.one_of(st.just(9 - da), st.integers(0, 9))) for da in a_digits]
+    b_digits = [draw(_B_DIGIT[da]) for da in a_digits]
     a = sum(d * 10**p for p, d in enumerate(a_digits))
     b = sum(d * 10**p for p, d in enumerate(b_digits))
     return n_digits, a, b
@@ -199,11 +244,14 @@ test_failure_set_on_long_addends = check(AD_FAILURE_SET, "property")(
 
 def probability_exhaustive_check(probability=failure_probability):
     def run(n_digits: int) -> None:
-        sums = all_column_sums(n_digits)
-        weights = class_weights(sums)
-        wrong = (algorithm_digits(sums) != true_digits(sums)).any(-1)
-        exact = Fraction(int(weights[wrong].sum()), 100**n_digits)
-        evidence.cases(int(weights.sum()))
+        failing = cases = 0
+        for sums in column_sum_blocks(n_digits):
+            weights = class_weights(sums)
+            wrong = (algorithm_digits(sums) != true_digits(sums)).any(-1)
+            failing += int(weights[wrong].sum())
+            cases += int(weights.sum())
+        exact = Fraction(failing, 100**n_digits)
+        evidence.cases(cases)
         assert probability(n_digits) == exact, f"{probability(n_digits)} != {exact}"
     return run
 
@@ -275,11 +323,14 @@ def per_digit_exhaustive_check(wrong_digits=expected_wrong_digits):
     """Enumerate every column-sum class, count the algorithm's wrong digits in each, weight by
     the class size, and compare with the recursion (all exact: integers and rationals)."""
     def run(n_digits: int) -> None:
-        sums = all_column_sums(n_digits)
-        weights = class_weights(sums)
-        wrong = (algorithm_digits(sums) != true_digits(sums)).sum(-1)
-        exact = Fraction(int((weights * wrong).sum()), 100**n_digits)
-        evidence.cases(int(weights.sum()))
+        wrong_total = cases = 0
+        for sums in column_sum_blocks(n_digits):
+            weights = class_weights(sums)
+            wrong = (algorithm_digits(sums) != true_digits(sums)).sum(-1)
+            wrong_total += int((weights * wrong).sum())
+            cases += int(weights.sum())
+        exact = Fraction(wrong_total, 100**n_digits)
+        evidence.cases(cases)
         assert wrong_digits(n_digits) == exact, (
             f"n_d={n_digits}: recursion {wrong_digits(n_digits)} != enumeration {exact}")
     return run

@@ -1,5 +1,5 @@
 """Mutants and bad input for knowledge acquisition and extraction (Xu & Chen,
-theorems/areas/training_dynamics/knowledge.py)."""
+theorems/areas/training_dynamics/knowledge_extraction.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from constructions.knowledge_extraction import (
     tie_break_accuracy,
 )
 from empirics.knowledge_extraction import ARMS
-from theorems.areas.training_dynamics import knowledge
+from theorems.areas.training_dynamics import knowledge_extraction
 from theorems.evidence import expect_failure
 
 # --- the covering law ---------------------------------------------------------------------------
@@ -37,15 +37,16 @@ def reach_instead_of_miss(M, K, n_f):
 
 @pytest.mark.mutant("training-dynamics.knowledge-covering-law")
 def test_a_one_template_law_fails_the_enumeration():
-    report = expect_failure(knowledge.enumeration_check(law=miss_if_one_template_suffices))
+    report = expect_failure(
+        knowledge_extraction.enumeration_check(law=miss_if_one_template_suffices))
     assert "enumeration" in report, report
 
 
 @pytest.mark.mutant("training-dynamics.knowledge-covering-law")
 def test_the_reach_probability_has_the_opposite_trends():
     """1 - P: at M = 2, K = 1 it is 1/2 (the bounds hold with equality) and 1 at K = 2."""
-    report = expect_failure(knowledge.trends_check(law=reach_instead_of_miss,
-                                                   grid=knowledge.GRID[:20]))
+    report = expect_failure(knowledge_extraction.trends_check(law=reach_instead_of_miss,
+                                                   grid=knowledge_extraction.GRID[:20]))
     assert "is not 0" in report, report
 
 
@@ -71,29 +72,29 @@ def miss_on_even_universes(M, K, n_f):
 
 @pytest.mark.mutant("training-dynamics.knowledge-covering-law")
 def test_a_law_above_the_bounds_is_caught():
-    report = expect_failure(knowledge.trends_check(law=miss_one_fine_tuned_fact_short,
-                                                   grid=knowledge.GRID[:20]))
+    report = expect_failure(knowledge_extraction.trends_check(law=miss_one_fine_tuned_fact_short,
+                                                   grid=knowledge_extraction.GRID[:20]))
     assert "above (1-K/M)^(K n_f)" in report, report
 
 
 @pytest.mark.mutant("training-dynamics.knowledge-covering-law")
 def test_a_law_flat_in_multiplicity_is_caught():
-    report = expect_failure(knowledge.trends_check(law=miss_flat_in_multiplicity,
-                                                   grid=knowledge.GRID[:20]))
+    report = expect_failure(knowledge_extraction.trends_check(law=miss_flat_in_multiplicity,
+                                                   grid=knowledge_extraction.GRID[:20]))
     assert "not decreasing at K=1" in report, report
 
 
 @pytest.mark.mutant("training-dynamics.knowledge-covering-law")
 def test_a_law_saturating_in_fine_tuning_is_caught():
-    report = expect_failure(knowledge.trends_check(law=miss_saturating_in_fine_tuning,
-                                                   grid=knowledge.GRID[:20]))
+    report = expect_failure(knowledge_extraction.trends_check(law=miss_saturating_in_fine_tuning,
+                                                   grid=knowledge_extraction.GRID[:20]))
     assert "not decreasing at n_f=1" in report, report
 
 
 @pytest.mark.mutant("training-dynamics.knowledge-covering-law")
 def test_a_law_flat_in_the_universe_is_caught():
-    report = expect_failure(knowledge.trends_check(law=miss_on_even_universes,
-                                                   grid=knowledge.GRID[:20]))
+    report = expect_failure(knowledge_extraction.trends_check(law=miss_on_even_universes,
+                                                   grid=knowledge_extraction.GRID[:20]))
     assert "not increasing at M=2" in report, report
 
 
@@ -114,7 +115,7 @@ _PINNED = fact_world(4, 1, 4, 1, 2, n_finetune=1, seed=0)   # the check's @examp
 def storage_fails_at(build, match: str) -> None:
     """The storage check rebuilt around ``build`` fails, and on its pinned example (the world
     above, beta = gap = 10) it fails at the assertion matching ``match``."""
-    check = knowledge.storage_check(build=build)
+    check = knowledge_extraction.storage_check(build=build)
     assert "Failing explicit example" in expect_failure(check)
     with pytest.raises(AssertionError, match=match):
         check.hypothesis.inner_test(case=(_PINNED, 10.0, 10.0))
@@ -179,7 +180,7 @@ def test_a_violated_multiplicity_condition_breaks_the_covering_arm():
     # the covering arm with one template per fact and two fine-tuned people: the
     # hallucination arm's world, so its extraction falls below the threshold
     violated = {"n_templates": 16, "multiplicity": 1, "n_finetune": 2}
-    report = expect_failure(knowledge.extraction_check({"arms": {"covering": violated}}))
+    report = expect_failure(knowledge_extraction.extraction_check({"arms": {"covering": violated}}))
     assert "covering arm" in report
 
 
@@ -187,7 +188,7 @@ def test_a_violated_multiplicity_condition_breaks_the_covering_arm():
 @pytest.mark.mutant("training-dynamics.knowledge-extraction-gd")
 def test_five_pre_training_steps_do_not_store_the_facts():
     """(i) alone: the covering arm (run first) stopped after 5 of its 200 pre-training steps."""
-    report = expect_failure(knowledge.extraction_check({"pretrain_steps": 5}))
+    report = expect_failure(knowledge_extraction.extraction_check({"pretrain_steps": 5}))
     assert report.startswith("covering: the pre-training loss ends at"), report
 
 
@@ -198,7 +199,7 @@ def test_a_covered_hallucination_arm_does_not_hallucinate():
     reachable, oracle level 1), so its full fine-tuning extracts as much as the covering arm;
     (i) and (ii) are the unmutated run's."""
     covered = dict(ARMS["covering"])
-    report = expect_failure(knowledge.extraction_check(
+    report = expect_failure(knowledge_extraction.extraction_check(
         {"arms": {"covering": covered, "hallucination": covered}}))
     assert report.startswith("the arms' full fine-tuning extractions differ by"), report
 

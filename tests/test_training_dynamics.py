@@ -31,7 +31,12 @@ from constructions.truth_encoding import (
     truth_levels,
     truth_process,
 )
-from theorems.areas.training_dynamics import conditioning, grokking, scan_snap, truth
+
+# the topic modules, under short names (conditioned_init is also the construction imported above)
+from theorems.areas.training_dynamics import conditioned_init as conditioning
+from theorems.areas.training_dynamics import grokking_lazy_rich as grokking
+from theorems.areas.training_dynamics import scan_snap
+from theorems.areas.training_dynamics import truth_encoding as truth
 from theorems.evidence import expect_failure
 from theorems.numerics import gamma, unit_roundoff
 

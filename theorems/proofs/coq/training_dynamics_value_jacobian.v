@@ -1,5 +1,5 @@
 (* Claim training-dynamics.conditioned-init-value-jacobian
-   (theorems/areas/training_dynamics/conditioning.py).
+   (theorems/areas/training_dynamics/conditioned_init.py).
 
    X in R^{n x d}, W_V in R^{d x d_v} and A in R^{n x n} (the row-wise softmax of
    X W_Q W_K^T X^T / sqrt d_k, which does not involve W_V; the theorem holds for every A),

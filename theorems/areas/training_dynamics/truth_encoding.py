@@ -55,6 +55,42 @@ TS_LEVELS = Claim(
     construction="constructions.truth_encoding:truth_levels",
 )
 
+
+TS_PHASES = Claim(
+    id="training-dynamics.truth-two-phases",
+    title="A one-layer transformer reaches the truth-inferring loss level and encodes truth "
+          "linearly",
+    statement=(r"On the process of training-dynamics.truth-loss-levels with $N = 100$ "
+               r"subjects, $|A| = 50$, $\rho = 0.5$, in the one run with seed 0 (the process, "
+               r"the data and the initialisation drawn from seed 0; a statement about that run, "
+               r"not about the law over seeds), a one-layer pre-LayerNorm transformer "
+               r"($d = 64$, one causal head, MLP width 256, learned positions) trained by Adam "
+               r"(rate $10^{-3}$, batch 256, 2000 steps) on the cross-entropy of $a$ "
+               r"and $a'$ ends with its $a$-token loss on a held-out batch of 4096 examples "
+               r"within 0.05 nats of $L_{mem}$ and its $a'$-token loss there within 0.05 of its "
+               r"Bayes level $2L_{truth} - L_{mem}$ (so the "
+               r"mean is near $L_{truth}$, below $L_{mem}$). A logistic probe fitted on 2048 "
+               r"examples to the residual stream at the $s'$ position predicts the truth bit "
+               r"with an accuracy within 0.02 of the Bayes accuracy $q\max(\pi, 1-\pi) + "
+               r"(1 - q)$, while the same probe fitted to shuffled labels has an accuracy within "
+               r"0.05 of 1/2: each accuracy decided by the 95% Clopper-Pearson interval from "
+               r"2048 further held-out examples lying inside the band."),
+    source=(Source(where="Abstract: a one-layer transformer toy model; networks first memorise "
+                         "individual factual associations, then learn to linearly separate "
+                         "true from false", tag="V", **RAVFOGEL),
+            Source(where="the model, sizes and thresholds (catalogue TS.4), chosen here",
+                   tag="D", **RAVFOGEL)),
+    kind="dynamics",
+    construction="constructions.truth_encoding:truth_process",
+    depends_on=("training-dynamics.truth-loss-levels",),
+    notes=("Recorded, not asserted: the fraction of training that the a' loss spends within "
+           "0.05 of L_mem (the abstract's first phase as a plateau). "
+           "At this size the two phases overlap: the a' loss passes L_mem within a few "
+           "hundred steps and spends under 10% of training near it, so the plateau of the "
+           "catalogue's TS.4 does not show; the end levels and the linear probe do."),
+)
+
+
 MC_CASES = ((0.5, 50), (0.8, 50), (0.5, 200))
 MC_SAMPLES = 200_000
 SIGMAS = 4.0
@@ -132,39 +168,6 @@ test_the_levels_are_ordered = check(TS_LEVELS, "numeric")(ordering_check())
 
 # --- TS.4: gradient descent -----------------------------------------------------------------------
 
-TS_PHASES = Claim(
-    id="training-dynamics.truth-two-phases",
-    title="A one-layer transformer reaches the truth-inferring loss level and encodes truth "
-          "linearly",
-    statement=(r"On the process of training-dynamics.truth-loss-levels with $N = 100$ "
-               r"subjects, $|A| = 50$, $\rho = 0.5$, in the one run with seed 0 (the process, "
-               r"the data and the initialisation drawn from seed 0; a statement about that run, "
-               r"not about the law over seeds), a one-layer pre-LayerNorm transformer "
-               r"($d = 64$, one causal head, MLP width 256, learned positions) trained by Adam "
-               r"(rate $10^{-3}$, batch 256, 2000 steps) on the cross-entropy of $a$ "
-               r"and $a'$ ends with its $a$-token loss on a held-out batch of 4096 examples "
-               r"within 0.05 nats of $L_{mem}$ and its $a'$-token loss there within 0.05 of its "
-               r"Bayes level $2L_{truth} - L_{mem}$ (so the "
-               r"mean is near $L_{truth}$, below $L_{mem}$). A logistic probe fitted on 2048 "
-               r"examples to the residual stream at the $s'$ position predicts the truth bit "
-               r"with an accuracy within 0.02 of the Bayes accuracy $q\max(\pi, 1-\pi) + "
-               r"(1 - q)$, while the same probe fitted to shuffled labels has an accuracy within "
-               r"0.05 of 1/2: each accuracy decided by the 95% Clopper-Pearson interval from "
-               r"2048 further held-out examples lying inside the band."),
-    source=(Source(where="Abstract: a one-layer transformer toy model; networks first memorise "
-                         "individual factual associations, then learn to linearly separate "
-                         "true from false", tag="V", **RAVFOGEL),
-            Source(where="the model, sizes and thresholds (catalogue TS.4), chosen here",
-                   tag="D", **RAVFOGEL)),
-    kind="dynamics",
-    construction="constructions.truth_encoding:truth_process",
-    depends_on=("training-dynamics.truth-loss-levels",),
-    notes=("Recorded, not asserted: the fraction of training that the a' loss spends within "
-           "0.05 of L_mem (the abstract's first phase as a plateau). "
-           "At this size the two phases overlap: the a' loss passes L_mem within a few "
-           "hundred steps and spends under 10% of training near it, so the plateau of the "
-           "catalogue's TS.4 does not show; the end levels and the linear probe do."),
-)
 
 NEAR, PROBE_BAND, CONTROL_BAND = 0.05, 0.02, 0.05
 

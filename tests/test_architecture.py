@@ -162,6 +162,24 @@ def test_no_construction_outside_the_circuits_wing_imports_it():
     assert not found
 
 
+def test_topic_modules_declare_their_claims_first():
+    """CONTRIBUTING's order: in every topic module, no claim comes after a check."""
+    late = []
+    for name, path in MODULES.items():
+        if not name.startswith("theorems.areas.") or name.rpartition(".")[2].startswith("_"):
+            continue
+        seen_check = False
+        for node in ast.parse(path.read_text()).body:
+            targets = [getattr(t, "id", "") for t in getattr(node, "targets", [])]
+            if (isinstance(node, ast.FunctionDef) and node.name.startswith("test_")) or any(
+                    t.startswith("test_") for t in targets):
+                seen_check = True
+            elif (seen_check and isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                  and getattr(node.value.func, "id", None) == "Claim"):
+                late.append(f"{name}: {targets[0]}")
+    assert not late, f"claims declared after a check: {late}"
+
+
 def test_no_module_outgrows_the_size_guide():
     long = {name: n for name, path in MODULES.items()
             if (n := len(path.read_text().splitlines())) > MAX_LINES}

@@ -5,8 +5,9 @@ Softmax self-attention, residuals and token-wise maps are permutation-equivarian
 :math:`P_\sigma` permuting the rows of :math:`X`, :math:`T(P_\sigma X) = P_\sigma T(X)`. Appending
 a one-hot position to every token, :math:`x_k \mapsto x_k \oplus s\,e_k`, breaks that symmetry,
 since the lifted sequence of a permuted input is no longer a permutation of the lifted input.
-``boltzmann.ordered-separation`` and ``approximation.single-layer-universal`` both use it: as
-the mutant that their refutations must not survive, and as the corrected hypothesis.
+Two refutations use it (that a permutation-equivariant layer cannot separate ordered inputs,
+and that a single layer without positions is not universal): as the mutant that they must not
+survive, and as the corrected hypothesis.
 """
 
 from __future__ import annotations

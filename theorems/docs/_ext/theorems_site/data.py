@@ -526,10 +526,11 @@ def area_intro(area: str) -> tuple[str, str]:
     except ImportError:
         return area, ""
     doc = inspect.getdoc(module) or ""
-    paragraph = doc.split("\n\n", 1)[0].strip()
-    title = paragraph.split("\n", 1)[0].split(" (", 1)[0].rstrip(". ") or area
-    # A one-line paragraph that is only the title adds nothing under it.
-    return title, "" if paragraph.rstrip(". ") == title else paragraph
+    paragraphs = [p.strip() for p in doc.split("\n\n")]
+    title = paragraphs[0].split("\n", 1)[0].split(" (", 1)[0].rstrip(". ") or area
+    # A first paragraph that is the title line alone is followed by the intro paragraph.
+    skip = 1 if paragraphs[0].rstrip(". ") == title else 0
+    return title, paragraphs[skip] if len(paragraphs) > skip else ""
 
 
 def area_sections(area: str, site: SiteData, figures: Mapping[str, str] | None = None) -> str:

@@ -33,6 +33,8 @@ re-exported with a prefix: ``lsa_spurious_head_variant``, ``LSA_SPURIOUS_HEADS``
 * :mod:`~constructions.circuits.induction`: the induction constructions' mechanism and circuits;
 * :mod:`~constructions.circuits.corruptions`: their two corruptions and the metric;
 * :mod:`~constructions.circuits.patching`: edge patching on their native hook points;
+* :mod:`~constructions.circuits.ablation`: zero and mean ablation of edges, and the circuits
+  of the one-hot induction construction under each;
 * :mod:`~constructions.circuits.variants`, :mod:`~constructions.circuits.gauges`: dense
   variants of the induction constructions with the same circuits;
 * :mod:`~constructions.circuits.icl`, :mod:`~constructions.circuits.icl_variants`: the circuit
@@ -53,6 +55,14 @@ primitives; no other construction module imports it. Torch only, no TransformerL
 
 from __future__ import annotations
 
+from constructions.circuits.ablation import (
+    ABLATIONS,
+    ablation_circuit,
+    all_prompts,
+    edge_ablated_logits,
+    mean_outputs,
+    target_margin,
+)
 from constructions.circuits.case import CASES, CircuitCase, Sampler
 from constructions.circuits.cases import all_cases, case_for_builder
 from constructions.circuits.corruptions import (
@@ -140,6 +150,7 @@ from constructions.circuits.variants import (
 )
 
 __all__ = [
+    "ABLATIONS",
     "CASES",
     "CIRCUIT_COLOUR",
     "CORRUPTIONS",
@@ -161,11 +172,14 @@ __all__ = [
     "LSAEdgeView",
     "MultiHeadLSA",
     "Sampler",
+    "ablation_circuit",
     "all_cases",
+    "all_prompts",
     "attention_graph",
     "case_for_builder",
     "circuit_dot",
     "dyadic_gauge",
+    "edge_ablated_logits",
     "edge_patched_logits",
     "fixing_ones",
     "gauge_size",
@@ -186,6 +200,7 @@ __all__ = [
     "majority_hooks",
     "majority_operands",
     "majority_patched_output",
+    "mean_outputs",
     "multi_head_magnitude",
     "multi_head_patched_prediction",
     "node_label",
@@ -208,6 +223,7 @@ __all__ = [
     "sample_token_resamplings",
     "shift_label",
     "spurious_head_variant",
+    "target_margin",
     "token_metric",
     "value_gauge_variant",
 ]

@@ -662,6 +662,8 @@ PUBLIC_API_EXAMPLES = {
                                              "ablated": ("a1.h0->logits",)},
     "circuits.target_margin": lambda: {"logits": MODEL(CLEAN), "tokens": CLEAN},
     "circuits.ablation_circuit": lambda: {"kind": "two_layer", "vocab_size": 4, "max_len": 6},
+    "circuits.backup_induction": lambda: {"vocab_size": 3, "max_len": 5},
+    "circuits.distractor_induction": lambda: {"vocab_size": 3, "max_len": 5},
 }
 PUBLIC_API_ACCEPTED = {
     # one more class is a model over one more token (as for logit_difference)

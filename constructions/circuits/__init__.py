@@ -41,6 +41,8 @@ re-exported with a prefix: ``lsa_spurious_head_variant``, ``LSA_SPURIOUS_HEADS``
   of one-step-GD linear self-attention, its patching and its dense variants;
 * :mod:`~constructions.circuits.majority`, :mod:`~constructions.circuits.majority_variants`:
   the same for the LayerNorm majority head;
+* :mod:`~constructions.circuits.stress`: stress cases on an exact, saturated induction model:
+  a backup previous-token head, a distractor sub-circuit;
 * :mod:`~constructions.circuits.case`: :class:`CircuitCase`, a benchmark case (model, circuit,
   corruption, metric) and the registry;
 * :mod:`~constructions.circuits.induction_cases`, :mod:`~constructions.circuits.native_cases`:
@@ -141,6 +143,13 @@ from constructions.circuits.native_cases import (
     token_metric,
 )
 from constructions.circuits.patching import edge_patched_logits, per_head_results
+from constructions.circuits.stress import (
+    BACKUP_PATHS,
+    DISTRACTOR_EDGES,
+    OUTPUT_EDGE,
+    backup_induction,
+    distractor_induction,
+)
 from constructions.circuits.variants import (
     SPURIOUS_HEADS,
     gauge_width,
@@ -151,9 +160,11 @@ from constructions.circuits.variants import (
 
 __all__ = [
     "ABLATIONS",
+    "BACKUP_PATHS",
     "CASES",
     "CIRCUIT_COLOUR",
     "CORRUPTIONS",
+    "DISTRACTOR_EDGES",
     "EARLIER_OCCURRENCE",
     "EARLIER_SIZES",
     "GAUGE_VARIANTS",
@@ -162,6 +173,7 @@ __all__ = [
     "LSA_SPURIOUS_HEADS",
     "NATIVE_CASES",
     "OTHER_COLOUR",
+    "OUTPUT_EDGE",
     "PERMUTATION",
     "PERMUTED_HEADS",
     "QKV",
@@ -176,8 +188,10 @@ __all__ = [
     "all_cases",
     "all_prompts",
     "attention_graph",
+    "backup_induction",
     "case_for_builder",
     "circuit_dot",
+    "distractor_induction",
     "dyadic_gauge",
     "edge_ablated_logits",
     "edge_patched_logits",

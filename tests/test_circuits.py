@@ -18,6 +18,7 @@ from constructions.circuits import (
     SPURIOUS_HEADS,
     Circuit,
     Edge,
+    all_prompts,
     attention_graph,
     edge_patched_logits,
     gauge_width,
@@ -655,8 +656,21 @@ PUBLIC_API_EXAMPLES = {
     "circuits.spurious_head_variant": lambda: {"model": MODEL},
     "circuits.gauge_width": lambda: {"model": MODEL},
     "circuits.value_gauge_variant": lambda: {"model": MODEL},
+    "circuits.all_prompts": lambda: {"vocab_size": 3, "length": 4},
+    "circuits.mean_outputs": lambda: {"model": MODEL, "prompts": all_prompts(4, 2)},
+    "circuits.edge_ablated_logits": lambda: {"model": MODEL, "clean": CLEAN,
+                                             "ablated": ("a1.h0->logits",)},
+    "circuits.target_margin": lambda: {"logits": MODEL(CLEAN), "tokens": CLEAN},
+    "circuits.ablation_circuit": lambda: {"kind": "two_layer", "vocab_size": 4, "max_len": 6},
+    "circuits.backup_induction": lambda: {"vocab_size": 3, "max_len": 5},
+    "circuits.distractor_induction": lambda: {"vocab_size": 3, "max_len": 5},
 }
 PUBLIC_API_ACCEPTED = {
+    # one more class is a model over one more token (as for logit_difference)
+    ("circuits.target_margin", "logits"): ("mismatched",),
+    # a longer prompt (or set of prompts) is another valid prompt
+    ("circuits.edge_ablated_logits", "clean"): ("mismatched",),
+    ("circuits.mean_outputs", "prompts"): ("mismatched",),
     # the classes are read off logits (C = S + 1, the last one bot): one more class is a model
     # over one more token, and prompts over fewer tokens are valid prompts for it
     ("circuits.logit_difference", "logits"): ("mismatched",),

@@ -33,12 +33,16 @@ re-exported with a prefix: ``lsa_spurious_head_variant``, ``LSA_SPURIOUS_HEADS``
 * :mod:`~constructions.circuits.induction`: the induction constructions' mechanism and circuits;
 * :mod:`~constructions.circuits.corruptions`: their two corruptions and the metric;
 * :mod:`~constructions.circuits.patching`: edge patching on their native hook points;
+* :mod:`~constructions.circuits.ablation`: zero and mean ablation of edges, and the circuits
+  of the one-hot induction construction under each;
 * :mod:`~constructions.circuits.variants`, :mod:`~constructions.circuits.gauges`: dense
   variants of the induction constructions with the same circuits;
 * :mod:`~constructions.circuits.icl`, :mod:`~constructions.circuits.icl_variants`: the circuit
   of one-step-GD linear self-attention, its patching and its dense variants;
 * :mod:`~constructions.circuits.majority`, :mod:`~constructions.circuits.majority_variants`:
   the same for the LayerNorm majority head;
+* :mod:`~constructions.circuits.stress`: stress cases on an exact, saturated induction model:
+  a backup previous-token head, a distractor sub-circuit;
 * :mod:`~constructions.circuits.case`: :class:`CircuitCase`, a benchmark case (model, circuit,
   corruption, metric) and the registry;
 * :mod:`~constructions.circuits.induction_cases`, :mod:`~constructions.circuits.native_cases`:
@@ -53,6 +57,14 @@ primitives; no other construction module imports it. Torch only, no TransformerL
 
 from __future__ import annotations
 
+from constructions.circuits.ablation import (
+    ABLATIONS,
+    ablation_circuit,
+    all_prompts,
+    edge_ablated_logits,
+    mean_outputs,
+    target_margin,
+)
 from constructions.circuits.case import CASES, CircuitCase, Sampler
 from constructions.circuits.cases import all_cases, case_for_builder
 from constructions.circuits.corruptions import (
@@ -131,6 +143,13 @@ from constructions.circuits.native_cases import (
     token_metric,
 )
 from constructions.circuits.patching import edge_patched_logits, per_head_results
+from constructions.circuits.stress import (
+    BACKUP_PATHS,
+    DISTRACTOR_EDGES,
+    OUTPUT_EDGE,
+    backup_induction,
+    distractor_induction,
+)
 from constructions.circuits.variants import (
     SPURIOUS_HEADS,
     gauge_width,
@@ -140,9 +159,12 @@ from constructions.circuits.variants import (
 )
 
 __all__ = [
+    "ABLATIONS",
+    "BACKUP_PATHS",
     "CASES",
     "CIRCUIT_COLOUR",
     "CORRUPTIONS",
+    "DISTRACTOR_EDGES",
     "EARLIER_OCCURRENCE",
     "EARLIER_SIZES",
     "GAUGE_VARIANTS",
@@ -151,6 +173,7 @@ __all__ = [
     "LSA_SPURIOUS_HEADS",
     "NATIVE_CASES",
     "OTHER_COLOUR",
+    "OUTPUT_EDGE",
     "PERMUTATION",
     "PERMUTED_HEADS",
     "QKV",
@@ -161,11 +184,16 @@ __all__ = [
     "LSAEdgeView",
     "MultiHeadLSA",
     "Sampler",
+    "ablation_circuit",
     "all_cases",
+    "all_prompts",
     "attention_graph",
+    "backup_induction",
     "case_for_builder",
     "circuit_dot",
+    "distractor_induction",
     "dyadic_gauge",
+    "edge_ablated_logits",
     "edge_patched_logits",
     "fixing_ones",
     "gauge_size",
@@ -186,6 +214,7 @@ __all__ = [
     "majority_hooks",
     "majority_operands",
     "majority_patched_output",
+    "mean_outputs",
     "multi_head_magnitude",
     "multi_head_patched_prediction",
     "node_label",
@@ -208,6 +237,7 @@ __all__ = [
     "sample_token_resamplings",
     "shift_label",
     "spurious_head_variant",
+    "target_margin",
     "token_metric",
     "value_gauge_variant",
 ]

@@ -74,27 +74,52 @@ def edge_patched_logits(model: InductionTransformer, clean: torch.Tensor,
     if clean.shape != corrupted.shape:
         raise ValueError(f"corrupted must have the shape of clean {tuple(clean.shape)}, "
                          f"got {tuple(corrupted.shape)}")
-    names = {e.name for e in attention_graph(len(model.layers), model.layers[0].n_heads)}
+    edges = graph_edges(model, patched)
+    return replaced_run(model, clean, source_outputs(model, corrupted), edges)
+
+
+def graph_edges(model: InductionTransformer, patched: Iterable[Edge | str],
+                name: str = "patched") -> list[Edge]:
+    """The edges of the model's graph named by ``patched`` (edges or names), in its order;
+    a name outside the graph is a ValueError naming the parameter ``name``."""
+    if isinstance(patched, (str, Edge)):
+        raise TypeError(f"{name} must be an iterable of edges or edge names, got "
+                        f"{type(patched).__name__}")
+    graph = {e.name: e for e in attention_graph(len(model.layers), model.layers[0].n_heads)}
     edges = []
     for edge in patched:
-        name = edge.name if isinstance(edge, Edge) else edge
-        if name not in names:
-            raise ValueError(f"patched must hold edges of the model's graph, got {name!r}")
-        edges.append(next(e for e in attention_graph(len(model.layers),
-                                                     model.layers[0].n_heads)
-                          if e.name == name))
+        key = edge.name if isinstance(edge, Edge) else edge
+        if key not in graph:
+            raise ValueError(f"{name} must hold edges of the model's graph, got {key!r}")
+        edges.append(graph[key])
+    return edges
+
+
+def source_outputs(model: InductionTransformer, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Every source node's output ``(B, n+1, d)`` on ``tokens`` (validated by the caller), by
+    name: ``input`` and ``a{l}.h{h}``, on the per-head path."""
     with per_head_results(model), torch.no_grad():
-        corrupt_out: dict = {}
-        handles = _record_sources(model, corrupt_out)
+        outputs: dict = {}
+        handles = _record_sources(model, outputs)
         try:
-            model.run(corrupted)
+            model.run(tokens)
         finally:
             for handle in handles:
                 handle.remove()
+    return outputs
+
+
+def replaced_run(model: InductionTransformer, clean: torch.Tensor,
+                 replacements: dict[str, torch.Tensor], edges: list[Edge]) -> torch.Tensor:
+    r"""Logits of the clean run in which each edge :math:`u \to v\langle x\rangle` of
+    ``edges`` (edges of the model's graph, validated by the caller) carries
+    ``replacements[u]`` (broadcastable to ``(B, n+1, d)``) instead of :math:`u`'s output in this
+    run: a corrupted run's output (patching), zeros (zero ablation) or a mean (mean ablation)."""
+    with per_head_results(model), torch.no_grad():
         current: dict = {}
         handles = _record_sources(model, current)
         try:
-            handles += _patching_hooks(model, edges, corrupt_out, current)
+            handles += _patching_hooks(model, edges, replacements, current)
             return model.run(clean)[0]
         finally:
             for handle in handles:

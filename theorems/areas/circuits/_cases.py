@@ -17,7 +17,8 @@ _MAJORITY_VARIANTS = ("circuits.majority-variants-same-function",
 # Case name -> the claims that check its circuit, in the order the page lists them.
 CHECKED_BY: dict[str, tuple[str, ...]] = {
     "two-layer-induction": ("circuits.induction-sufficient", "circuits.induction-necessary",
-                            "circuits.induction-minimal"),
+                            "circuits.induction-minimal", "circuits.induction-zero-ablation",
+                            "circuits.induction-mean-ablation"),
     "compact-induction": ("circuits.compact-sufficient", "circuits.compact-necessary",
                           "circuits.compact-minimal"),
     "two-layer-induction-earlier-occurrence": ("circuits.earlier-occurrence-sufficient",

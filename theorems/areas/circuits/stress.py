@@ -1,0 +1,304 @@
+r"""Stress cases of circuit discovery, certified: backup heads and a distractor sub-circuit.
+
+:mod:`constructions.circuits.stress` builds a saturated induction model whose every score gap
+is :math:`\ge 2048`, so every attention weight is exactly 0 or 1 and every logit an exact small
+dyadic number: each claim here is bit for bit. With a backup previous-token head
+(:func:`~constructions.circuits.stress.backup_induction`) the circuit under
+earlier-occurrence resampling is not unique: exactly two minimal circuits, found by enumerating
+every subset of the edges that can carry a difference. With a distractor
+(:func:`~constructions.circuits.stress.distractor_induction`) a sub-circuit moves every logit
+while leaving the metric bit for bit unchanged. Sources: see the area's introduction; backup
+heads as a phenomenon are Wang et al.'s (2022, arXiv 2211.00593, the backup name movers), these
+constructions and claims are ours [D].
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from hypothesis import example, given
+
+from constructions.circuits import (
+    attention_graph,
+    edge_patched_logits,
+    resample_earlier_occurrence,
+    target_margin,
+)
+from constructions.circuits.patching import graph_edges, replaced_run, source_outputs
+from constructions.circuits.stress import (
+    BACKUP_PATHS,
+    DISTRACTOR_EDGES,
+    OUTPUT_EDGE,
+    backup_induction,
+    distractor_induction,
+)
+from theorems.areas.circuits._shared import CONSTRUCTIONS, PATCHING, cached
+from theorems.areas.circuits.earlier_occurrence import occurrence_cases
+from theorems.claims import Claim, Source
+from theorems.evidence import check, evidence
+from theorems.profiles import budget
+
+STRESS = f"{CONSTRUCTIONS}.stress"
+OURS = {"arxiv": "2211.00593", "ref": "Wang et al. (2022), backup heads; constructions ours",
+        "verified": False,
+        "doubt": "the section of the backup name movers is recalled, not re-read here"}
+
+SETTING = (r"The graph of a 2-layer, 2-head attention-only model has nodes input, $a_{l,h}$ "
+           r"(layer $l$, head $h$) and logits, and 29 edges: from input to the query, key and "
+           r"value of every head, from each layer-0 head to those of each layer-1 head, and "
+           r"from input and every head to logits. " + PATCHING +
+           r"Let $\sigma$ be a prompt of length $m \le n$ ($S \ge 3$) whose final token "
+           r"$a = \sigma_i$ ($i = m$) occurs exactly once before, at $j^\star$ with "
+           r"$j^\star + 1 < i$, $\tau = \sigma_{j^\star+1}$, and $\sigma'$ the prompt with "
+           r"$\sigma_{j^\star}$ replaced by $a' \notin \{a, \tau\}$ (target $\bot$, class "
+           r"$S$); the metric is $m(P) = \ell^P_{i,\tau} - \ell^P_{i,\bot}$. An edge is "
+           r"*inert* when the rows its read map reads ($W^v_x$, or $W_U$) are zero wherever "
+           r"its source's output can differ between the runs (the token block for input, the "
+           r"columns of $W^u_O$ for a head): patching it adds exact zeros in every context. ")
+
+BACKUP = Claim(
+    id="circuits.backup-heads",
+    title="With a backup previous-token head, either head's path is a minimal circuit and "
+          "neither is necessary alone",
+    statement=(r"Let $f = \texttt{backup\_induction}(S, n)$: $a_{0,0}$ and $a_{0,1}$ are "
+               r"identical saturated previous-token heads, $a_{1,0}$ the induction head, "
+               r"$a_{1,1}$ inert. " + SETTING +
+               r"Let $P$ = {input $\to a_{0,0}\langle v\rangle$, $a_{0,0} \to a_{1,0}\langle "
+               r"k\rangle$}, $B$ = {input $\to a_{0,1}\langle v\rangle$, $a_{0,1} \to "
+               r"a_{1,0}\langle k\rangle$} and $o = a_{1,0} \to$ logits. "
+               r"(Each alone sufficient) Patching the complement of $P \cup \{o\}$, or of "
+               r"$B \cup \{o\}$, leaves the final-position logits bit for bit unchanged in "
+               r"float64. "
+               r"(Neither necessary alone) Patching any non-empty subset of $P$, or of $B$, "
+               r"leaves them bit for bit unchanged. "
+               r"(The pair necessary) Patching $P \cup B$, or $o$, moves the metric from "
+               r"exactly 1 to exactly $-1$. "
+               r"(Every minimal circuit) Every edge but the 7 of $L = P \cup B \cup \{o$, input "
+               r"$\to a_{1,0}\langle q\rangle$, input $\to a_{1,0}\langle v\rangle\}$ is inert, "
+               r"and among the $2^7$ subsets $K \subseteq L$, those whose complement can be "
+               r"patched leaving the final logits bit for bit unchanged and that are minimal for "
+               r"inclusion are exactly $P \cup \{o\}$ and $B \cup \{o\}$."),
+    source=Source(where="backup name mover heads (Section 3 of the cited paper); this "
+                  "saturated construction and its circuits are this project's", tag="D",
+                  **OURS),
+    kind="construction",
+    construction=f"{STRESS}:backup_induction",
+)
+
+DISTRACTOR = Claim(
+    id="circuits.distractor",
+    title="A distractor sub-circuit moves every logit but leaves the metric bit for bit "
+          "unchanged",
+    statement=(r"Let $f = \texttt{distractor\_induction}(S, n)$: $a_{0,0}$ a saturated "
+               r"previous-token head, $a_{1,0}$ the induction head, $a_{0,1}$ a current-token "
+               r"head and $a_{1,1}$ a duplicate-token head that copies the earliest position "
+               r"$p$ holding the current token, which the unembedding adds as $p/8$ to every "
+               r"class. " + SETTING +
+               r"Let $X$ = {input $\to a_{0,1}\langle v\rangle$, $a_{0,1} \to a_{1,1}\langle "
+               r"q\rangle$, $a_{0,1} \to a_{1,1}\langle k\rangle$, $a_{1,1} \to$ logits} (the "
+               r"distractor's edges that are not inert) and $C$ = {input $\to a_{0,0}\langle "
+               r"v\rangle$, $a_{0,0} \to a_{1,0}\langle k\rangle$, $a_{1,0} \to$ logits}. "
+               r"(Active) $a_{1,1}$'s output at position $i$ is non-zero in both runs and "
+               r"differs between them, and patching $a_{1,1} \to$ logits alone adds exactly "
+               r"$(i - j^\star)/8$ to every final logit. "
+               r"(Unused) Patching any subset of $X$ leaves $m$ bit for bit unchanged in "
+               r"float64. "
+               r"(The circuit) Every edge outside $C \cup X \cup \{$input $\to a_{1,0}\langle "
+               r"q\rangle$, input $\to a_{1,0}\langle v\rangle\}$ is inert; patching the "
+               r"complement of $C$ leaves $m$ bit for bit unchanged, and patching any $e \in C$, "
+               r"alone or with the complement, moves $m$ from exactly 1 to exactly $-1$."),
+    source=Source(where="this project's saturated construction (the cited paper's backup and "
+                  "distractor phenomena motivate it)", tag="D", **OURS),
+    kind="construction",
+    construction=f"{STRESS}:distractor_induction",
+)
+
+
+# --- inert edges ----------------------------------------------------------------------------
+
+def live_edges(model) -> set[str]:
+    """The edges that are not inert under earlier-occurrence resampling (see the claims): the
+    rows their read map reads meet the columns where their source's output can differ."""
+    S = model.vocab_size
+    token_rows = (model.W_E[:S] != model.W_E[:1]).any(0)          # where the input can differ
+    writes = {"input": token_rows}
+    for index, layer in enumerate(model.layers):
+        for h in range(layer.n_heads):
+            writes[f"a{index}.h{h}"] = (layer.W_O[h] != 0).any(0)
+    live = set()
+    for edge in attention_graph(len(model.layers), model.layers[0].n_heads):
+        if edge.target == "logits":
+            read = model.W_U
+        else:
+            layer = model.layers[int(edge.target[1])]
+            read = {"q": layer.W_Q, "k": layer.W_K, "v": layer.W_V}[edge.input][
+                int(edge.target.split(".h")[1])]
+        if bool((writes[edge.source] & (read != 0).any(1)).any()):
+            live.add(edge.name)
+    return live
+
+
+def _prompts(case):
+    S, _, sequence, replacement = case
+    clean = torch.tensor([sequence])
+    return clean, resample_earlier_occurrence(clean, replacement, S)
+
+
+# The longest prompt at the smallest vocabulary, and the shortest.
+LONG = (3, 16, [0] + [1, 2] * 7 + [0], 2)
+SHORT = (3, 3, [0, 1, 0], 2)
+
+
+# --- backup heads ---------------------------------------------------------------------------
+
+def _final(logits: torch.Tensor) -> torch.Tensor:
+    return logits[:, -1]
+
+
+def backup_check(build=backup_induction, paths=BACKUP_PATHS, output=OUTPUT_EDGE):
+    build = cached(build)
+
+    @given(case=occurrence_cases())
+    @example(case=LONG)
+    @example(case=SHORT)
+    @budget(0.05, minimum=3)  # about 12 exact forward passes per example
+    def test_backup_heads(case):
+        clean, corrupted = _prompts(case)
+        model = build(case[0], case[1])
+        graph = [e.name for e in attention_graph(2, 2)]
+        clean_logits = _final(edge_patched_logits(model, clean, corrupted, ()))
+
+        def unchanged(patched) -> bool:
+            logits = _final(edge_patched_logits(model, clean, corrupted, patched))
+            return torch.equal(logits, clean_logits)
+        for name, path in paths.items():
+            kept = {*path, output}
+            assert unchanged([e for e in graph if e not in kept]), (
+                f"patching the complement of the {name} path moved the final logits")
+        for name, path in paths.items():
+            for size in range(1, len(path) + 1):
+                for subset in itertools.combinations(path, size):
+                    assert unchanged(subset), f"patching {subset} of the {name} path alone " \
+                                              f"moved the final logits"
+        both = [e for path in paths.values() for e in path]
+        for patched in (both, [output]):
+            before = float(target_margin(edge_patched_logits(model, clean, corrupted, ()),
+                                         clean)[0])
+            after = float(target_margin(edge_patched_logits(model, clean, corrupted, patched),
+                                        clean)[0])
+            assert (before, after) == (1.0, -1.0), (
+                f"patching {patched} moved the metric from {before} to {after}, not 1 to -1")
+        evidence.cases(1)
+    return test_backup_heads
+
+
+test_backup_heads = check(BACKUP, "property")(backup_check())
+
+
+def minimal_circuits(model, clean, corrupted, live: list[str]) -> list[frozenset]:
+    """The inclusion-minimal subsets K of ``live`` whose complement (the rest of ``live`` and
+    every inert edge) can be patched leaving the final logits bit for bit unchanged. (The
+    corrupted run's outputs are computed once: edge_patched_logits's own two steps.)"""
+    graph = [e.name for e in attention_graph(len(model.layers), model.layers[0].n_heads)]
+    inert = [e for e in graph if e not in live]
+    corrupt_out = source_outputs(model, corrupted)
+
+    def final(patched):
+        return _final(replaced_run(model, clean, corrupt_out, graph_edges(model, patched)))
+    reference = final(())
+    sufficient = []
+    for size in range(len(live) + 1):
+        for kept in itertools.combinations(live, size):
+            if any(s <= set(kept) for s in sufficient):
+                continue   # a superset of a sufficient set is not minimal
+            if torch.equal(final([e for e in live if e not in kept] + inert), reference):
+                sufficient.append(frozenset(kept))
+    return sufficient
+
+
+BACKUP_LIVE = {"input->a0.h0<v>", "a0.h0->a1.h0<k>", "input->a0.h1<v>", "a0.h1->a1.h0<k>",
+               "a1.h0->logits", "input->a1.h0<q>", "input->a1.h0<v>"}   # L of the claim
+
+
+def enumeration_check(build=backup_induction, paths=BACKUP_PATHS, output=OUTPUT_EDGE,
+                      live=live_edges):
+    build = cached(build)
+
+    @given(case=occurrence_cases(max_len=12))
+    @example(case=LONG)
+    @budget(0.01, minimum=1)  # up to 2^7 exact forward passes per example
+    def test_backup_minimal_circuits(case):
+        clean, corrupted = _prompts(case)
+        model = build(case[0], case[1])
+        found = live(model)
+        assert found == BACKUP_LIVE, (f"the edges that are not inert are {sorted(found)}, not "
+                                      f"{sorted(BACKUP_LIVE)}")
+        minimal = set(minimal_circuits(model, clean, corrupted, sorted(found)))
+        circuits = {frozenset({*path, output}) for path in paths.values()}
+        assert minimal == circuits, (f"the minimal circuits are "
+                                     f"{[sorted(k) for k in minimal]}")
+        evidence.cases(1)
+    return test_backup_minimal_circuits
+
+
+test_backup_minimal_circuits = check(BACKUP, "exhaustive")(enumeration_check())
+
+
+# --- the distractor -------------------------------------------------------------------------
+
+CIRCUIT = ("input->a0.h0<v>", "a0.h0->a1.h0<k>", "a1.h0->logits")
+
+
+def distractor_check(build=distractor_induction, distractor=DISTRACTOR_EDGES, circuit=CIRCUIT,
+                     live=live_edges, scale=8.0):
+    """``scale``: the denominator of the distractor's logit shift (a mutant may change it)."""
+    build = cached(build)
+
+    @given(case=occurrence_cases())
+    @example(case=LONG)
+    @example(case=SHORT)
+    @budget(0.05, minimum=3)  # about 24 exact forward passes per example
+    def test_distractor(case):
+        clean, corrupted = _prompts(case)
+        S, n, sequence, _ = case
+        model = build(S, n)
+        j, i = sequence.index(sequence[-1]) + 1, len(sequence)   # model positions
+
+        runs: dict[tuple, torch.Tensor] = {}
+
+        def run(patched):
+            if tuple(patched) not in runs:
+                runs[tuple(patched)] = edge_patched_logits(model, clean, corrupted, patched)
+            return runs[tuple(patched)]
+
+        def metric(patched) -> float:
+            return float(target_margin(run(patched), clean)[0])
+        for size in range(len(distractor) + 1):
+            for subset in itertools.combinations(distractor, size):
+                assert metric(subset) == metric(()), (
+                    f"patching the distractor edges {subset} moved the metric from "
+                    f"{metric(())} to {metric(subset)}")
+        clean_out = source_outputs(model, clean)["a1.h1"][0, -1]
+        corrupt_out = source_outputs(model, corrupted)["a1.h1"][0, -1]
+        shift = _final(run([distractor[-1]])) - _final(run(()))
+        assert bool(clean_out.any()) and bool(corrupt_out.any()) and not torch.equal(
+            clean_out, corrupt_out) and bool((shift == (i - j) / scale).all()), (
+            f"the distractor is not active as stated: the shift of the logits is "
+            f"{shift.tolist()}, not {(i - j) / scale}")
+        outside = live(model) - set(circuit) - set(distractor)
+        assert outside == {"input->a1.h0<q>", "input->a1.h0<v>"}, (
+            f"the edges outside C and X that are not inert are {sorted(outside)}")
+        complement = [e.name for e in attention_graph(2, 2) if e.name not in circuit]
+        assert metric(complement) == metric(()) == 1.0, (
+            f"patching the complement of C moved the metric to {metric(complement)}")
+        for edge in circuit:
+            for patched in ([edge], [edge, *complement]):
+                assert metric(patched) == -1.0, (
+                    f"patching {edge}{' and the complement' if len(patched) > 1 else ''} "
+                    f"gave the metric {metric(patched)}, not -1")
+        evidence.cases(1)
+    return test_distractor
+
+
+test_distractor = check(DISTRACTOR, "property")(distractor_check())

@@ -232,6 +232,41 @@ def test_evidence_file_records_each_check(demo_serial, demo_directory):
     assert data["run"]["hypothesis_profile"] == "ci"
 
 
+def test_reused_records_give_the_evidence_of_running_every_check(demo_serial, demo_directory):
+    """``--theorems-reuse`` (verify's reuse of an earlier run of the same code): the checks
+    whose records the earlier run holds are deselected, the others run, and the evidence is
+    that of running them all (the demo's full run), apart from times and ``run.reused``, which
+    says what was taken; a figure is copied beside it. With every record reused nothing runs,
+    and the evidence is still written whole."""
+    _, fresh = demo_serial
+    earlier = demo_directory / "earlier" / "evidence.json"
+    run_pytest(demo_directory, f"--evidence-out={earlier}", "--theorems-calls",
+               "-k", "good or refutation", "test_demo.py").assert_outcomes(passed=3,
+                                                                           deselected=4)
+    out = demo_directory / "reused" / "evidence.json"
+    result = run_pytest(demo_directory, f"--evidence-out={out}", "--theorems-calls",
+                        f"--theorems-reuse={earlier}", "test_demo.py")
+    result.assert_outcomes(passed=2, failed=1, skipped=1, deselected=3)
+    result.stdout.fnmatch_lines([f"theorems: 3 checks' records reused from {earlier}"])
+    reused = load(out)
+    assert reused["run"].pop("reused") == {"checks": 3,
+                                           "started": load(earlier)["run"]["started"]}
+    assert fresh["run"]["reused"] is None
+    assert without_times(reused) == without_times({**fresh, "run": {
+        k: v for k, v in fresh["run"].items() if k != "reused"}})
+    (figure,) = next(c for c in reused["claims"]["demo.good"]["checks"]
+                     if c["tier"] == "exhaustive")["figures"]
+    assert (out.parent / figure).read_bytes() == (earlier.parent / figure).read_bytes()
+
+    everything = demo_directory / "everything" / "evidence.json"
+    result = run_pytest(demo_directory, f"--evidence-out={everything}", "--theorems-calls",
+                        f"--theorems-reuse={out}", "test_demo.py")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED  # all 7 deselected: none ran
+    again = load(everything)
+    assert again["run"].pop("reused")["checks"] == 7
+    assert without_times(again) == without_times(reused)
+
+
 @pytest.mark.integration  # an xdist run of its own (three more processes)
 def test_a_second_run_gives_the_same_evidence_under_xdist(demo_serial, demo_directory):
     """Two ci-profile runs, the second split over two xdist workers (serial if xdist is

@@ -139,7 +139,10 @@ def pytest_command(out: Path, *, profile: str = "ci", keyword: str | None = None
                "-p", "theorems.profiles", "--hypothesis-profile", profile,
                # one token: pytest takes a separate path argument into its rootdir search
                f"--evidence-out={out.resolve()}",
-               "--theorems-calls"]  # the dependencies its checks exercise (dependency_mismatches)
+               "--theorems-calls",  # the dependencies its checks exercise (dependency_mismatches)
+               # entry-point plugins that play no part, imported by every process otherwise
+               # (as pyproject's addopts, which this command replaces)
+               "-p", "no:anyio", "-p", "no:jaxtyping", "-p", "no:typeguard"]
     if keyword:
         command += ["-k", keyword]
     command += [f"--theorems-claim={claim_id}" for claim_id in claims]

@@ -33,6 +33,7 @@ every time.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -68,13 +69,23 @@ CACHE = ROOT / "build" / "docs-cache"
 CACHE_KEPT = 4  # builds kept (the fixture site, the strict-failure test's, and older ones)
 
 
-def require(module: str):
-    """Import ``module``; skip without it, saying why, except where every extra must be present
-    (``THEOREMS_REQUIRE_EXTRAS=1``, which ``.ci/run`` sets once it has installed them)."""
+def require(module: str) -> None:
+    """Skip the calling test module without ``module``, saying why, except where every extra
+    must be present (``THEOREMS_REQUIRE_EXTRAS=1``, which ``.ci/run`` sets once it has
+    installed them): there its absence is an error. It looks for the module without importing
+    it: a test module calls this at collection, which every xdist worker pays, also where the
+    module's tests are deselected (the browser test's Playwright)."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        found = False
+    if found:
+        return
     if os.environ.get("THEOREMS_REQUIRE_EXTRAS"):
-        return __import__(module)
-    return pytest.importorskip(module, reason=f"{module} is in the docs extra: "
-                                              "pip install -e '.[docs]'")
+        raise ImportError(f"{module} is missing, but THEOREMS_REQUIRE_EXTRAS says every extra "
+                          f"is installed")
+    pytest.skip(f"{module} is in the docs extra: pip install -e '.[docs]'",
+                allow_module_level=True)
 
 
 def real_run(directory: Path, checks: tuple[str, ...] = tuple(REAL_PROOF_CHECKS.values()),

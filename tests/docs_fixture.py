@@ -139,9 +139,11 @@ def real_proofs() -> dict[str, dict]:
 
 def roles(registry: Registry) -> dict[str, str]:
     """Which real claims play the failing, unchecked, figured, skipped-proof and inconclusive
-    parts."""
+    parts. Chosen by id, not by the registry's order, which is the order the area modules were
+    first imported in: a process that imported one early (an xdist worker given a test module
+    that imports it) would pick other claims than the process that built the site."""
     declared = declared_checks()
-    ids = [c.id for c in registry]
+    ids = sorted(c.id for c in registry)
     plain = [i for i in ids if "refutation" not in declared.get(i, [])]
     coq_proved = [i for i in plain if "proved" in declared.get(i, []) and i != plain[0]
                   and not i.startswith("induction-heads.") and i != "bilinear.symmetric-part"]

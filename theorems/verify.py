@@ -112,8 +112,9 @@ def reuse_source(out: Path, profile: str) -> tuple[Path | None, str | None]:
             return None, f"not reusing {source}: {reason}; every check runs"
     found = evidence_file.reusable_checks(data, source.parent, calls=True)
     if not found:
-        return None, (f"not reusing {source}: no check of it recorded its calls, as verify's "
-                      f"do (run pytest with --theorems-calls to make its run reusable)")
+        return None, (f"not reusing {source}: each of its checks was skipped or recorded no "
+                      f"calls, which verify records (run pytest with --theorems-calls to make "
+                      f"its run reusable)")
     return source, (f"reusing the records of up to {len(found)} checks from {source} (the run "
                     f"of {run.get('started')} at {head[:10]}, {profile} profile, clean tree); "
                     f"the others run now")

@@ -21,12 +21,24 @@ declares. It covers every status and every kind of evidence a page can show:
   records one when ``coqc`` is missing: it must show as skipped, never as proved;
 * ``INCONCLUSIVE`` gets a sampled check whose interval does not decide (contract 1);
 * the file also holds a record for a claim that no longer exists.
+
+A strict build of the whole site takes about 15 CPU-s, so :func:`cached_build` keeps each build
+under ``build/docs-cache/``, keyed by a hash of everything the build reads (the evidence and its
+figures, the results folder, every file of the three packages, the commit, the installed
+distributions, Graphviz, the build's options): a run whose inputs are those of an earlier one
+reads that run's strict build instead of repeating it. ``THEOREMS_DOCS_CACHE=off`` builds
+every time.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 import os
+import shutil
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -52,15 +64,28 @@ INTERVAL = {"name": "success rate", "estimate": 0.52, "low": 0.48, "high": 0.56,
             "threshold": 0.5, "level": 0.95, "trials": 600, "method": "Clopper-Pearson",
             "decided": False}
 FALSIFYING = "Falsifying example: run(\n    x=tensor([0.0, 1.0], dtype=torch.float64),\n)"
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / "build" / "docs-cache"
+CACHE_KEPT = 4  # builds kept (the fixture site, the strict-failure test's, and older ones)
 
 
-def require(module: str):
-    """Import ``module``; skip without it, saying why, except where every extra must be present
-    (``THEOREMS_REQUIRE_EXTRAS=1``, which ``.ci/run`` sets once it has installed them)."""
+def require(module: str) -> None:
+    """Skip the calling test module without ``module``, saying why, except where every extra
+    must be present (``THEOREMS_REQUIRE_EXTRAS=1``, which ``.ci/run`` sets once it has
+    installed them): there its absence is an error. It looks for the module without importing
+    it: a test module calls this at collection, which every xdist worker pays, also where the
+    module's tests are deselected (the browser test's Playwright)."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        found = False
+    if found:
+        return
     if os.environ.get("THEOREMS_REQUIRE_EXTRAS"):
-        return __import__(module)
-    return pytest.importorskip(module, reason=f"{module} is in the docs extra: "
-                                              "pip install -e '.[docs]'")
+        raise ImportError(f"{module} is missing, but THEOREMS_REQUIRE_EXTRAS says every extra "
+                          f"is installed")
+    pytest.skip(f"{module} is in the docs extra: pip install -e '.[docs]'",
+                allow_module_level=True)
 
 
 def real_run(directory: Path, checks: tuple[str, ...] = tuple(REAL_PROOF_CHECKS.values()),
@@ -103,14 +128,22 @@ def real_proofs() -> dict[str, dict]:
             except Skipped as skip:
                 outcome = {"outcome": "skipped", "message": str(skip.msg)}
         records[kind] = {"name": name, **recorder.as_dict(), **outcome}
+        proof = records[kind].get("proof")
+        if proof is not None:
+            # the compile time and the proof-cache hit differ from run to run and no page shows
+            # them: pinned, so that the fixture's evidence (and its build's cache key) is the
+            # same on every run
+            proof.update(seconds=1.0, cached=False)
     return records
 
 
 def roles(registry: Registry) -> dict[str, str]:
     """Which real claims play the failing, unchecked, figured, skipped-proof and inconclusive
-    parts."""
+    parts. Chosen by id, not by the registry's order, which is the order the area modules were
+    first imported in: a process that imported one early (an xdist worker given a test module
+    that imports it) would pick other claims than the process that built the site."""
     declared = declared_checks()
-    ids = [c.id for c in registry]
+    ids = sorted(c.id for c in registry)
     plain = [i for i in ids if "refutation" not in declared.get(i, [])]
     coq_proved = [i for i in plain if "proved" in declared.get(i, []) and i != plain[0]
                   and not i.startswith("induction-heads.") and i != "bilinear.symmetric-part"]
@@ -204,7 +237,6 @@ def build(tmp_path_factory) -> tuple[Path, dict, dict]:
     from filelock import FileLock
 
     from theorems.claims import load_all
-    from theorems.site import build_site
 
     base = tmp_path_factory.getbasetemp()
     root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "docs-site"
@@ -213,12 +245,98 @@ def build(tmp_path_factory) -> tuple[Path, dict, dict]:
         if not done.is_file():
             root.mkdir(parents=True, exist_ok=True)
             evidence = write_evidence(load_all(), root, real_proofs())
-            report = build_site(evidence, root / "site", results=write_results(root),
-                                strict=True)
-            done.write_text(json.dumps({"warnings": list(report.warnings),
-                                        "status": report.status}))
+            site, report = cached_build(evidence, root / "site", results=write_results(root),
+                                        strict=True)
+            done.write_text(json.dumps({**report, "site": str(site)}))
     report = json.loads(done.read_text())
-    return root / "site", report, json.loads((root / "evidence.json").read_text())
+    return Path(report.pop("site")), report, json.loads((root / "evidence.json").read_text())
+
+
+def cached_build(evidence: Path, out: Path, *, results: Path | None, **options,
+                 ) -> tuple[Path, dict]:
+    """``theorems.site.build_site(evidence, out, results=results, **options)``, or the site an
+    earlier build made from the same inputs (module docstring); return the site's folder and
+    the build's report (``warnings``, ``status``). A new build is kept in the cache (the
+    newest :data:`CACHE_KEPT`), and a build is only ever stored whole, its report last."""
+    from filelock import FileLock
+
+    from theorems.site import build_site, missing_figures
+
+    # (without its figures, build_site refuses the evidence: nothing to cache)
+    if os.environ.get("THEOREMS_DOCS_CACHE", "on").lower() in ("off", "0", "no") or (
+            missing_figures(evidence)):
+        report = build_site(evidence, out, results=results, **options)
+        return out, {"warnings": list(report.warnings), "status": report.status}
+    key = _build_key(evidence, results, options)
+    entry = CACHE / key
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(entry) + ".lock"):
+        if not (entry / "report.json").is_file():
+            temporary = CACHE / f"{key}.{os.getpid()}.tmp"
+            shutil.rmtree(temporary, ignore_errors=True)
+            report = build_site(evidence, temporary / "site", results=results, **options)
+            shutil.rmtree(temporary / "site-src")  # the generated sources and doctrees
+            (temporary / "report.json").write_text(json.dumps(
+                {"warnings": list(report.warnings), "status": report.status}))
+            shutil.rmtree(entry, ignore_errors=True)
+            os.replace(temporary, entry)
+        (entry / "report.json").touch()  # recently used: kept by _evict
+    _evict()
+    return entry / "site", json.loads((entry / "report.json").read_text())
+
+
+def _evict() -> None:
+    """Remove all but the :data:`CACHE_KEPT` most recently used builds."""
+    builds = sorted((p for p in CACHE.glob("*/report.json")), key=lambda p: p.stat().st_mtime,
+                    reverse=True)
+    for report in builds[CACHE_KEPT:]:
+        shutil.rmtree(report.parent, ignore_errors=True)
+        Path(str(report.parent) + ".lock").unlink(missing_ok=True)
+
+
+def _build_key(evidence: Path, results: Path | None, options: dict) -> str:
+    """A hash of everything a build of ``evidence`` reads: the file and the figures it names,
+    the results folder, every file of the packages (the registry, the docstrings autodoc shows,
+    the extension, its templates and the Sphinx configuration), the commit (the pages say
+    whether the evidence is older than it), Python and every installed distribution (Sphinx,
+    its extensions, the theme), the Graphviz programs and the build's options."""
+    import importlib.metadata
+
+    from empirics.provenance import git_sha
+
+    digest = hashlib.sha256()
+
+    def add(label: str, data: bytes) -> None:
+        digest.update(hashlib.sha256(label.encode()).digest() + hashlib.sha256(data).digest())
+
+    add("options", json.dumps(options, sort_keys=True, default=str).encode())
+    add("commit", (git_sha() or "").encode())
+    add("python", sys.version.encode())
+    add("distributions", "\n".join(sorted(
+        f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
+    )).encode())
+    for program in ("dot", "unflatten"):
+        found = shutil.which(program)
+        stat = Path(found).stat() if found else None
+        add(program, f"{found} {stat and stat.st_size} {stat and stat.st_mtime_ns}".encode())
+    add("evidence", evidence.read_bytes())
+    named = {figure for record in json.loads(evidence.read_text())["claims"].values()
+             for check in record["checks"] for figure in check.get("figures") or ()}
+    for figure in sorted(named):
+        add(f"figure {figure}", (evidence.parent / figure).read_bytes())
+    folders = [("results", results)] if results is not None else []
+    folders += [(package, ROOT / package) for package in ("theorems", "constructions", "empirics")]
+    for label, folder in folders:
+        for path in _files(folder):
+            add(f"{label} {path.relative_to(folder).as_posix()}", path.read_bytes())
+    return digest.hexdigest()[:32]
+
+
+def _files(folder: Path) -> Iterator[Path]:
+    """The files under ``folder``, sorted, without bytecode and the docs' generated sources."""
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not {"__pycache__", "_generated"} & set(path.parts):
+            yield path
 
 
 def write_results(directory: Path) -> Path:

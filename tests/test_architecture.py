@@ -12,6 +12,7 @@ type one module names from another ties them as well), so the test needs no impo
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -75,22 +76,28 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
-GRAPH = {name: imports_of(path) for name, path in MODULES.items()}
+@functools.cache
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports. Built on first use, not at collection: parsing
+    every module takes about a second, which each xdist worker would pay before its first
+    test."""
+    return {name: imports_of(path) for name, path in MODULES.items()}
 
 
 def test_imports_run_one_way():
-    upward = [f"{a} imports {b}" for a, targets in GRAPH.items() for b in targets
+    upward = [f"{a} imports {b}" for a, targets in import_graph().items() for b in targets
               if LAYER[b.split(".")[0]] > LAYER[a.split(".")[0]]]
     assert not upward
 
 
 def test_no_module_imports_itself_through_a_loop():
+    graph = import_graph()
     colour: dict[str, int] = {}
     loops: list[list[str]] = []
 
     def visit(node: str, path: list[str]) -> None:
         colour[node] = 1
-        for target in sorted(GRAPH[node]):
+        for target in sorted(graph[node]):
             # a package's __init__ and its own submodules are one unit, not a loop
             if target.startswith(node + ".") or node.startswith(target + "."):
                 continue
@@ -100,7 +107,7 @@ def test_no_module_imports_itself_through_a_loop():
                 visit(target, [*path, target])
         colour[node] = 2
 
-    for name in sorted(GRAPH):
+    for name in sorted(graph):
         if not colour.get(name):
             visit(name, [name])
     assert not loops, "import loops: " + "; ".join(" -> ".join(loop) for loop in loops)

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy.stats import binom
 
 from theorems.evidence import INCONCLUSIVE, decide, evidence, recording
 from theorems.intervals import (
@@ -20,6 +19,8 @@ from theorems.intervals import (
 
 
 def test_clopper_pearson_has_its_defining_tail_probabilities():
+    from scipy.stats import binom  # here, not at collection: scipy.stats costs ~1 CPU-s
+
     iv = clopper_pearson(7, 20, 0.95)
     assert iv.estimate == 7 / 20 and iv.trials == 20
     # L solves P(Bin(20, L) >= 7) = 0.025 and U solves P(Bin(20, U) <= 7) = 0.025
@@ -29,6 +30,8 @@ def test_clopper_pearson_has_its_defining_tail_probabilities():
 
 
 def test_the_sign_test_interval_uses_the_order_statistics_it_promises():
+    from scipy.stats import binom
+
     values = np.arange(1.0, 21.0)  # n = 20: k = 6, coverage 1 - 2 P(Bin(20, 1/2) <= 5)
     iv = median_interval(values[::-1], 0.95)
     assert (iv.low, iv.high, iv.estimate) == (6.0, 15.0, 10.5)

@@ -1,20 +1,29 @@
-"""The evidence plugin, end to end: a throwaway test module is run by pytest in a subprocess
-(serially and under xdist) and the evidence file it writes is inspected."""
+"""The evidence plugin, end to end: a throwaway test module is run by pytest and the evidence
+file it writes is inspected.
+
+A run of one session goes through ``pytest.main`` in this process (:func:`run_pytest`): the
+plugin keeps its state per session (``config.stash``), so an inner session is the same as one
+in a fresh interpreter, without paying for a second interpreter's start-up (torch, Hypothesis
+and every area module imported again, about 5 CPU-s a run). Only what needs a fresh
+interpreter starts one: the comparison with an xdist run, what importing the plugin imports,
+and another project's session."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import importlib.util
+import io
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from theorems.evidence_file import load
-
-pytest_plugins = ["pytester"]
 
 DEMO = '''
 import matplotlib
@@ -99,12 +108,55 @@ def test_undecided():
 '''
 
 
-def run_pytest(directory: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                           "-p", "theorems.profiles", "--hypothesis-profile=ci",
-                           f"--evidence-out={out}", *args],
-                          cwd=directory, capture_output=True, text=True, timeout=300,
-                          check=False)
+# What every inner session is given: no cache folder, the ci profile (registered by loading
+# theorems.profiles as a plugin first). ``no:unraisableexception`` skips the garbage
+# collections that plugin runs when a session ends (pytester skips them the same way).
+SESSION = ("-p", "no:cacheprovider", "-p", "no:unraisableexception",
+           "-p", "theorems.profiles", "--hypothesis-profile=ci")
+
+
+def run_pytest(directory: Path, *args: str) -> pytest.RunResult:
+    """``pytest *args`` in ``directory``, as one session of this process (``pytest.main``), and
+    what it printed.
+
+    What a session leaves in the process is put back afterwards: the working directory,
+    ``sys.path`` (pytest prepends the test folder), the test modules of ``directory`` (so that
+    the next session imports its own copy), and the Hypothesis profile (the inner session
+    loads ``ci``). Its claims go to a registry of their own (``isolated_registry``), as a fresh
+    interpreter's would; every area's claims are registered in the real registry first, which
+    the plugin reads when it writes (``load_all``), so that no area module is first imported
+    while the isolated registry is current."""
+    from hypothesis import settings
+
+    from theorems.claims import isolated_registry, load_all
+
+    load_all()
+    profile, cwd, path = settings.get_current_profile_name(), os.getcwd(), list(sys.path)
+    before = set(sys.modules)
+    out, err = io.StringIO(), io.StringIO()
+    importlib.invalidate_caches()  # the test modules were written just now
+    start = time.perf_counter()
+    try:
+        os.chdir(directory)
+        with isolated_registry(), contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            ret = pytest.main([*SESSION, *args])
+    finally:
+        os.chdir(cwd)
+        sys.path[:] = path
+        for name in set(sys.modules) - before:
+            file = getattr(sys.modules[name], "__file__", None)
+            if file and Path(file).resolve().is_relative_to(Path(directory).resolve()):
+                del sys.modules[name]
+        settings.load_profile(profile)
+    return pytest.RunResult(ret, out.getvalue().splitlines(), err.getvalue().splitlines(),
+                            time.perf_counter() - start)
+
+
+def run_pytest_subprocess(directory: Path, *args: str) -> subprocess.CompletedProcess:
+    """``pytest *args`` in ``directory`` in a fresh interpreter (for an xdist run)."""
+    return subprocess.run([sys.executable, "-m", "pytest", *SESSION, *args], cwd=directory,
+                          capture_output=True, text=True, timeout=300, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -113,11 +165,12 @@ def demo_directory(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def demo_serial(demo_directory) -> tuple[subprocess.CompletedProcess, dict]:
-    """The demo module run serially: the process and its evidence."""
+def demo_serial(demo_directory) -> tuple[pytest.RunResult, dict]:
+    """The demo module run serially, once for the tests that read it: what it printed and its
+    evidence."""
     (demo_directory / "test_demo.py").write_text(DEMO)
     out = demo_directory / "serial" / "evidence.json"
-    return run_pytest(demo_directory, out, "--theorems-calls"), load(out)
+    return run_pytest(demo_directory, f"--evidence-out={out}", "--theorems-calls"), load(out)
 
 
 def without_times(data: dict) -> dict:
@@ -132,9 +185,8 @@ def without_times(data: dict) -> dict:
 
 
 def test_evidence_file_records_each_check(demo_serial, demo_directory):
-    process, data = demo_serial
-    assert "5 passed" in process.stdout and "1 failed" in process.stdout, process.stdout
-    assert "1 skipped" in process.stdout, process.stdout
+    result, data = demo_serial
+    result.assert_outcomes(passed=5, failed=1, skipped=1)
     claims = data["claims"]
     assert {cid: claims[cid]["status"] for cid in claims if cid.startswith("demo.")} == {
         "demo.good": "verified", "demo.bad": "failing", "demo.refuted": "refuted",
@@ -180,13 +232,49 @@ def test_evidence_file_records_each_check(demo_serial, demo_directory):
     assert data["run"]["hypothesis_profile"] == "ci"
 
 
+def test_reused_records_give_the_evidence_of_running_every_check(demo_serial, demo_directory):
+    """``--theorems-reuse`` (verify's reuse of an earlier run of the same code): the checks
+    whose records the earlier run holds are deselected, the others run, and the evidence is
+    that of running them all (the demo's full run), apart from times and ``run.reused``, which
+    says what was taken; a figure is copied beside it. With every record reused nothing runs,
+    and the evidence is still written whole."""
+    _, fresh = demo_serial
+    earlier = demo_directory / "earlier" / "evidence.json"
+    run_pytest(demo_directory, f"--evidence-out={earlier}", "--theorems-calls",
+               "-k", "good or refutation", "test_demo.py").assert_outcomes(passed=3,
+                                                                           deselected=4)
+    out = demo_directory / "reused" / "evidence.json"
+    result = run_pytest(demo_directory, f"--evidence-out={out}", "--theorems-calls",
+                        f"--theorems-reuse={earlier}", "test_demo.py")
+    result.assert_outcomes(passed=2, failed=1, skipped=1, deselected=3)
+    result.stdout.fnmatch_lines([f"theorems: 3 checks' records reused from {earlier}"])
+    reused = load(out)
+    assert reused["run"].pop("reused") == {"checks": 3,
+                                           "started": load(earlier)["run"]["started"]}
+    assert fresh["run"]["reused"] is None
+    assert without_times(reused) == without_times({**fresh, "run": {
+        k: v for k, v in fresh["run"].items() if k != "reused"}})
+    (figure,) = next(c for c in reused["claims"]["demo.good"]["checks"]
+                     if c["tier"] == "exhaustive")["figures"]
+    assert (out.parent / figure).read_bytes() == (earlier.parent / figure).read_bytes()
+
+    everything = demo_directory / "everything" / "evidence.json"
+    result = run_pytest(demo_directory, f"--evidence-out={everything}", "--theorems-calls",
+                        f"--theorems-reuse={out}", "test_demo.py")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED  # all 7 deselected: none ran
+    again = load(everything)
+    assert again["run"].pop("reused")["checks"] == 7
+    assert without_times(again) == without_times(reused)
+
+
 @pytest.mark.integration  # an xdist run of its own (three more processes)
 def test_a_second_run_gives_the_same_evidence_under_xdist(demo_serial, demo_directory):
     """Two ci-profile runs, the second split over two xdist workers (serial if xdist is
     missing), agree apart from times."""
     parallel = ("-n", "2") if importlib.util.find_spec("xdist") is not None else ()
     out = demo_directory / "again" / "evidence.json"
-    process = run_pytest(demo_directory, out, "--theorems-calls", *parallel)
+    process = run_pytest_subprocess(demo_directory, f"--evidence-out={out}", "--theorems-calls",
+                                    *parallel)
     again = load(out)
     assert "5 passed" in process.stdout and "1 failed" in process.stdout, process.stdout
     if parallel:
@@ -194,24 +282,25 @@ def test_a_second_run_gives_the_same_evidence_under_xdist(demo_serial, demo_dire
     assert without_times(again) == without_times(demo_serial[1])
 
 
-def test_a_check_naming_an_unknown_claim_is_a_usage_error(pytester: pytest.Pytester):
-    pytester.makepyfile(test_typo='''
+def test_a_check_naming_an_unknown_claim_is_a_usage_error(tmp_path):
+    (tmp_path / "test_typo.py").write_text('''
 from theorems.evidence import check
 
 @check("demo.no-such-claim", "property")
 def test_typo():
     pass
 ''')
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--no-evidence")
+    result = run_pytest(tmp_path, "--no-evidence")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*a check names unknown claim 'demo.no-such-claim'*"])
 
 
-def test_runs_without_claim_checks_leave_the_evidence_file_alone(pytester: pytest.Pytester):
-    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
-    out = pytester.path / "evidence.json"
+def test_runs_without_claim_checks_leave_the_evidence_file_alone(tmp_path):
+    (tmp_path / "test_plain.py").write_text("def test_plain():\n    assert True\n")
+    out = tmp_path / "evidence.json"
     out.write_text("previous")
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--evidence-out={out}")
+    result = run_pytest(tmp_path, f"--evidence-out={out}")
+    result.assert_outcomes(passed=1)
     assert out.read_text() == "previous"
 
 
@@ -245,6 +334,7 @@ def test_a_property(x):
 """
 
 
+@pytest.mark.integration  # another project's session needs an interpreter of its own
 def test_another_projects_pytest_run_is_untouched(tmp_path):
     """The plugin is installed (pytest11), but this project has no checks: no Hypothesis
     profile is registered or loaded, and no file is written."""
@@ -274,11 +364,8 @@ def test_a_partial_run_does_not_replace_the_evidence_the_docs_read(demo_director
     (demo_directory / "pytest.ini").write_text("[pytest]\n")
     build.mkdir(exist_ok=True)
     (build / "evidence.json").write_text("complete run")
-    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                             "-p", "theorems.profiles", "--hypothesis-profile=ci",
-                             "-k", "good", "test_demo.py"], cwd=demo_directory,
-                            capture_output=True, text=True, timeout=300, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_pytest(demo_directory, "-k", "good", "test_demo.py")
+    assert result.ret == 0, result.outlines + result.errlines
     assert (build / "evidence.json").read_text() == "complete run"
     partial = load(build / "evidence-partial.json")
     assert partial["run"]["partial"] is True
@@ -325,9 +412,10 @@ def test_a_run_that_deselects_every_check_of_a_claim_is_partial(tmp_path):
     (tmp_path / "test_slow_only.py").write_text(SLOW_ONLY)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
     out = tmp_path / "evidence.json"
-    result = run_pytest(tmp_path, out, "-m", "not slow and not training", "test_slow_only.py")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 passed, 2 deselected" in result.stdout, result.stdout
+    result = run_pytest(tmp_path, f"--evidence-out={out}", "-m", "not slow and not training",
+                        "test_slow_only.py")
+    assert result.ret == 0, result.outlines + result.errlines
+    result.assert_outcomes(passed=1, deselected=2)
     run = load(out)["run"]
     assert run["partial"] is True
     assert "every check deselected by -m (demo.slow-only, demo.trained)" in run["selection"]
@@ -378,9 +466,10 @@ def test_theorems_claim_selects_the_checks_of_a_claim_by_its_mark(demo_directory
     it, whatever the test is called; the run is partial and says which claims it selected."""
     (demo_directory / "test_demo.py").write_text(DEMO)
     out = demo_directory / "claim" / "evidence.json"
-    result = run_pytest(demo_directory, out, "--theorems-claim=demo.good", "test_demo.py")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 passed, 5 deselected" in result.stdout, result.stdout
+    result = run_pytest(demo_directory, f"--evidence-out={out}", "--theorems-claim=demo.good",
+                        "test_demo.py")
+    assert result.ret == 0, result.outlines + result.errlines
+    result.assert_outcomes(passed=2, deselected=5)
     data = load(out)
     assert [c["name"] for c in data["claims"]["demo.good"]["checks"]] == [
         "test_good", "test_good_exhaustively"]
@@ -416,9 +505,9 @@ def test_an_interrupted_run_leaves_the_previous_evidence_file(tmp_path):
     out = tmp_path / "build" / "evidence.json"
     out.parent.mkdir()
     out.write_text("previous")
-    result = run_pytest(tmp_path, out, "test_interrupted.py")
-    assert result.returncode == pytest.ExitCode.INTERRUPTED, result.stdout + result.stderr
-    assert "theorems: interrupted: no evidence written" in result.stdout, result.stdout
+    result = run_pytest(tmp_path, f"--evidence-out={out}", "test_interrupted.py")
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.outlines + result.errlines
+    result.stdout.fnmatch_lines(["theorems: interrupted: no evidence written*"])
     assert out.read_text() == "previous"
     assert [p.name for p in out.parent.iterdir()] == ["evidence.json"]
 

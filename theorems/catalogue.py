@@ -17,8 +17,10 @@ compares the two and asserts that the light path is the one taken.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 from theorems.claims import (
@@ -51,14 +53,26 @@ def _is_claim(node: ast.stmt) -> bool:
             and value.func.id == "Claim")
 
 
+@functools.lru_cache(maxsize=1024)
+def _statements(module: str, source: str) -> tuple[tuple[ast.stmt, CodeType | None], ...]:
+    """``module``'s top-level statements, each with its code compiled alone where the light
+    path may run it. Kept per source text: parsing and compiling are most of a load, and a
+    process that loads the catalogue again (the CLI's tests) reads unchanged sources."""
+    light = (ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.FunctionDef)
+    return tuple((node, compile(ast.Module(body=[node], type_ignores=[]),
+                                f"<claims of {module}>", "exec")
+                  if isinstance(node, light) else None)
+                 for node in ast.parse(source).body)
+
+
 def _constants(module: str, cache: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The namespace left by executing ``module``'s light statements (memoised in ``cache``)."""
     if module in cache:
         return cache[module]
     cache[module] = namespace = {"__name__": module}
-    for node in ast.parse(_source(module)).body:
+    for node, code in _statements(module, _source(module)):
         if isinstance(node, ast.ImportFrom) and node.module in _LIGHT_MODULES:
-            _execute(node, namespace, module)
+            exec(code, namespace)  # the project's own source, statement by statement
         elif (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
               and node.module.startswith(AREAS_PACKAGE + ".")):
             names = _constants(node.module, cache)
@@ -71,16 +85,11 @@ def _constants(module: str, cache: dict[str, dict[str, Any]]) -> dict[str, Any]:
             if isinstance(node, ast.FunctionDef) and node.decorator_list:
                 continue
             try:
-                _execute(node, namespace, module)
+                exec(code, namespace)
             except Exception as error:  # a name the light path skipped, or a heavy call
                 if _is_claim(node):
                     raise _NotLightError(f"{module}:{node.lineno}: {error}") from error
     return namespace
-
-
-def _execute(node: ast.stmt, namespace: dict[str, Any], module: str) -> None:
-    code = compile(ast.Module(body=[node], type_ignores=[]), f"<claims of {module}>", "exec")
-    exec(code, namespace)  # the project's own source, statement by statement
 
 
 def load_claims() -> Registry:

@@ -221,7 +221,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             print(f"verify: {error}", file=sys.stderr)
             return 2
     report = verify(args.out, profile=args.profile, keyword=args.k, claims=selected,
-                    jobs=args.jobs, slow=args.slow)
+                    jobs=args.jobs, slow=args.slow, reuse=not args.no_reuse)
     if report.data is None:
         out = report.out
         kept = (f"{out} is unchanged" if out.exists() else f"{out} was not written")
@@ -242,6 +242,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from empirics.census import census, summary_line
 
     print(summary_line(census()))
+    reused = report.data["run"].get("reused")
+    if reused:
+        checks = sum(len(r["checks"]) for r in report.data["claims"].values())
+        print(f"reused: the records of {reused['checks']} of these {checks} checks come from "
+              f"the run of {reused['started']} (same commit, clean tree, profile and "
+              f"versions); the other {checks - reused['checks']} ran now")
     if ev.is_partial(report.data):
         selection = textwrap.shorten(str(report.data["run"].get("selection")), 100,
                                      placeholder=" ...")  # an area's claims: a long list
@@ -308,6 +314,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", "-n", default="auto",
                    help="pytest-xdist workers ('auto', a number, or 0 for serial)")
     p.add_argument("--slow", action="store_true", help="include checks marked slow")
+    p.add_argument("--no-reuse", action="store_true",
+                   help=f"run every check, even those whose records {ev.PARTIAL_PATH.name} "
+                        "beside the output holds from a run of the same commit, clean tree, "
+                        "profile and versions")
     p.add_argument("--out", default=None,
                    help=f"evidence file (default: {ev.DEFAULT_PATH}, or {ev.PARTIAL_PATH} "
                         "with a selection, so that a subset never replaces what the docs "

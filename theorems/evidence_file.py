@@ -13,7 +13,9 @@ Schema (version 1)
               "hypothesis_seed", "python", "torch", "numpy", "hypothesis", "platform",
               "device", "workers",
               "partial": bool,            # not every claim's checks ran (-k, -x, a subset)
-              "selection": str|null},     # the -k / -m expressions and paths that made it so
+              "selection": str|null,      # the -k / -m expressions and paths that made it so
+              "reused": {"checks": int, "started": str} | null},  # records taken from an
+                                          # earlier run (reusable_checks; verify's reuse)
       "claims": {
         "<claim id>": {
           "status": "verified" | "refuted" | "inconclusive" | "failing" | "unchecked",
@@ -64,7 +66,10 @@ about scope. A proof's ``scope`` (what it covers of the claim), ``trusts`` (a li
 string before) and ``statement_sha256`` were added within version 1 too; a proof without a
 ``scope`` says nothing about what it covers. So were the status and check outcome
 ``inconclusive`` and ``intervals`` (a reader treats a check without ``intervals`` as having
-recorded none). Whether a claim is *proved* is derived by :func:`proved_checks` only: a
+recorded none). ``run.reused`` was added within version 1 too: how many check records a run
+took from an earlier run at the same commit, clean tree, profile and versions instead of
+running them (:func:`reusable_checks`), and when that run started; null or absent when it ran
+every check itself. Whether a claim is *proved* is derived by :func:`proved_checks` only: a
 skipped, failed or inconclusive proof never counts, whatever ``summary.tiers`` (every tier
 that has a check, skipped ones included) lists. The JSON Schema of this format is
 :func:`json_schema`.
@@ -91,7 +96,7 @@ PARTIAL_PATH = Path("build") / "evidence-partial.json"
 
 __all__ = ["DEFAULT_PATH", "PARTIAL_PATH", "SCHEMA_CHANGELOG", "SCHEMA_VERSION", "as_float",
            "claim_records", "evidence_tiers", "is_partial", "json_schema", "load", "proved_checks",
-           "run_metadata", "summarize", "write"]
+           "reusable_checks", "run_metadata", "summarize", "write"]
 
 # Every change to the format, newest last. An additive field (one a reader may ignore, whose
 # absence means "not recorded") stays within a version; anything else bumps SCHEMA_VERSION.
@@ -106,6 +111,8 @@ SCHEMA_CHANGELOG = (
     (1, "status and check outcome inconclusive, and checks[].intervals: the confidence "
         "intervals a sampled verdict turns on (a new value and a new field; the version "
         "stays 1)"),
+    (1, "run.reused: the check records taken from an earlier run of the same code, profile "
+        "and versions (additive)"),
 )
 
 
@@ -160,10 +167,32 @@ def claim_records(checks_by_claim: Mapping[str, list[dict]], claim_ids: Sequence
     return records
 
 
+def reusable_checks(data: Mapping, folder: str | os.PathLike, *, calls: bool,
+                    ) -> dict[str, tuple[str, dict]]:
+    """Node id -> (claim id, record) of the checks of ``data`` (an evidence file in ``folder``)
+    that a later run of the same code may take as its own instead of running them again.
+
+    Whether the code, the Hypothesis profile and the versions are the same is the caller's to
+    check (:mod:`theorems.verify`); here each record is judged: a check that ran to an outcome
+    (passed, failed or inconclusive; a skip may mean a missing tool, so a skipped check runs
+    again), whose figures are beside the file, and that recorded the constructions it called
+    when ``calls`` asks for them (``--theorems-calls``, which verify passes). Under the ``ci``
+    profile such a record is what running the check again records, apart from times."""
+    found = {}
+    for claim_id, record in data.get("claims", {}).items():
+        for check in record.get("checks", ()):
+            if (check["outcome"] != "skipped" and ("calls" in check or not calls)
+                    and all((Path(folder) / f).is_file() for f in check.get("figures") or ())):
+                found[check["nodeid"]] = (claim_id, check)
+    return found
+
+
 def run_metadata(started: float, workers: int, *, partial: bool = False,
                  selection: str | None = None, hypothesis_profile: str | None = None,
-                 hypothesis_seed: str | None = None, device: str = "cpu") -> dict:
-    """The ``run`` record: commit, times, profile, seed, versions, platform, device."""
+                 hypothesis_seed: str | None = None, device: str = "cpu",
+                 reused: dict | None = None) -> dict:
+    """The ``run`` record: commit, times, profile, seed, versions, platform, device, and the
+    records reused from an earlier run."""
     found = versions()
     return {
         "git_sha": git_sha(),
@@ -181,6 +210,7 @@ def run_metadata(started: float, workers: int, *, partial: bool = False,
         "workers": workers,
         "partial": partial,
         "selection": selection,
+        "reused": reused,
     }
 
 
@@ -290,7 +320,9 @@ def json_schema() -> dict:
                     "properties": {"git_dirty": {"type": ["boolean", "null"]},
                                    "workers": {"type": "integer"},
                                    "partial": {"type": "boolean"},
-                                   "selection": string_or_null}},
+                                   "selection": string_or_null,
+                                   "reused": {"type": ["object", "null"],
+                                              "required": ["checks", "started"]}}},
             "claims": {"type": "object", "additionalProperties": claim},
         },
     }

@@ -35,9 +35,16 @@ slow one that is a claim's sole evidence) and writes the complete file.
 
 ``--theorems-claim ID`` (repeatable) runs only the checks whose ``claim`` mark names one of
 those claims, matched by id at collection rather than by a ``-k`` substring; such a run is
-partial too. The file is written to a temporary file beside it and renamed over it only once
-it is complete, so a run that is interrupted (Ctrl-C) or runs no check leaves the previous file
-as it was.
+partial too. ``--theorems-reuse PATH`` (``verify`` passes it after checking that ``PATH`` comes
+from a run of the same commit, clean tree, profile and versions) deselects, after every other
+selection, the checks whose records that file holds
+(:func:`theorems.evidence_file.reusable_checks`) and writes their records into this run's
+evidence as if they had run, their figures copied beside it: the file is the one running every
+check would write, apart from times, and its ``run.reused`` says how many were taken.
+
+The file is written to a temporary file beside it and renamed over it only once it is
+complete, so a run that is interrupted (Ctrl-C) or runs no check leaves the previous file as it
+was.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ PROPERTY_KEY = "theorems-evidence"
 _CLAIMS_KEY = "theorems-claims"
 _SCOPES_KEY = "theorems-refutes"
 _COLLECTED_KEY = "theorems-collected-claims"
+_REUSED_KEY = "theorems-reused-checks"
 # Added to the slow checks of a claim that has no other check, so that ``verify`` (which
 # selects ``not slow or sole_evidence``) still checks every claim while ``pytest`` skips them.
 SOLE_EVIDENCE = "sole_evidence"
@@ -76,6 +84,7 @@ class _State:
     collected_claims: set[str] = field(default_factory=set)  # before any deselection
     worker_claims: set[str] = field(default_factory=set)
     worker_refutes: dict[str, str | None] = field(default_factory=dict)
+    reused: set[str] = field(default_factory=set)  # node ids deselected by --theorems-reuse
     written: Path | None = None
 
 
@@ -83,6 +92,7 @@ _STATE = pytest.StashKey[_State]()
 _RECORDER = pytest.StashKey[object]()
 _CALLS = pytest.StashKey[object]()
 _FILES = pytest.StashKey[dict]()
+_REUSABLE = pytest.StashKey[dict]()
 
 
 def _construction_files() -> dict[str, tuple[str, bool]]:
@@ -187,6 +197,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "doubles the cost of tensor-heavy checks)")
     group.addoption("--theorems-claim", action="append", default=[], metavar="ID",
                     help="run only the checks of this claim (repeatable)")
+    group.addoption("--theorems-reuse", default=None, metavar="PATH",
+                    help="take the records of the checks this evidence file holds instead of "
+                         "running them (verify passes it for a file of the same commit, clean "
+                         "tree, profile and versions)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -195,6 +209,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                   active=out is not None)
     if not hasattr(config, "workerinput"):
         config.pluginmanager.register(_Controller(config), "theorems-evidence-controller")
+    if config.getoption("theorems_reuse", default=None):
+        config.pluginmanager.register(_Reuse(), "theorems-evidence-reuse")
 
 
 def _claim_mark(item: pytest.Item):
@@ -300,6 +316,35 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     return report
 
 
+def _reusable(config: pytest.Config) -> dict[str, tuple[str, dict]]:
+    """Node id -> (claim id, record) of what ``--theorems-reuse`` names (read once a process)."""
+    found = config.stash.get(_REUSABLE, None)
+    if found is None:
+        from theorems import evidence_file
+
+        path = Path(config.getoption("theorems_reuse"))
+        found = config.stash[_REUSABLE] = evidence_file.reusable_checks(
+            evidence_file.load(path), path.parent,
+            calls=bool(config.getoption("theorems_calls", default=False)))
+    return found
+
+
+class _Reuse:
+    """``--theorems-reuse``: deselects the checks whose records are reused."""
+
+    @pytest.hookimpl(trylast=True)  # after -m, -k and --theorems-claim have selected
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        records = _reusable(config)
+        reused = [item for item in items
+                  if _claim_mark(item) is not None and item.nodeid in records]
+        if reused:
+            ids = {item.nodeid for item in reused}
+            config.stash[_STATE].reused |= ids
+            config.hook.pytest_deselected(items=reused)
+            items[:] = [item for item in items if item.nodeid not in ids]
+
+
 class _Controller:
     """The controller's half (or a run without xdist): gathers every check record that arrives
     on a test report, and the claim ids each xdist worker registered."""
@@ -321,6 +366,7 @@ class _Controller:
         self.state.worker_claims.update(output.get(_CLAIMS_KEY, []))
         self.state.worker_refutes.update(output.get(_SCOPES_KEY, {}))
         self.state.collected_claims.update(output.get(_COLLECTED_KEY, []))
+        self.state.reused.update(output.get(_REUSED_KEY, []))
 
 
 def _default_out(config: pytest.Config) -> Path:
@@ -344,8 +390,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             workeroutput[_CLAIMS_KEY] = sorted(current_registry().claims)
             workeroutput[_SCOPES_KEY] = {c.id: c.refutes for c in current_registry()}
             workeroutput[_COLLECTED_KEY] = sorted(state.collected_claims)
+            workeroutput[_REUSED_KEY] = sorted(state.reused)
         return
-    if not state.checks or config.getoption("--no-evidence"):
+    if not (state.checks or state.reused) or config.getoption("--no-evidence"):
         return  # no check ran: keep the last evidence file as it is, and write nothing
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         return  # Ctrl-C: what ran is not this selection's evidence; keep the last file
@@ -362,6 +409,7 @@ def _write(session: pytest.Session, state: _State, exitstatus: int) -> None:
     refutes = {**state.worker_refutes,
                **{c.id: c.refutes for c in (*registry, *current_registry())}}
     selection = _selection(config)
+    reused = _merge_reused(config, state)
     # A claim with no check collected at all (a subset of the areas was run), or whose every
     # check was deselected by -m (the slow-only claims in a default run), would read as
     # unchecked: such a run is partial and leaves the evidence `docs` reads alone.
@@ -384,7 +432,7 @@ def _write(session: pytest.Session, state: _State, exitstatus: int) -> None:
         selection=selection or _why_partial(uncollected, deselected, stopped),
         hypothesis_profile=(hypothesis.settings.get_current_profile_name()
                             if hypothesis is not None else None),
-        hypothesis_seed=None if seed is None else str(seed), device=device)
+        hypothesis_seed=None if seed is None else str(seed), device=device, reused=reused)
     # Written beside the file and renamed over it only when complete: a reader (or a run
     # killed while writing) never sees half a file, and the previous one stays until then.
     temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
@@ -395,6 +443,29 @@ def _write(session: pytest.Session, state: _State, exitstatus: int) -> None:
     finally:
         temporary.unlink(missing_ok=True)
     state.written = out
+
+
+def _merge_reused(config: pytest.Config, state: _State) -> dict | None:
+    """Put the reused records among this run's (their figures copied beside this run's
+    evidence file); return ``run.reused`` (None when nothing was reused)."""
+    if not state.reused:
+        return None
+    import shutil
+
+    from theorems import evidence_file
+
+    source = Path(config.getoption("theorems_reuse"))
+    records = _reusable(config)
+    folder = _default_out(config).parent
+    for nodeid in sorted(state.reused):
+        claim_id, record = records[nodeid]
+        for figure in record.get("figures") or ():
+            if (source.parent / figure).resolve() != (folder / figure).resolve():
+                (folder / figure).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source.parent / figure, folder / figure)
+        state.checks.setdefault(claim_id, []).append(dict(record))
+    return {"checks": len(state.reused),
+            "started": evidence_file.load(source)["run"].get("started")}
 
 
 def _why_partial(uncollected: set[str], deselected: set[str], stopped: bool) -> str | None:
@@ -423,6 +494,9 @@ def _selection(config: pytest.Config) -> str | None:
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
     if state is not None and state.written is not None:
+        if state.reused:
+            terminalreporter.write_line(f"theorems: {len(state.reused)} checks' records reused "
+                                        f"from {config.getoption('theorems_reuse')}")
         terminalreporter.write_line(f"theorems: evidence for {len(state.checks)} checked "
                                     f"claims written to {state.written}")
     elif state is not None and state.checks and exitstatus == pytest.ExitCode.INTERRUPTED:

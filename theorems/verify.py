@@ -81,7 +81,7 @@ def reuse_source(out: Path, profile: str) -> tuple[Path | None, str | None]:
     ``profile`` without a fixed seed; of this Python, platform, torch, numpy and Hypothesis;
     and its checks recorded their calls, as verify's do. Which of its records qualify is
     :func:`theorems.evidence_file.reusable_checks`' to say."""
-    from constructions.files import installed_version  # torch: load_all imports it anyway
+    from constructions.interop.files import installed_version  # torch: load_all imports it
     from empirics.provenance import git, git_sha
 
     source = out.parent / evidence_file.PARTIAL_PATH.name

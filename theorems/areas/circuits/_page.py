@@ -106,11 +106,17 @@ def _number(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else _markdown(str(value))
 
 
-def published_scores(results: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The circuit-discovery result to show: ``full`` if published, else any (smoke)."""
-    mine = [r for r in results if r.get("experiment") == EXPERIMENT]
+def published_result(results: Sequence[Mapping[str, Any]], experiment: str
+                     ) -> Mapping[str, Any] | None:
+    """The result of ``experiment`` to show: ``full`` if published, else any (smoke)."""
+    mine = [r for r in results if r.get("experiment") == experiment]
     full = [r for r in mine if r.get("config_name") == "full"]
     return (full or mine or [None])[0]
+
+
+def published_scores(results: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The circuit-discovery result to show: ``full`` if published, else any (smoke)."""
+    return published_result(results, EXPERIMENT)
 
 
 def figure_owner(name: str, cases: Sequence[str], methods: Sequence[str]
@@ -177,7 +183,12 @@ def case_section(case: CircuitCase, result: Mapping[str, Any] | None,
 
 def page_sections(results: Sequence[Mapping[str, Any]] = (),
                   claims: set[str] | None = None) -> str:
-    """Every registered case's section; ``results`` are published result dicts, ``claims``
-    the claim ids on the site (others are named, not linked)."""
+    """The benchmark section (formats, scoring, third-party scores), every registered case's
+    section, then the hook-conformance table (:mod:`._benchmark`); ``results`` are published
+    result dicts, ``claims`` the claim ids on the site (others are named, not linked)."""
+    from theorems.areas.circuits._benchmark import benchmark_section, conformance_section
+
     result = published_scores(results)
-    return "\n".join(case_section(case, result, claims) for case in all_cases().values())
+    return "\n".join([benchmark_section(results),
+                      *(case_section(case, result, claims) for case in all_cases().values()),
+                      conformance_section(results)])

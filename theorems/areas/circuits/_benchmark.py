@@ -15,9 +15,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from theorems.areas.circuits._page import _markdown
-from theorems.areas.circuits._page import _table as list_table
-from theorems.areas.circuits._page import published_result as published
+from theorems.areas.circuits._myst import _markdown
+from theorems.areas.circuits._myst import _table as list_table
+from theorems.areas.circuits._myst import published_result as published
 
 THIRD_PARTY = "circuit-third-party"
 HARNESS = "circuit-discovery"

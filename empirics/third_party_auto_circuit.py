@@ -40,7 +40,8 @@ as auto-circuit's own: for the induction cases the final-position logit differen
   the order (MIB files hold finite scores).
 
 The cases that do not export to TransformerLens (the majority head, one-step GD) are skipped,
-said so in the output, as are cases whose metric is not a logit difference.
+said so in the output, as are cases whose metric is not the induction logit
+difference (:func:`answers` reads its targets).
 """
 
 from __future__ import annotations
@@ -125,12 +126,12 @@ def run_case(case, size: str, batch: int, seed: int, out: Path, methods=METHODS)
     from empirics.circuit_formats import folder_name, mib_graph, mib_json
 
     model, circuit = case.instance(size)
-    if case.metric is not logit_difference:
-        return [f"{case.name}: skipped, its metric is not a logit difference"]
     try:
         tl_model = hooked(model)
     except UnsupportedConstructionError as error:
         return [f"{case.name}: skipped, {str(error).splitlines()[0][:100]}"]
+    if case.metric is not logit_difference:  # answers() reads the induction targets
+        return [f"{case.name}: skipped, its metric is not the induction logit difference"]
     index = list(all_cases()).index(case.name)
     clean, corrupted = case.prompts(torch.Generator().manual_seed(seed * 1000 + index), batch,
                                     size)

@@ -21,8 +21,11 @@ package's exception, or why the case was skipped (it does not export to Transfor
 missing (:mod:`empirics.venvs`: ``THEOREMS_VENV_CIRCUITKIT``, ``THEOREMS_VENV_AUTO_CIRCUIT``
 or ``THEOREMS_VENVS``) is reported as not run, with the path looked at; the run goes on.
 
-Measured (published ``full``, seed 0, on a 2-core CPU shared with other jobs): see the
-``runs`` table of the result.
+Measured (published ``full``, seed 0, every case at its smoke size, batch 64, on a 2-core CPU
+shared with other jobs): circuitkit 12.5 CPU-s (19 s wall), auto-circuit 97 CPU-s (130 s wall,
+ACDC most of it), 112 CPU-s for the whole run with the scoring; a first run under heavier
+contention took 42 + 233 CPU-s. At the full sizes ACDC alone took over 3 CPU-minutes on one
+two-head case, which is why ``full`` keeps the smoke sizes.
 """
 
 from __future__ import annotations

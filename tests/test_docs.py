@@ -384,7 +384,7 @@ def test_circuits_page_shows_the_benchmark_and_the_hook_conformance(site):
     assert "ground_truth.json" in benchmark and "edges.pkl" in benchmark
     assert "auto-circuit 1.0.1" in benchmark and "0.8125" in benchmark
     # each miss in words: the failure's exception, the inexact method's scores
-    assert ("EAP (MIB EAP-IG (circuitkit 0.2.0)) on two-layer-induction fails: RuntimeError"
+    assert ("EAP (MIB EAP-IG (circuitkit 0.2.0)) fails on two-layer-induction: RuntimeError"
             in benchmark)
     assert ("auto-circuit ACDC (auto-circuit 1.0.1) on two-layer-induction-rotated scores "
             "AUROC 0.8125, precision 0.5" in benchmark)

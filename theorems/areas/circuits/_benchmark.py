@@ -62,30 +62,37 @@ def _number(value: Any) -> float:
 
 
 def misses(result: Mapping[str, Any] | None) -> list[str]:
-    """One sentence per method and case of the third-party result that is not exact (AUROC
-    or precision below 1) or did not run, saying how (MyST)."""
-    if not result:
-        return []
-    table = result.get("tables", {}).get("scores")
+    """Sentences (MyST) for the third-party result's methods that did not run or are not exact
+    on a case: one per failure, naming the methods and cases it hit (one failure of a package
+    hits every case of a kind), then one per inexact score, with its AUROC, precision, CPR and
+    CMD beside the exact circuit's."""
+    table = (result or {}).get("tables", {}).get("scores")
     if not table:
         return []
-    lines = []
+    failures: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
+    inexact = []
     for row in (dict(zip(table["header"], r, strict=True)) for r in table["rows"]):
         case = row["case"] if row["variant"] == "-" else f"{row['case']}-{row['variant']}"
-        where = f"{_text(row['method'])} ({_text(row['implementation'])}) on `{case}`"
         outcome = str(row["outcome"])
         if outcome.startswith(("skipped", "not run")):
-            continue  # said once per tool in the runs table, not per case
+            continue  # a case the tool cannot load, or a missing tool: in the tables above
         if outcome != "scored":
-            lines.append(f"* {where} {_text(outcome)}")
+            methods, cases = failures.setdefault((row["implementation"], outcome), ([], []))
+            methods += [row["method"]] if row["method"] not in methods else []
+            cases += [case] if case not in cases else []
             continue
         auroc, precision = _number(row["AUROC"]), _number(row["precision@|C|"])
         if auroc < 1 or precision < 1:
-            lines.append(f"* {where} scores AUROC {_text(auroc)}, precision "
-                         f"{_text(precision)} at the circuit's size, CPR {_text(row['CPR'])} "
-                         f"(the exact circuit's {_text(row['exact CPR'])}), CMD "
-                         f"{_text(row['CMD'])} (exact {_text(row['exact CMD'])}).")
-    return lines
+            inexact.append(f"* {_text(row['method'])} ({_text(row['implementation'])}) on "
+                           f"`{case}` scores AUROC {_text(auroc)}, precision "
+                           f"{_text(precision)} at the circuit's size, CPR "
+                           f"{_text(row['CPR'])} (the exact circuit's "
+                           f"{_text(row['exact CPR'])}), CMD {_text(row['CMD'])} (exact "
+                           f"{_text(row['exact CMD'])}).")
+    return [f"* {', '.join(map(_text, methods))} ({_text(implementation)}) "
+            f"{'fails' if len(methods) == 1 else 'fail'} on "
+            f"{', '.join(f'`{c}`' for c in cases)}: {_text(outcome.removeprefix('fails: '))}"
+            for (implementation, outcome), (methods, cases) in failures.items()] + inexact
 
 
 def harness_misses(result: Mapping[str, Any] | None) -> list[str]:
@@ -138,8 +145,11 @@ def benchmark_section(results: Sequence[Mapping[str, Any]]) -> str:
             "Two independent implementations, each in its own virtual environment: MIB's "
             "EAP-IG code as circuitkit 0.2.0 vendors it, and auto-circuit 1.0.1 "
             "(circuitkit's ACDC backend is a vendored copy of auto-circuit, so it is not run "
-            "as a third). Methods marked `+ 1-head fix` are circuitkit's with a local "
-            "workaround of its one-head shape bug, run only where the package itself fails "
+            "as a third). circuitkit's EAP-IG fails on every model with one head per layer: "
+            "its `gradient_hook` squeezes the head axis (`s.squeeze(1)`) and the add into "
+            "the score matrix fails on shapes; methods marked `+ 1-head fix` are the same "
+            "with a local workaround (the graph answers an index for the one-element head "
+            "slice; the package is not changed), run only on those cases "
             f"({_provenance(result, THIRD_PARTY)}, batch "
             f"{_text(result.get('config', {}).get('batch'))}):", ""]
         for name in ("scores", "runs"):

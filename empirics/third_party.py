@@ -27,7 +27,13 @@ The cases that do not export to TransformerLens (the majority head, one-step GD)
 said so in the output. Found here: on a model with one head per layer EAP-IG's
 ``gradient_hook`` (``eap_utils.py``) squeezes the head axis of its score block
 (``s.squeeze(1)``), and the ``(3,)`` result broadcasts against ``scores[:3, 6:7]`` into a
-shape error; the cases with one head per layer fail there and are reported as failing.
+shape error; the cases with one head per layer fail there, and the exception is reported.
+
+**A local workaround, reported as separate methods** (``... + 1-head fix``, run only on the
+one-head cases): for the duration of ``attribute`` the ``Graph`` object built here answers
+``backward_index`` with the integer ``i`` where the package answers the one-element slice
+``i:i+1``, so ``scores[:prev, i]`` has the squeezed block's shape. The installed package is
+not changed, and its own methods' rows keep the failure.
 """
 
 from __future__ import annotations
@@ -45,6 +51,23 @@ from constructions.residual_layout import UnsupportedConstructionError
 # circuitkit 0.2.0's "exact" (activation patching) fails inside the package:
 # get_scores_exact passes pair_padding_side= to evaluate_graph, which takes no such argument
 METHODS = ("EAP", "EAP-IG-inputs")
+FIX = " + 1-head fix"  # the local workaround's methods (module docstring)
+ALL_METHODS = (*METHODS, *(m + FIX for m in METHODS))
+
+
+def one_head_backward_index(graph):
+    """Make ``graph.backward_index`` answer ``i`` for the package's one-element slice
+    ``i:i+1`` (module docstring); returns a function that undoes it."""
+    original = graph.backward_index
+
+    def backward_index(node, qkv=None, attn_slice=True):
+        index = original(node, qkv, attn_slice)
+        if isinstance(index, slice) and index.stop - index.start == 1:
+            return index.start
+        return index
+
+    graph.backward_index = backward_index
+    return lambda: delattr(graph, "backward_index")
 
 
 def hooked_with_zero_mlps(model):
@@ -75,7 +98,8 @@ def _tokenized_pair(bos: int):
     return tokenize_batch_pair
 
 
-def run_case(case, size: str, batch: int, seed: int, out: Path, methods=METHODS) -> list[str]:
+def run_case(case, size: str, batch: int, seed: int, out: Path, methods=ALL_METHODS
+             ) -> list[str]:
     """Attribute one case with each method; write ``out/<method>/<case>_<size>/importances.pt``."""
     from circuitkit.backends.eap import attribute as eap_attribute
     from circuitkit.backends.eap import evaluate as eap_evaluate
@@ -99,12 +123,22 @@ def run_case(case, size: str, batch: int, seed: int, out: Path, methods=METHODS)
     lines = []
     for method in methods:
         graph = Graph.from_model(tl_model)
-        if tl_model.cfg.n_heads == 1:
-            lines.append(f"{case.name}: {method} fails (one head per layer: the squeeze bug)")
+        base, fixed = method.removesuffix(FIX), method.endswith(FIX)
+        if fixed and tl_model.cfg.n_heads != 1:
+            lines.append(f"{case.name}: {method} skipped, not needed with "
+                         f"{tl_model.cfg.n_heads} heads per layer")
             continue
-        kwargs = {"ig_steps": 5} if method == "EAP-IG-inputs" else {}
-        eap_attribute.attribute(tl_model, graph, data, metric, method=method, quiet=True,
-                                **kwargs)
+        undo = one_head_backward_index(graph) if fixed else (lambda: None)
+        kwargs = {"ig_steps": 5} if base == "EAP-IG-inputs" else {}
+        try:
+            eap_attribute.attribute(tl_model, graph, data, metric, method=base, quiet=True,
+                                    **kwargs)
+        except Exception as error:  # the package's own failure is the finding: report it
+            lines.append(f"{case.name}: {method} fails: {type(error).__name__}: "
+                         f"{str(error).splitlines()[0][:160]}")
+            continue
+        finally:
+            undo()
         folder = out / method / f"{case.name}_{size}"
         folder.mkdir(parents=True, exist_ok=True)
         graph.to_pt(str(folder / "importances.pt"))
@@ -119,10 +153,11 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--case", action="append")
+    parser.add_argument("--method", action="append", choices=ALL_METHODS)
     args = parser.parse_args(argv)
     for name in args.case or list(all_cases()):
         for line in run_case(all_cases()[name], args.size, args.batch, args.seed,
-                             Path(args.out)):
+                             Path(args.out), tuple(args.method or ALL_METHODS)):
             print(line, flush=True)
     return 0
 

@@ -369,6 +369,7 @@ def write_results(directory: Path) -> Path:
            "record": record}
     (folder / "full-seed1.json").write_text(json.dumps(one, indent=1))
     write_circuit_scores(directory / "results", record)
+    write_benchmark_results(directory / "results", record)
     return directory / "results"
 
 
@@ -399,3 +400,38 @@ def write_circuit_scores(results: Path, record: dict) -> None:
             "training": {}, "figures": {name: f"full-{name}.png" for name in CIRCUIT_FIGURES},
             "record": record}
     (folder / "full.json").write_text(json.dumps(data, indent=1))
+
+
+def write_benchmark_results(results: Path, record: dict) -> None:
+    """A circuit-third-party result (one method scored, one failing, one not exact) and a
+    hook-conformance result (one hook not as named): the circuits page's benchmark sections."""
+    from empirics.circuit_third_party import RUNS, SCORES
+    from empirics.conformance import HEADER
+    from empirics.hook_conformance import RUNS as CONFORMANCE_RUNS
+
+    def write(name: str, tables: dict) -> None:
+        (results / name).mkdir(parents=True)
+        data = {"experiment": name, "config_name": "full", "config": {"batch": 64}, "seed": 0,
+                "device": "cpu", "metrics": {}, "tables": tables, "training": {},
+                "figures": {}, "record": record}
+        (results / name / "full.json").write_text(json.dumps(data, indent=1))
+
+    exact = ["two-layer-induction", "-", "smoke", 1.0, 1.0, 0.85, 0.149, 0.85, 0.149, 0]
+    write("circuit-third-party", {
+        "scores": {"header": SCORES, "rows": [
+            ["auto-circuit EAP", "auto-circuit 1.0.1", *exact, "scored"],
+            ["EAP", "MIB EAP-IG (circuitkit 0.2.0)", "two-layer-induction", "-", "smoke",
+             "", "", "", "", "", "", 0, "fails: RuntimeError: output with shape [3, 1] "
+             "doesn't match the broadcast shape [3, 3]"],
+            ["auto-circuit ACDC", "auto-circuit 1.0.1", "two-layer-induction", "rotated",
+             "smoke", 0.8125, 0.5, 0.61, 0.39, 0.85, 0.149, 0, "scored"]]},
+        "runs": {"header": RUNS, "rows": [["auto-circuit", "auto-circuit 1.0.1",
+                                           "/venvs/auto-circuit", 2, 60.0, 31.5, "ok"]]}})
+    write("hook-conformance", {
+        "hooks": {"header": HEADER, "rows": [
+            ["bridge (native names)", "4.3.0", "blocks.L.attn.hook_attn_scores", "pattern",
+             "NO", "7.03", "float64", "11", "two-layer-induction"],
+            ["torch", "2.13.0", "hook_embed", "embed", "yes", "0", "float64", "11",
+             "two-layer-induction"]]},
+        "runs": {"header": CONFORMANCE_RUNS, "rows": [["this project's", "4.3.0", "0.8.1",
+                                                       5.0, 4.0, "ok"]]}})

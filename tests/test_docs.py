@@ -371,6 +371,33 @@ def test_circuit_cases_show_their_generated_diagram(site):
                          if f.removesuffix("-eap") == case], case
 
 
+def test_circuits_page_shows_the_benchmark_and_the_hook_conformance(site):
+    """The benchmark section (commands, both formats, the third-party table, each miss said
+    in words) and the conformance table per tool and version, from the fixture's results
+    (docs_fixture.write_benchmark_results)."""
+    site_dir, _, _ = site
+    circuits = page(site_dir, "claims/circuits.html")
+    text = html.unescape(re.sub(r"<[^>]+>", "", circuits))
+    benchmark = text[text.index("Circuit benchmark"):text.index("Circuit case:")]
+    assert "python -m theorems.circuits write OUT" in benchmark
+    assert "python -m theorems.circuits score SUBMISSION" in benchmark
+    assert "ground_truth.json" in benchmark and "edges.pkl" in benchmark
+    assert "auto-circuit 1.0.1" in benchmark and "0.8125" in benchmark
+    # each miss in words: the failure's exception, the inexact method's scores
+    assert ("EAP (MIB EAP-IG (circuitkit 0.2.0)) fails on two-layer-induction: RuntimeError"
+            in benchmark)
+    assert ("auto-circuit ACDC (auto-circuit 1.0.1) on two-layer-induction-rotated scores "
+            "AUROC 0.8125, precision 0.5" in benchmark)
+    # the project's own harness misses too (docs_fixture.write_circuit_scores: EAP 0.875)
+    assert ("eap (this project\N{RIGHT SINGLE QUOTATION MARK}s harness) on "
+            "two-layer-induction-rotated scores AUROC 0.875" in benchmark)
+    conformance = text[text.index("Hook conformance"):]
+    assert "python -m theorems.conformance" in conformance
+    assert "bridge (native names)" in conformance and "blocks.L.attn.hook_attn_scores" in \
+        conformance
+    assert conformance.index("Hooks that do not hold") < conformance.index("hook_attn_scores")
+
+
 def test_circuit_figures_are_matched_to_their_case_exactly():
     from theorems.areas.circuits._page import case_figures, figure_owner
 

@@ -32,7 +32,9 @@ from constructions.circuits import (
     layout,
 )
 from constructions.circuits import node_label as label
+from theorems.areas.circuits._benchmark import benchmark_section, conformance_section
 from theorems.areas.circuits._cases import claims_of
+from theorems.areas.circuits._myst import _markdown, _number, _table, published_result
 
 EXPERIMENT = "circuit-discovery"
 
@@ -89,28 +91,9 @@ def circuit_svg(circuit: Circuit) -> str:
     return graphviz_svg(circuit, dot) if dot else python_svg(circuit)
 
 
-def _markdown(text: str) -> str:
-    """Plain text safe in MyST: Markdown's active characters escaped."""
-    return re.sub(r"([\\`*_\[\]<>{}|#$])", r"\\\1", text)
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["::::{list-table}", ":header-rows: 1", ":class: tt-data", ""]
-    for row in [list(header), *map(list, rows)]:
-        lines += [("* - " if i == 0 else "  - ") + (str(cell) or "\u00a0")
-                  for i, cell in enumerate(row)]
-    return "\n".join([*lines, "::::"])
-
-
-def _number(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else _markdown(str(value))
-
-
 def published_scores(results: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The circuit-discovery result to show: ``full`` if published, else any (smoke)."""
-    mine = [r for r in results if r.get("experiment") == EXPERIMENT]
-    full = [r for r in mine if r.get("config_name") == "full"]
-    return (full or mine or [None])[0]
+    return published_result(results, EXPERIMENT)
 
 
 def figure_owner(name: str, cases: Sequence[str], methods: Sequence[str]
@@ -177,7 +160,10 @@ def case_section(case: CircuitCase, result: Mapping[str, Any] | None,
 
 def page_sections(results: Sequence[Mapping[str, Any]] = (),
                   claims: set[str] | None = None) -> str:
-    """Every registered case's section; ``results`` are published result dicts, ``claims``
-    the claim ids on the site (others are named, not linked)."""
+    """The benchmark section (formats, scoring, third-party scores), every registered case's
+    section, then the hook-conformance table (:mod:`._benchmark`); ``results`` are published
+    result dicts, ``claims`` the claim ids on the site (others are named, not linked)."""
     result = published_scores(results)
-    return "\n".join(case_section(case, result, claims) for case in all_cases().values())
+    return "\n".join([benchmark_section(results),
+                      *(case_section(case, result, claims) for case in all_cases().values()),
+                      conformance_section(results)])

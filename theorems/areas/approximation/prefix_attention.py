@@ -275,7 +275,9 @@ def limit_check(decompose=prefix_decomposition, copies=COPIES):
             # it from the computed parts, and slack bounds |distance - exact| entrywise
             predicted.append(float(((1 - parts["lam"]) * gap).max()))
             slacks.append(float(slack.max()))
-        evidence.ratio(max(r[1] / r[2] for r in rows if r[2] > 0))
+        # no ratio when A_X = A_B at every t (the rate bound is 0, and distance <= slack held)
+        if ratios := [r[1] / r[2] for r in rows if r[2] > 0]:
+            evidence.ratio(max(ratios))
     rows: list[list[float]] = []
     predicted: list[float] = []
     slacks: list[float] = []

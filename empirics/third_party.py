@@ -38,7 +38,6 @@ not changed, and its own methods' rows keep the failure.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -47,6 +46,7 @@ import torch
 from constructions.circuits import all_cases
 from constructions.interop.layout import transformer_lens_layout
 from constructions.residual_layout import UnsupportedConstructionError
+from empirics.venvs import runner_main
 
 # circuitkit 0.2.0's "exact" (activation patching) fails inside the package:
 # get_scores_exact passes pair_padding_side= to evaluate_graph, which takes no such argument
@@ -105,6 +105,8 @@ def run_case(case, size: str, batch: int, seed: int, out: Path, methods=ALL_METH
     from circuitkit.backends.eap import evaluate as eap_evaluate
     from circuitkit.backends.eap.graph import Graph
 
+    from empirics.circuit_formats import folder_name
+
     model, _ = case.instance(size)
     try:
         tl_model = hooked_with_zero_mlps(model)
@@ -139,7 +141,7 @@ def run_case(case, size: str, batch: int, seed: int, out: Path, methods=ALL_METH
             continue
         finally:
             undo()
-        folder = out / method / f"{case.name}_{size}"
+        folder = out / method / folder_name(case, size)
         folder.mkdir(parents=True, exist_ok=True)
         graph.to_pt(str(folder / "importances.pt"))
         lines.append(f"{case.name}: {method} written")
@@ -147,19 +149,7 @@ def run_case(case, size: str, batch: int, seed: int, out: Path, methods=ALL_METH
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m empirics.third_party")
-    parser.add_argument("out")
-    parser.add_argument("--size", default="full", choices=("smoke", "full"))
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--case", action="append")
-    parser.add_argument("--method", action="append", choices=ALL_METHODS)
-    args = parser.parse_args(argv)
-    for name in args.case or list(all_cases()):
-        for line in run_case(all_cases()[name], args.size, args.batch, args.seed,
-                             Path(args.out), tuple(args.method or ALL_METHODS)):
-            print(line, flush=True)
-    return 0
+    return runner_main("python -m empirics.third_party", ALL_METHODS, run_case, argv)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,6 @@ difference (:func:`answers` reads its targets).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -59,6 +58,7 @@ from constructions.circuits.corruptions import logit_difference
 from constructions.induction_heads.task import induction_targets
 from constructions.interop.layout import transformer_lens_layout
 from constructions.residual_layout import UnsupportedConstructionError
+from empirics.venvs import runner_main
 
 METHODS = ("auto-circuit EAP", "auto-circuit EAP-IG", "auto-circuit ACDC")
 
@@ -172,19 +172,7 @@ def run_case(case, size: str, batch: int, seed: int, out: Path, methods=METHODS)
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m empirics.third_party_auto_circuit")
-    parser.add_argument("out")
-    parser.add_argument("--size", default="full", choices=("smoke", "full"))
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--case", action="append")
-    parser.add_argument("--method", action="append", choices=METHODS)
-    args = parser.parse_args(argv)
-    for name in args.case or list(all_cases()):
-        for line in run_case(all_cases()[name], args.size, args.batch, args.seed,
-                             Path(args.out), tuple(args.method or METHODS)):
-            print(line, flush=True)
-    return 0
+    return runner_main("python -m empirics.third_party_auto_circuit", METHODS, run_case, argv)
 
 
 if __name__ == "__main__":

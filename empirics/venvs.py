@@ -16,6 +16,7 @@ at, the variables that move it and the install commands, never as an import erro
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import subprocess
@@ -95,3 +96,25 @@ def version(name: str, distributions: tuple[str, ...]) -> dict[str, str | None]:
     done = subprocess.run([str(python(name)), "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)
     return json.loads(done.stdout)
+
+
+def runner_main(prog: str, methods: tuple[str, ...], run_case, argv=None) -> int:
+    """The command line of a runner module that a tool's environment executes
+    (``python -m empirics.third_party OUT [--size] [--batch] [--seed] [--case] [--method]``):
+    ``run_case(case, size, batch, seed, out, methods)`` for each chosen case, printing the
+    lines it returns."""
+    from constructions.circuits import all_cases
+
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("out")
+    parser.add_argument("--size", default="full", choices=("smoke", "full"))
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--case", action="append")
+    parser.add_argument("--method", action="append", choices=methods)
+    args = parser.parse_args(argv)
+    for name in args.case or list(all_cases()):
+        for line in run_case(all_cases()[name], args.size, args.batch, args.seed,
+                             Path(args.out), tuple(args.method or methods)):
+            print(line, flush=True)
+    return 0

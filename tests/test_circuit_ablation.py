@@ -12,6 +12,10 @@ import pytest
 import torch
 from killed import failed_assertion
 
+# W_U also reads the prev block: a0.h0 -> logits is no longer a zero map, and zero-ablating
+# it moves the logit of the token before the final one
+from test_circuits import unembedding_reads_prev
+
 from constructions.circuits import (
     Edge,
     ablation_circuit,
@@ -40,17 +44,6 @@ def adding(name):
     def circuit(*args):
         return ablation_circuit(*args).with_edge(Edge(source, target, qkv, "spurious"))
     return circuit
-
-
-def unembedding_reads_prev(vocab_size, max_len, **kwargs):
-    """two_layer_induction whose W_U also reads the prev block: a0.h0 -> logits is no longer a
-    zero map, and zero-ablating it moves the logit of the token before the final one."""
-    model = two_layer_induction(vocab_size, max_len, **kwargs)
-    S, n = vocab_size, max_len
-    prev = slice((S + 1) + (n + 1), 2 * (S + 1) + (n + 1))
-    with torch.no_grad():
-        model.W_U[prev] = torch.eye(S + 1, dtype=model.W_U.dtype)
-    return model
 
 
 def query_reads_tokens(vocab_size, max_len, **kwargs):

@@ -286,6 +286,7 @@ def _ladder(points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def shared_route_mlp(keys, values, facts, *, code_dim: int | None = None,
                      bucket_size: int | None = None, seed: int = 0,
+                     cells: tuple[torch.Tensor, torch.Tensor] | None = None,
                      dtype: torch.dtype = torch.float64, device=None) -> CodedFactMLP:
     r"""The shared-route scalar-code MLP (ours, tag D): :class:`HatRoutedEncoder` writes the
     code :math:`z(k_i) = f(i)` exactly, and the ladder through the optimised cells of
@@ -294,7 +295,10 @@ def shared_route_mlp(keys, values, facts, *, code_dim: int | None = None,
     ``keys`` ``(F, d)``, ``values`` ``(|V|, d_v)`` and ``facts`` ``(F,)`` form a fact set;
     ``bucket_size`` (default :math:`d`, at most :math:`d`) bounds the keys per gadget;
     ``code_dim`` is :math:`n` (default: the smallest from 3 up whose cells all decode);
-    ``seed`` seeds the projection's optimiser. Weights: :math:`d + (B+1) + Bd + (|V|-1)(n+1) +
+    ``seed`` seeds the projection's optimiser; ``cells`` (a projection ``(n, d_v)`` and
+    points ``(|V|, n)``, as :func:`decodable_cells` returns them) reuses a decoder built for the
+    same values, instead of optimising one (the encoder alone depends on the keys and facts).
+    Weights: :math:`d + (B+1) + Bd + (|V|-1)(n+1) +
     n + nd_v`.
 
     Raises ``ValueError`` for infeasible facts (equal keys, different values), values that no
@@ -324,10 +328,23 @@ def shared_route_mlp(keys, values, facts, *, code_dim: int | None = None,
         if code_dim > d_v:
             raise ValueError(f"code_dim must be <= d_v = {d_v}, got {code_dim}")
     projection, points, margin = None, None, -math.inf
-    for n in [code_dim] if code_dim is not None else range(min(3, d_v), d_v + 1):
+    if cells is not None:
+        if not isinstance(cells, tuple) or len(cells) != 2:
+            raise TypeError(f"cells must be a (projection, points) tuple, got "
+                            f"{type(cells).__name__}")
+        projection = _validate.real_tensor("cells", cells[0], shape=(code_dim, d_v)).to(
+            device="cpu", dtype=torch.float64)
+        points = _validate.real_tensor("cells", cells[1], shape=(
+            values.shape[0], projection.shape[0])).to(device="cpu", dtype=torch.float64)
+        margin = cell_margin(values, projection, points)
+    for n in [] if cells is not None else [code_dim] if code_dim is not None else range(
+            min(3, d_v), d_v + 1):
         projection, points, margin = decodable_cells(values, n, seed=seed)
         if margin > DECODE_FLOOR:
             break
+    if cells is not None and not margin > DECODE_FLOOR:
+        raise ValueError(f"cells do not decode these values: relative cell margin {margin:.3g} "
+                         f"<= {DECODE_FLOOR:.1e}")
     if not margin > DECODE_FLOOR:
         raise ValueError(f"code_dim={code_dim} is too small: after optimisation some ladder point "
                          f"does not decode (relative cell margin {margin:.3g} <= "

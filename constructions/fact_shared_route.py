@@ -298,16 +298,16 @@ def shared_route_mlp(keys, values, facts, *, code_dim: int | None = None,
     ``seed`` seeds the projection's optimiser; ``cells`` (a projection ``(n, d_v)`` and
     points ``(|V|, n)``, as :func:`decodable_cells` returns them) reuses a decoder built for the
     same values, instead of optimising one (the encoder alone depends on the keys and facts).
-    Weights: :math:`d + (B+1) + Bd + (|V|-1)(n+1) +
-    n + nd_v`.
+    Weights: :math:`d + (B+1) + Bd + (|V|-1)(n+1) + n + nd_v`. Built in float64 on the CPU,
+    then moved to ``dtype`` and ``device``.
 
     Raises ``ValueError`` for infeasible facts (equal keys, different values), values that no
     projection decodes (some value inside the hull of the others), a ``code_dim`` whose cells
     do not all decode, ``bucket_size > d``, or keys with too many equal projections.
     """
-    keys, values, facts = _fact_set(keys, values, facts)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    kw = resolve(dtype, device)
+    keys, values, facts = (t.cpu() for t in _fact_set(keys, values, facts))  # built on the CPU
+    seed = _validate.seed("seed", seed)
     conflict = _conflicting_keys(keys, facts)
     if conflict is not None:
         i, j = conflict
@@ -355,7 +355,6 @@ def shared_route_mlp(keys, values, facts, *, code_dim: int | None = None,
     route = principal_route(keys)
     bounds = split_sorted(keys @ route, bucket_size)
     up = _solve_gadgets(keys, facts.to(torch.float64), route, bounds)
-    kw = resolve(dtype, device)
     decoder = LadderDecoder(knots.to(**kw), slopes.to(**kw), points[0].to(**kw),
                             projection.to(**kw))
     return CodedFactMLP(HatRoutedEncoder(route.to(**kw), bounds.to(**kw), up.to(**kw)), decoder)

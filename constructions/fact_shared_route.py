@@ -36,9 +36,10 @@ bound), about one weight per stored fact.
 
 Decoder: a ladder in an optimised code space
 --------------------------------------------
-The scalar code :math:`t` of value :math:`t` is decoded by the :class:`~constructions.fact_codes.
-LadderDecoder` :math:`y(z) = Q^\top(u_0 + \sum_{t=0}^{|V|-2} s_t\mathrm{ReLU}(z - t))` through
-points :math:`u_t \in \mathbb R^n`, with :math:`Q \in \mathbb R^{n\times d_v}`. It decodes
+The scalar code :math:`t` of value :math:`t` is decoded by the ladder
+(:class:`~constructions.fact_codes.LadderDecoder`)
+:math:`y(z) = Q^\top(u_0 + \sum_{t=0}^{|V|-2} s_t\mathrm{ReLU}(z - t))` through points
+:math:`u_t \in \mathbb R^n`, with :math:`Q \in \mathbb R^{n\times d_v}`. It decodes
 :math:`t` iff :math:`u_t` lies in the cell of :math:`t`: :math:`\langle u_t, Q(v_t - v_j)\rangle
 > 0` for every :math:`j \ne t`, which needs every projected value :math:`Qv_t` to be a vertex
 of the hull of all of them. A random projection needs :math:`n \approx 8` for that; the

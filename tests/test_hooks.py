@@ -32,6 +32,7 @@ from constructions.bilinear import bilinear_layer
 from constructions.cot2 import CoT2Layer, cot2_layer
 from constructions.dyck import depth_trace_head
 from constructions.fact_mlps import encoder_decoder_mlp, linear_associative_memory
+from constructions.fact_shared_route import shared_route_mlp
 from constructions.grokking_lazy_rich import quadratic_net
 from constructions.hopfield import hopfield_update
 from constructions.icdl import ReluAttention, icdl_transformer
@@ -146,6 +147,8 @@ def _constructions() -> dict[str, tuple[nn.Module, Callable[[nn.Module], torch.T
                              on(fact_keys)),
         "scalar_code_mlp": (fc.scalar_code_mlp(fact_keys, fact_values, fact_ids),
                             on(fact_keys)),
+        "shared_route_mlp": (shared_route_mlp(fact_keys, fact_values, fact_ids,
+                                              cells=(fact_values, fact_values)), on(fact_keys)),
         "spatial_induction": (sih.spatial_induction_circuit(automaton, 15), on(cells)),
         "cot2": (cot2_layer(3), lambda model: torch.cat(
             [t.reshape(-1) for t in model.rollout((3, 1, 2))])),

@@ -12,6 +12,12 @@ single-bucket, multi-bucket and bucketed scalar-code constructions, the Hebbian 
 published GD widths. The scalar code stores at least 1 bit per parameter from F = 512 (2.1 at
 F = 4096); GD's smallest widths still store about twice as many at F = 512.
 
+Past GD (``shared_route.py``, published as ``fact-mlps-side-by-side``): the shared-route MLP,
+one route for every gadget and a ladder decoder in an optimised 3-dimensional code space,
+stores about 3.1 bits per parameter at F = 512 and 4.9 at F = 4096 with every margin certified
+in ball arithmetic; GD's smallest width, trained side by side on the same fact sets, stores
+2.3 to 2.7 at F = 512.
+
 What was read in the primary sources: the abstract and section titles of Dugan et al. (v1, a
 working draft; no public code) and the first page of its blog post; ROME's ``compute_u.py`` and
 ``compute_v.py`` (kmeng01/rome), which fix the update and the :math:`\bar k`/:math:`k_p`

@@ -95,8 +95,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = dict(args.set or [])
     if args.seeds < 1:
         raise SystemExit("--seeds must be >= 1")
+    # this process's torch threads: a single seed, or seeds run serially here (--workers 1 or
+    # --backend serial), run with --threads; pool and Ray workers set their own (one each)
+    torch.set_num_threads(args.threads)
     if args.seeds == 1 and args.backend != "ray":
-        torch.set_num_threads(args.threads)
         result = experiment(args.config, device=args.device, seed=args.seed, **overrides)
         path = result.save(args.out)
         metrics = result.metrics
@@ -201,8 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="reuse seeds already saved under --out from the current code and config")
     p.add_argument("--threads", type=int, default=1,
-                   help="torch threads for a single-seed run (default 1: small models are "
-                        "fastest single-threaded)")
+                   help="torch threads for a single seed, or for seeds run one after the "
+                        "other in this process (--workers 1, --backend serial); default 1: "
+                        "small models are fastest single-threaded")
     p.add_argument("--set", action="append", type=parse_override, metavar="KEY=VALUE",
                    help="override one config value (repeatable), e.g. --set steps=100")
     p.set_defaults(run=cmd_run)

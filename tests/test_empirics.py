@@ -418,6 +418,20 @@ def test_cli_results_names_the_config_each_experiment_is_counted_at(toy, toy_cpu
     assert re.search(r"missing: .*ln-majority", out) and "toy-cpu-test," not in out
 
 
+def test_seeds_run_one_after_the_other_use_the_threads_asked_for(toy, tmp_path, capsys):
+    """``--workers 1`` runs the seeds in this process: with ``--threads`` torch threads (default
+    1), not every core's, as a single seed does (pool workers set their own)."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert empirics_main(["run", toy.name, "--seeds", "2", "--workers", "1", "--device",
+                              "cpu", "--out", str(tmp_path)]) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    assert "2 seeds on cpu" in capsys.readouterr().out
+
+
 def test_every_registered_experiment_has_smoke_and_full_configs():
     experiments = load_all()
     assert {"ln-majority", "prenorm-gradients"} <= set(experiments)

@@ -51,9 +51,10 @@ output of :math:`L` layers: the paper's indexing is [R].)
 Measured cpu-config cost (one thread of this project's 2-core CPU machine, 2026-12-04, at nice
 10 under load from other jobs; CPU seconds do not count waiting):
 
-* ``prenorm-gradients``: 207 CPU-s for three seeds (about 69 a seed, d=128, L up to 64);
-  published with three seeds at the ``cpu`` size (Pre-LN slope -0.483, -0.483, -0.485; Post-LN
-  0.017, 0.019, 0.015). The full config is left to a GPU.
+* ``prenorm-gradients``: 207 CPU-s for three seeds (about 69 a seed, d=128, L up to 64, an
+  upper bound: the seeds ran with two torch threads, which spin under load; one seed at d=256
+  on one thread took 61 CPU-s); published with three seeds at the ``cpu`` size (Pre-LN slope
+  -0.483, -0.483, -0.485; Post-LN 0.017, 0.019, 0.015). The full config is left to a GPU.
 """
 
 from __future__ import annotations

@@ -45,6 +45,12 @@ load from other jobs; CPU seconds do not count waiting):
 Measured cpu-config cost (one thread of this project's 2-core CPU machine, 2026-12-04, at nice 10
 under load from other jobs; CPU seconds do not count waiting):
 
+* ``power-method-gd``: 357 CPU-s for three seeds (about 119 a seed); published with three seeds
+  at the ``cpu`` size (d=8, n=16, L=5, 3000 steps): with normalisation the late log-log slope of
+  w_t is 0.261, 0.259, 0.261 (Theorem 4.1: 1/4) and of rho_t 0.523, 0.518, 0.522, the cosine
+  with the power method ends at 0.999 and the iterates stay on the block manifold (off-block
+  ratio 0); the control without it leaves the manifold (largest off-block ratio 21, 7.9, 1248)
+  and ends at a cosine of 0.20, 0.18, 0.16.
 * ``power-method-layerwise``: 134 CPU-s for three seeds (about 45 a seed); published with three
   seeds at the ``cpu`` size (d=8, n=16, 4000 steps): with normalisation the held-out loss falls
   to 0.011 and the rate to 0.798, 0.796, 0.798 against lambda_2/lambda_1 = 0.776, 0.774, 0.775;

@@ -3,7 +3,7 @@
 ::
 
     python -m empirics list [--json]
-    python -m empirics run NAME [--config smoke|full] [--device auto|cpu|cuda] [--seeds K]
+    python -m empirics run NAME [--config smoke|cpu|full] [--device auto|cpu|cuda] [--seeds K]
                                 [--out DIR] [--workers N] [--backend process|serial|ray]
                                 [--resume] [--set KEY=VALUE ...]
     python -m empirics results [--dir DIR] [--json]
@@ -14,11 +14,14 @@
 build/empirics``). With ``--seeds K > 1`` the seeds run as a sweep (a local process pool, or
 Ray with ``--backend ray``); each seed is saved as ``<config>-seed<k>.json`` and
 ``<config>.json`` holds the mean and spread over seeds, with an error-bar figure. To publish
-a full-config result, run it with ``--out empirics/results`` and commit what it writes;
-``results`` lists the published results and marks those whose code has changed since, and
-counts the stale and missing ones. ``--resume`` reuses the seeds already saved under
-``--out`` by the same code (fingerprint), config and device, so an interrupted sweep, or
-``run-all`` on a GPU, continues where it stopped.
+a full-config result, run it with ``--out empirics/results`` and commit what it writes; an
+experiment that defines a ``cpu`` config (sized for a few CPU-minutes a seed) can be published
+the same way with ``--config cpu``. ``results`` lists the published results (each row names its
+config) and marks those whose code has changed since, and counts per experiment its largest
+published config (``full``, else ``cpu``) as current or stale, and the missing ones.
+``--resume`` reuses the seeds already saved under ``--out`` by the same code (fingerprint),
+config and device, so an interrupted sweep, or ``run-all`` on a GPU, continues where it
+stopped.
 
 ``run-all`` is the GPU path in one command: every registered experiment's config (``full`` by
 default) with ``--seeds`` seeds each, one after the other, written where ``--out`` says
@@ -34,7 +37,14 @@ import json
 import sys
 from pathlib import Path
 
-from empirics.experiment import RESULTS_DIR, get, load_all, published, run_seeds
+from empirics.experiment import (
+    PUBLISHED_CONFIGS,
+    RESULTS_DIR,
+    get,
+    load_all,
+    published,
+    run_seeds,
+)
 from empirics.sweep import BACKENDS
 
 DEFAULT_OUT = Path("build") / "empirics"
@@ -56,11 +66,15 @@ def cmd_list(args: argparse.Namespace) -> int:
     status = {(e["experiment"], e["config"]): e for e in published()}
     rows = []
     for name, experiment in sorted(experiments.items()):
-        entry = status.get((name, "full"))
-        state = "none" if entry is None else ("stale" if entry["stale"] else "current")
+        states = {}
+        for config in PUBLISHED_CONFIGS:  # full, and cpu where the experiment defines it
+            entry = status.get((name, config))
+            if config == "full" or config in experiment.configs or entry is not None:
+                states[config] = ("none" if entry is None else
+                                  "stale" if entry["stale"] else "current")
         rows.append({"name": name, "description": experiment.description,
                      "configs": sorted(experiment.configs), "claims": list(experiment.claims),
-                     "published_full": state})
+                     **{f"published_{config}": state for config, state in states.items()}})
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -68,8 +82,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     for row in rows:
         print(f"{row['name']:<{width}}{row['description']}")
         print(f"{'':<{width}}configs: {', '.join(row['configs'])}; claims: "
-              f"{', '.join(row['claims']) or '-'}; published full result: "
-              f"{row['published_full']}")
+              f"{', '.join(row['claims']) or '-'}; published: "
+              + ", ".join(f"{config} {row[f'published_{config}']}"
+                          for config in PUBLISHED_CONFIGS if f"published_{config}" in row))
     return 0
 
 
@@ -80,8 +95,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = dict(args.set or [])
     if args.seeds < 1:
         raise SystemExit("--seeds must be >= 1")
+    # this process's torch threads: a single seed, or seeds run serially here (--workers 1 or
+    # --backend serial), run with --threads; pool and Ray workers set their own (one each)
+    torch.set_num_threads(args.threads)
     if args.seeds == 1 and args.backend != "ray":
-        torch.set_num_threads(args.threads)
         result = experiment(args.config, device=args.device, seed=args.seed, **overrides)
         path = result.save(args.out)
         metrics = result.metrics
@@ -113,12 +130,15 @@ def cmd_results(args: argparse.Namespace) -> int:
         return 0
     if not entries:
         print(f"no published results under {args.dir}")
-    for e in entries:
+    for e in entries:  # each row names its config: full (GPU-sized), cpu, or another
         mark = "STALE" if e["stale"] else "current"
         print(f"{e['experiment']:<22} {e['config']:<6} {mark:<8} {e['device']} {e['date']} "
               f"seeds={e['seeds']} {e['path']}")
     counts = census(args.dir)
     print(summary_line(counts))
+    at_cpu = sorted(name for name, config in counts["counted"].items() if config == "cpu")
+    if at_cpu:
+        print(f"at cpu size only (no full result): {', '.join(at_cpu)}")
     if counts["missing"]:
         print(f"missing: {', '.join(counts['missing'])}")
     return 0
@@ -169,7 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run one experiment and save its JSON and PNG figures")
     p.add_argument("name")
-    p.add_argument("--config", default="smoke", help="smoke (seconds on a CPU) or full (a GPU)")
+    p.add_argument("--config", default="smoke",
+                   help="smoke (seconds on a CPU), cpu (minutes on a CPU, where the experiment "
+                        "defines it) or full (a GPU)")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:k]")
     p.add_argument("--seeds", type=int, default=1, help="number of seeds (a sweep when > 1)")
     p.add_argument("--seed", type=int, default=0, help="first seed")
@@ -181,8 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="reuse seeds already saved under --out from the current code and config")
     p.add_argument("--threads", type=int, default=1,
-                   help="torch threads for a single-seed run (default 1: small models are "
-                        "fastest single-threaded)")
+                   help="torch threads for a single seed, or for seeds run one after the "
+                        "other in this process (--workers 1, --backend serial); default 1: "
+                        "small models are fastest single-threaded")
     p.add_argument("--set", action="append", type=parse_override, metavar="KEY=VALUE",
                    help="override one config value (repeatable), e.g. --set steps=100")
     p.set_defaults(run=cmd_run)

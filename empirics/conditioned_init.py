@@ -17,6 +17,14 @@ load from other jobs; CPU seconds do not count waiting):
 
 * ``conditioned-init``: its full config cut to 6 of its 3000 steps took 56 CPU-s and cut to 12
   did not finish within 60, so a seed takes more than 0.5 CPU-hours; left to a GPU.
+
+Measured cpu-config cost (one thread of this project's 2-core CPU machine, 2026-12-04, at nice 10
+under load from other jobs; CPU seconds do not count waiting):
+
+* ``conditioned-init``: 54 CPU-s for three seeds (about 18 a seed); published with three seeds
+  at the ``cpu`` size (length 32, d=32, one head, lr 0.01, 8 runs a seed): both arms reach the
+  target in every run, in 185, 186, 189 steps (Gaussian) against 186, 184, 184 (conditioned);
+  effect size -0.08, 0.18, 0.33: no speed-up shows at this size and rate.
 """
 
 from __future__ import annotations
@@ -37,6 +45,11 @@ from empirics.training import TrainConfig, train
 SMOKE = {"vocab_size": 16, "length": 32, "d_model": 32, "n_heads": 1, "steps": 600,
          "batch": 32, "lr": 1e-2, "eval_every": 10, "eval_batch": 256, "target": 0.95,
          "seeds": 6}
+# between the two, for a few CPU-minutes a seed: the smoke's model and rate, with longer runs
+# and more seeds per run
+CPU = {"vocab_size": 16, "length": 32, "d_model": 32, "n_heads": 1, "steps": 1200,
+       "batch": 32, "lr": 1e-2, "eval_every": 10, "eval_batch": 256, "target": 0.95,
+       "seeds": 8}
 FULL = {"vocab_size": 16, "length": 64, "d_model": 64, "n_heads": 2, "steps": 3000,
         "batch": 64, "lr": 3e-3, "eval_every": 10, "eval_batch": 1024, "target": 0.95,
         "seeds": 20}
@@ -150,7 +163,7 @@ EXPERIMENT = Experiment(
     name="conditioned-init",
     description="Conditioned initialisation: steps to learn induction heads, Gaussian against "
                 "conditioned W_Q, W_K, W_V (ICLR 2026 submission cKNOCYPo2W)",
-    configs={"smoke": SMOKE, "full": FULL},
+    configs={"smoke": SMOKE, "cpu": CPU, "full": FULL},
     run=run,
     claims=("training-dynamics.conditioned-init-trains-faster",),
     code=("constructions.conditioned_init", "empirics.induction_heads"),

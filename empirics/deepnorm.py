@@ -27,6 +27,14 @@ load from other jobs; CPU seconds do not count waiting):
 * ``deepnorm``: a seed did not finish in 9 minutes of wall-clock on its own two-process pool
   (under load from other jobs), so its full config is left to a GPU (``python -m empirics
   run-all --device cuda``).
+
+Measured cpu-config cost (one thread of this project's 2-core CPU machine, 2026-12-04, at nice 10
+under load from other jobs; CPU seconds do not count waiting):
+
+* ``deepnorm``: 63 CPU-s for three seeds (about 21 a seed); published with three seeds at the
+  ``cpu`` size (d=64, N up to 64): the SGD update slope in log N is -0.040, -0.030, -0.035 for
+  DeepNorm at step 1 against 0.92, 0.90, 0.87 for Post-LN (step 5: -0.039, -0.029, -0.034
+  against 0.79, 0.76, 0.81).
 """
 
 from __future__ import annotations
@@ -245,11 +253,17 @@ FULL = {"d": 256, "tokens": 64, "trials": 32, "steps": 5,
         "optimizers": list(OPTIMIZERS), "lr": LR, "beta": None, "dtype": "float32",
         "workers": None, "backend": "process"}
 
+# Cpu: between the two, for a few CPU-minutes a seed: d=64, 16 tokens, 8 trials, N up to 64,
+# all three archs, SGD and Adam, 5 steps, on one core.
+CPU = {"d": 64, "tokens": 16, "trials": 8, "steps": 5, "depths": [2, 4, 8, 16, 32, 64],
+       "archs": list(ARCHS), "optimizers": list(OPTIMIZERS), "lr": LR, "beta": None,
+       "dtype": "float32", "workers": 1, "backend": "serial"}
+
 EXPERIMENT = Experiment(
     name="deepnorm",
     description="One optimiser step's output change against depth: flat with DeepNorm, "
                 "growing with Post-LN",
-    configs={"smoke": SMOKE, "full": FULL},
+    configs={"smoke": SMOKE, "cpu": CPU, "full": FULL},
     run=run,
     claims=("approximation.deepnorm-update-flat",),
     code=("constructions.deepnorm", "empirics.prenorm_gradients"),

@@ -20,6 +20,16 @@ load from other jobs; CPU seconds do not count waiting):
 * ``grokking-lazy-rich``: its full config cut to 200 of its 100000 steps did not finish within
   60 CPU-s, so a seed takes more than 6 CPU-hours (counting 15 CPU-s as start-up); left to a
   GPU.
+
+Measured cpu-config cost (one thread of this project's 2-core CPU machine, 2026-12-04, at nice 10
+under load from other jobs; CPU seconds do not count waiting):
+
+* ``grokking-lazy-rich``: 197 CPU-s for three seeds (about 66 a seed); published with three
+  seeds at the ``cpu`` size (dim 50, 275 training points, width 250, 10000 steps, 2 runs a
+  seed): the first step with the test loss below the NTK level grows with alpha, 500-625 (alpha
+  0.1), 875-1250 (0.3), 2375-3500 (1), 5750-8375 (3), never within 10000 steps for alpha 10 and
+  30 (final test loss 0.54-0.87 and 0.58-1.04 against NTK levels 0.34-0.68); the recorded delay
+  is negative or undefined at every alpha, so no grokking delay shows at this length of run.
 """
 
 from __future__ import annotations
@@ -43,6 +53,11 @@ from empirics.plots import pyplot
 
 SMOKE = {"dim": 30, "train_size": 165, "width": 150, "eps": 0.02, "alphas": [0.3, 1.0, 10.0],
          "steps": 4000, "eval_every": 100, "seeds": 2, "dtype": "float32"}
+# between the two, for a few CPU-minutes a seed: half the full task's sizes, the full run's
+# alphas, a tenth of its steps
+CPU = {"dim": 50, "train_size": 275, "width": 250, "eps": 0.02,
+       "alphas": [0.1, 0.3, 1.0, 3.0, 10.0, 30.0], "steps": 10_000, "eval_every": 250,
+       "seeds": 2, "dtype": "float32"}
 FULL = {"dim": 100, "train_size": 550, "width": 500, "eps": 0.02,
         "alphas": [0.1, 0.3, 1.0, 3.0, 10.0, 30.0], "steps": 100_000, "eval_every": 500,
         "seeds": 5, "dtype": "float32"}
@@ -209,7 +224,7 @@ EXPERIMENT = Experiment(
     name="grokking-lazy-rich",
     description="Grokking as lazy to rich: GD over alpha against the exact NTK level "
                 "(Kumar et al. 2024)",
-    configs={"smoke": SMOKE, "full": FULL},
+    configs={"smoke": SMOKE, "cpu": CPU, "full": FULL},
     run=run,
     claims=("training-dynamics.grokking-alpha-controls-laziness",),
     code=("constructions.grokking_lazy_rich",),

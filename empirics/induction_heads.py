@@ -30,6 +30,14 @@ load from other jobs; CPU seconds do not count waiting):
 * ``induction-heads``: about 39 CPU-min a seed, extrapolated from two runs of the full config
   cut to 3 and 6 of its 1500 steps (43 and 48 CPU-s); not run to the end on a CPU, so its full
   config is left to a GPU.
+
+Measured cpu-config cost (one thread of this project's 2-core CPU machine, 2026-12-04, at nice 10
+under load from other jobs; CPU seconds do not count waiting):
+
+* ``induction-heads``: 157 CPU-s for three seeds (about 52 a seed); published with three seeds
+  at the ``cpu`` size (lengths 16 and 32, 1000 steps): two layers reach 0.994, 0.994, 0.990
+  (n=16) and 0.996, 0.991, 0.994 (n=32); one layer with 4 heads at width 64 stays at 0.33 (n=16)
+  and 0.24 (n=32) in every seed.
 """
 
 from __future__ import annotations
@@ -269,6 +277,12 @@ INDUCTION_HEADS = Experiment(
                   "one_layer_heads": [4], "one_layer_widths": [32], "steps": 300,
                   "batch": 32, "lr": 1e-2, "eval_every": 25, "eval_batch": 256,
                   "target": 0.97, "progress": False},
+        # between the two, for a few CPU-minutes a seed: two lengths, 1 and 4 heads at two
+        # widths against the two-layer model, the full run's rate and target
+        "cpu": {"vocab_size": 16, "lengths": [16, 32], "two_layer": {"d_model": 64},
+                "one_layer_heads": [1, 4], "one_layer_widths": [32, 64], "steps": 1000,
+                "batch": 32, "lr": 3e-3, "eval_every": 50, "eval_batch": 512,
+                "target": 0.995, "progress": False},
         "full": {"vocab_size": 16, "lengths": [16, 32, 64], "two_layer": {"d_model": 64},
                  "one_layer_heads": [1, 2, 4, 8], "one_layer_widths": [32, 64, 128],
                  "steps": 1500, "batch": 64, "lr": 3e-3, "eval_every": 50,

@@ -47,6 +47,14 @@ at every layer, and each Pre-LN layer adds between :math:`d/2` and :math:`3d/2` 
 :math:`E\lVert x_1\rVert^2 = d`. (The paper writes the band for :math:`x^{pre}_l`; with our
 1-based layers and :math:`x_1` the input, the band that holds is for :math:`x_{L+1}`, the
 output of :math:`L` layers: the paper's indexing is [R].)
+
+Measured cpu-config cost (one thread of this project's 2-core CPU machine, 2026-12-04, at nice
+10 under load from other jobs; CPU seconds do not count waiting):
+
+* ``prenorm-gradients``: 207 CPU-s for three seeds (about 69 a seed, d=128, L up to 64, an
+  upper bound: the seeds ran with two torch threads, which spin under load; one seed at d=256
+  on one thread took 61 CPU-s); published with three seeds at the ``cpu`` size (Pre-LN slope
+  -0.483, -0.483, -0.485; Post-LN 0.017, 0.019, 0.015). The full config is left to a GPU.
 """
 
 from __future__ import annotations
@@ -262,11 +270,16 @@ SMOKE = {"d": 64, "tokens": 16, "trials": 40, "chunk": 40, "depths": DEPTHS,
 FULL = {"d": 512, "tokens": 64, "trials": 200, "chunk": 10,
         "depths": [1, 2, 4, 8, 16, 32, 64, 128], "archs": list(ARCHS), "dtype": "float32",
         "workers": None, "backend": "process"}
+# Cpu: between the two, for a CPU-minute a seed on one core: d=128, 32 tokens, 100 trials,
+# L up to 64 (chunks of 20 trials keep one point's weights near 0.3 GB).
+CPU = {"d": 128, "tokens": 32, "trials": 100, "chunk": 20,
+       "depths": [1, 2, 4, 8, 16, 32, 64], "archs": list(ARCHS), "dtype": "float32",
+       "workers": 1, "backend": "serial"}
 
 EXPERIMENT = Experiment(
     name="prenorm-gradients",
     description="Gradient norm at initialisation: Pre-LN decays as L^-1/2, Post-LN is flat",
-    configs={"smoke": SMOKE, "full": FULL},
+    configs={"smoke": SMOKE, "cpu": CPU, "full": FULL},
     run=run,
     claims=("prenorm-gradients.residual-norm-band", "prenorm-gradients.last-layer-gradient"),
     summarize=summarize_seeds,

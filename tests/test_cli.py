@@ -75,7 +75,7 @@ def test_verify_writes_evidence_and_prints_one_row_per_claim(verified):
     assert re.search(r"✘ refuted\s+addition\.failure-probability-linear\s+refutation",
                      result.stdout)
     assert re.search(r"; \d+ verified with all its dependencies", result.stdout)
-    assert re.search(r"published empirics \(full\): \d+ current, \d+ stale, \d+ missing",
+    assert re.search(r"published empirics \(full, else cpu\): \d+ current, \d+ stale, \d+ missing",
                      result.stdout)
 
 

@@ -562,6 +562,26 @@ def test_staleness_agrees_with_the_empirics_package(tmp_path):
     assert all((v.staleness != "current") == is_stale(v.data) for v in views)
 
 
+def test_the_empirics_census_counts_a_cpu_result_and_prefers_full(tmp_path):
+    """The site counts each experiment at its largest published config, full else cpu, like
+    ``python -m empirics results``: a cpu result is present (and counted as at cpu size), a
+    smoke one is not, and a stale full result is not hidden by a current cpu one."""
+    _result(tmp_path / "cpu-only", "cpu-only", "cpu", "abc")
+    _result(tmp_path / "both", "both", "cpu", "abc")
+    _result(tmp_path / "both", "both", "full", "old")
+    _result(tmp_path / "smoke-only", "smoke-only", "smoke", "abc")
+    names = ("cpu-only", "both", "smoke-only")
+    results = data.load_results(tmp_path, dict.fromkeys(names, lambda: "abc"))
+    experiments = [data.ExperimentView(name, "", (), {}, tuple(r for r in results
+                                                               if r.experiment == name), True)
+                   for name in names]
+    site_data = data.SiteData(registry=None, claims=[], evidence_path=None, run=None,
+                              experiments=experiments)
+    assert site_data.empirics_counts() == {"current": 1, "stale": 1, "missing": 1,
+                                           "single_seed": 2, "cpu": 1, "experiments": 3}
+    assert site_data.empirics_counts("full")["missing"] == 2
+
+
 def _nodes() -> list[graph.Node]:
     return [graph.Node("a.one", "a", "One", "verified", "claims/a.html#a-one", ()),
             graph.Node("a.two", "a", "Two", "refuted", "claims/a.html#a-two", ("a.one",)),

@@ -6,6 +6,7 @@ import importlib.metadata
 import json
 import math
 import os
+import re
 import sys
 
 import pytest
@@ -15,7 +16,9 @@ from torch import nn
 from empirics import compare
 from empirics.__main__ import main as empirics_main
 from empirics.experiment import (
+    CONFIG_NAMES,
     EXPERIMENTS,
+    PUBLISHED_CONFIGS,
     Experiment,
     Result,
     is_stale,
@@ -352,6 +355,82 @@ def test_a_resumed_sweep_reuses_only_current_seeds(toy, tmp_path):
     assert again["record"]["resumed"] == [0]
     with pytest.raises(ValueError, match="resume needs out"):
         run_seeds(toy, "smoke", seeds=2, device="cpu", resume=True, progress=False)
+
+def _toy_cpu_run(config: dict, device: torch.device, seed: int) -> Result:
+    result = _toy_run(config, device, seed)
+    result.experiment = "toy-cpu-test"
+    return result
+
+
+@pytest.fixture
+def toy_cpu(toy):
+    """The toy with a ``cpu`` config between its smoke and full ones."""
+    experiment = Experiment(name="toy-cpu-test", description="", run=_toy_cpu_run,
+                            configs={**toy.configs, "cpu": {"scale": 5.0}})
+    yield experiment
+    EXPERIMENTS.pop(experiment.name, None)
+
+
+def test_a_cpu_config_is_optional_and_runs_like_any_other(toy, toy_cpu, tmp_path):
+    """``cpu`` is a third config an experiment may define, between smoke and full; one that
+    does not define it still registers, and asking it for ``cpu`` is a bad config name."""
+    assert "cpu" in PUBLISHED_CONFIGS and "cpu" not in CONFIG_NAMES
+    with pytest.raises(ValueError, match="config must be one of"):
+        toy("cpu", device="cpu")
+    result = toy_cpu("cpu", device="cpu", seed=0)
+    assert result.config_name == "cpu" and result.config["scale"] == 5.0
+    assert result.save(tmp_path) == tmp_path / "toy-cpu-test" / "cpu.json"
+
+
+def test_a_published_cpu_result_counts_as_present_and_full_is_preferred(toy, toy_cpu, tmp_path):
+    """The census counts an experiment at its largest published config, full else cpu: a
+    current cpu result makes it present (at cpu size), a full one is preferred over it; a
+    smoke result, or none, leaves it missing."""
+    from empirics.census import census, largest_config, summary_line
+
+    assert largest_config(["smoke", "cpu", "full"]) == "full"
+    assert largest_config(["cpu", "smoke"]) == "cpu" and largest_config(["smoke"]) is None
+    toy_cpu("smoke", device="cpu").save(tmp_path)
+    counts = census(tmp_path)
+    assert {"toy-cpu-test", toy.name} <= set(counts["missing"])  # smoke is not published
+    assert counts["current"] == [] and counts["counted"] == {}
+    toy_cpu("cpu", device="cpu").save(tmp_path)
+    counts = census(tmp_path)
+    assert counts["current"] == ["toy-cpu-test"] and counts["counted"] == {"toy-cpu-test": "cpu"}
+    assert "toy-cpu-test" not in counts["missing"] and toy.name in counts["missing"]
+    assert "1 current, 0 stale" in summary_line(counts) and "1 at cpu size" in summary_line(
+        counts)
+    toy_cpu("full", device="cpu").save(tmp_path)
+    assert census(tmp_path)["counted"] == {"toy-cpu-test": "full"}
+    assert "0 at cpu size" in summary_line(census(tmp_path))
+    assert census(tmp_path, config="cpu")["counted"] == {"toy-cpu-test": "cpu"}
+
+
+def test_cli_results_names_the_config_each_experiment_is_counted_at(toy, toy_cpu, tmp_path,
+                                                                      capsys):
+    toy("full", device="cpu").save(tmp_path)
+    toy_cpu("cpu", device="cpu").save(tmp_path)
+    assert empirics_main(["results", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"toy-cpu-test +cpu +current", out)
+    assert re.search(r"toy-engine-test +full +current", out)
+    assert "at cpu size only (no full result): toy-cpu-test\n" in out
+    assert re.search(r"missing: .*ln-majority", out) and "toy-cpu-test," not in out
+
+
+def test_seeds_run_one_after_the_other_use_the_threads_asked_for(toy, tmp_path, capsys):
+    """``--workers 1`` runs the seeds in this process: with ``--threads`` torch threads (default
+    1), not every core's, as a single seed does (pool workers set their own)."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert empirics_main(["run", toy.name, "--seeds", "2", "--workers", "1", "--device",
+                              "cpu", "--out", str(tmp_path)]) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    assert "2 seeds on cpu" in capsys.readouterr().out
+
 
 def test_every_registered_experiment_has_smoke_and_full_configs():
     experiments = load_all()

@@ -1,4 +1,5 @@
-"""The experiment interface: a name, a ``smoke`` and a ``full`` config, and ``run``.
+"""The experiment interface: a name, a ``smoke`` and a ``full`` config (and optionally a
+``cpu`` one), and ``run``.
 
 An area's experiment module defines one or more :class:`Experiment` objects at import time::
 
@@ -28,10 +29,13 @@ deviation, standard error and count of each.
 
 Published results and staleness
 -------------------------------
-Full-config results are published by running with ``--out empirics/results`` and committing
-what it writes. A published result is *stale* when its ``record.code_fingerprint`` differs
-from :meth:`Experiment.fingerprint`, i.e. the code it ran on has changed since;
-:func:`is_stale` decides it and :func:`published` lists them (the docs use both).
+Full-config results, and where an experiment defines one, ``cpu``-config results (sized for a
+few CPU-minutes a seed, for a machine without a GPU), are published by running with ``--out
+empirics/results`` and committing what it writes; :data:`PUBLISHED_CONFIGS` lists them, largest
+first, and an experiment counts as published at the largest one it has. A published result
+is *stale* when its ``record.code_fingerprint`` differs from :meth:`Experiment.fingerprint`,
+i.e. the code it ran on has changed since; :func:`is_stale` decides it and :func:`published`
+lists them (the docs use both).
 
 Modules, one job each: :mod:`.result` (a result and its file), :mod:`.interface` (an
 experiment, its registry and its code fingerprint), :mod:`.discovery` (finding the registered
@@ -46,6 +50,7 @@ from empirics.experiment.discovery import get, load_all
 from empirics.experiment.interface import (
     CONFIG_NAMES,
     EXPERIMENTS,
+    PUBLISHED_CONFIGS,
     Experiment,
     code_without_docs,
     package_modules,
@@ -64,6 +69,7 @@ from empirics.experiment.seeds import run_seeds, seeds_figure
 __all__ = [
     "CONFIG_NAMES",
     "EXPERIMENTS",
+    "PUBLISHED_CONFIGS",
     "RESULTS_DIR",
     "Experiment",
     "MetricPart",

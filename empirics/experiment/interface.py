@@ -1,4 +1,5 @@
-"""An experiment (:class:`Experiment`: a name, a ``smoke`` and a ``full`` config, ``run``), the
+"""An experiment (:class:`Experiment`: a name, a ``smoke`` and a ``full`` config, optionally a
+``cpu`` one, and ``run``), the
 registry it joins when it is defined (:data:`EXPERIMENTS`), the fingerprint of the code a
 result depends on (:meth:`Experiment.fingerprint`), and the record of where and when a result
 was produced (:func:`run_record`)."""
@@ -22,12 +23,17 @@ from empirics.experiment.result import Result
 from empirics.provenance import git_sha, interop_versions, utc_now
 from empirics.training import pick_device
 
-CONFIG_NAMES = ("smoke", "full")
+CONFIG_NAMES = ("smoke", "full")  # every experiment defines these
+# Configs whose results are published under empirics/results, largest first: ``full`` is sized
+# for a GPU; ``cpu``, optional, sits between smoke and full, sized for a few CPU-minutes a seed
+# (on a machine without a GPU), large enough for the paper's trend to have a chance to show.
+PUBLISHED_CONFIGS = ("full", "cpu")
 
 
 @dataclass(frozen=True)
 class Experiment:
-    """A named gradient-descent experiment with a CPU ``smoke`` and a GPU ``full`` config."""
+    """A named gradient-descent experiment with a CPU ``smoke`` and a GPU ``full`` config, and
+    optionally a ``cpu`` config between them (see :data:`PUBLISHED_CONFIGS`)."""
 
     name: str
     description: str

@@ -1,4 +1,5 @@
-"""Published results (full configs committed under ``empirics/results``): reading one
+"""Published results (``full`` configs, or an experiment's ``cpu`` config, committed under
+``empirics/results``): reading one
 (:func:`load_result`, :func:`published_result`), whether the code it ran on has changed since
 (:func:`is_stale`), and the list of them with that status (:func:`published`)."""
 

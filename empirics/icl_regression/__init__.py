@@ -33,6 +33,20 @@ load from other jobs; CPU seconds do not count waiting):
 * ``icl-regression-zfb``: its full config cut to 40 of its 20000 steps did not finish within 60
   CPU-s, so a seed takes more than 6 CPU-hours (counting 15 CPU-s as start-up); left to a GPU.
 
+Measured cpu-config cost (one thread of this project's 2-core CPU machine, 2026-12-04, at nice 10
+under load from other jobs; CPU seconds do not count waiting):
+
+* ``icl-regression-zfb``: 44 CPU-s for three seeds (about 15 a seed); published with three
+  seeds at the ``cpu`` size (n=20, d=5, 400000 prompts, 8000 steps): Q goes from 0 to -0.0037,
+  -0.0038, -0.0037 while S = 3.77, 3.78, 3.76; u_y = 1.373, 1.374, 1.371; off-block entries 0.
+* ``icl-regression-cot``: 242 CPU-s for three seeds (about 81 a seed); published with three
+  seeds at the ``cpu`` size (d=5, n=20, k=5, 12000 steps): coefficient distance 3.4e-06,
+  1.3e-04, 1.8e-07 (the trained update against the GD step).
+* ``icl-regression-lsa``: 227 CPU-s for three seeds (about 76 a seed); published with three
+  seeds at the ``cpu`` size (the preconditioned case at n=20, d=5, 2048 fresh prompts a step,
+  8000 steps): relative distance of the averaged trained preconditioner to the closed form
+  0.0018, 0.0026, 0.0018.
+
 Modules: :mod:`.cases` (the regression cases and the LSA's random start),
 :mod:`.sufficient_statistics` (the Monte Carlo statistics of the lifted least-squares problem,
 which the smoke configs train on and the checks fit), and one module per experiment,

@@ -105,6 +105,10 @@ COT_EXPERIMENT = Experiment(
         "smoke": {"d": 4, "n": 12, "k": 5, "eta": 0.3, "steps": 400, "batch": 128,
                   "lr": 0.02, "step_every": 130, "step_gamma": 0.3, "eval_every": 50,
                   "init_scale": 0.1, "dtype": "float64", "progress": False},
+        # between the two, for a few CPU-minutes a seed: half the full d, n and k
+        "cpu": {"d": 5, "n": 20, "k": 5, "eta": 0.3, "steps": 12000, "batch": 512,
+                "lr": 0.01, "step_every": 3000, "step_gamma": 0.3, "eval_every": 100,
+                "init_scale": 0.1, "dtype": "float64", "progress": False},
         "full": {"d": 10, "n": 40, "k": 10, "eta": 0.3, "steps": 20000, "batch": 2048,
                  "lr": 0.005, "step_every": 5000, "step_gamma": 0.3, "eval_every": 200,
                  "init_scale": 0.1, "dtype": "float64", "progress": True},

@@ -123,6 +123,11 @@ LSA_EXPERIMENT = Experiment(
                   "prompts_per_step": None, "steps": 500, "lr": 0.05, "step_every": 170,
                   "step_gamma": 0.3, "eval_every": 10, "average_from": 0.0,
                   "init_scale": 0.3, "dtype": "float64", "progress": False},
+        # between the two, for a few CPU-minutes a seed: the full case at half its n and d
+        "cpu": {"case": "preconditioned", "n": 20, "d": 5, "prompts": 0,
+                "prompts_per_step": 2048, "steps": 8000, "lr": 0.01, "step_every": 2000,
+                "step_gamma": 0.3, "eval_every": 20, "average_from": 0.5, "init_scale": 0.3,
+                "dtype": "float32", "progress": False},
         "full": {"case": "preconditioned", "n": 40, "d": 10, "prompts": 0,
                  "prompts_per_step": 8192, "steps": 20000, "lr": 0.01, "step_every": 5000,
                  "step_gamma": 0.3, "eval_every": 20, "average_from": 0.5, "init_scale": 0.3,

@@ -109,6 +109,9 @@ ZFB_EXPERIMENT = Experiment(
     configs={
         "smoke": {"n": 10, "d": 3, "prompts": 200_000, "steps": 700, "lr": 0.01,
                   "optimizer": "sgd", "init_scale": 0.3, "eval_every": 10, "progress": False},
+        # between the two, for a few CPU-minutes a seed: half the full n and d
+        "cpu": {"n": 20, "d": 5, "prompts": 400_000, "steps": 8000, "lr": 0.005,
+                "optimizer": "sgd", "init_scale": 0.3, "eval_every": 50, "progress": False},
         "full": {"n": 40, "d": 10, "prompts": 2_000_000, "steps": 20000, "lr": 0.005,
                  "optimizer": "sgd", "init_scale": 0.3, "eval_every": 50, "progress": True},
     },

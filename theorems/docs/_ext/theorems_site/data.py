@@ -376,18 +376,26 @@ class SiteData:
                          "examples": sum(int(k["examples"]) for _, k in checks)})
         return rows
 
-    def empirics_counts(self, config: str = "full") -> dict[str, int]:
-        """Registered experiments by the state of their published ``config`` result: current,
-        stale (code changed since), missing; and how many of the published are one seed."""
-        counts = {"current": 0, "stale": 0, "missing": 0, "single_seed": 0, "experiments": 0}
+    def empirics_counts(self, config: str | None = None) -> dict[str, int]:
+        """Registered experiments by the state of their published result at ``config``, or
+        where none is given at the largest config each has published (``full``, else ``cpu``:
+        :func:`empirics.census.largest_config`): current, stale (code changed since), missing;
+        how many of the published are one seed, and how many are counted at the ``cpu`` size."""
+        from empirics.census import largest_config
+
+        counts = {"current": 0, "stale": 0, "missing": 0, "single_seed": 0, "cpu": 0,
+                  "experiments": 0}
         for experiment in (e for e in self.experiments if e.registered):
             counts["experiments"] += 1
-            mine = [r for r in experiment.results if r.config_name == config]
+            chosen = config if config is not None else largest_config(
+                r.config_name for r in experiment.results)
+            mine = [r for r in experiment.results if r.config_name == chosen]
             if not mine:
                 counts["missing"] += 1
                 continue
             counts["current" if all(r.staleness == "current" for r in mine) else "stale"] += 1
             counts["single_seed"] += all(len(r.seeds) < 2 for r in mine)
+            counts["cpu"] += chosen == "cpu"
         return counts
 
     def results(self) -> list[ResultView]:

@@ -1,15 +1,9 @@
 """The site's inputs, joined into one view: claims, their last evidence, published results.
 
-Three inputs, nothing else:
-
-* the claim registry (:func:`theorems.claims.load_all`);
-* the evidence file written by the pytest plugin (schema in :mod:`theorems.evidence_file`);
-* the published empirics results, ``<results>/<experiment>/<config>.json`` written by
-  :meth:`empirics.experiment.Result.save`, compared with the registered experiments'
-  :meth:`~empirics.experiment.Experiment.fingerprint` to tell a stale result.
-
-Everything a page shows is computed here (statuses, counts, reverse dependencies, stale
-markers) so that the templates only lay it out.
+Three inputs, nothing else: the claim registry (:func:`theorems.claims.load_all`), the evidence
+file of the pytest plugin (:mod:`theorems.evidence_file`), and the published results
+(``<results>/<experiment>/<config>.json``, compared with each experiment's fingerprint to tell
+a stale one). Everything a page shows is computed here; the templates only lay it out.
 """
 
 from __future__ import annotations
@@ -377,14 +371,13 @@ class SiteData:
         return rows
 
     def empirics_counts(self, config: str | None = None) -> dict[str, int]:
-        """Registered experiments by the state of their published result at ``config``, or
-        where none is given at the largest config each has published (``full``, else ``cpu``:
-        :func:`empirics.census.largest_config`): current, stale (code changed since), missing;
-        how many of the published are one seed, and how many are counted at the ``cpu`` size."""
+        """Registered experiments by the state of their published result at ``config`` (else
+        at the largest each has published, :func:`empirics.census.largest_config`): current,
+        stale, missing; how many are one seed, and how many are counted at the ``cpu`` size."""
         from empirics.census import largest_config
 
-        counts = {"current": 0, "stale": 0, "missing": 0, "single_seed": 0, "cpu": 0,
-                  "experiments": 0}
+        counts = dict.fromkeys(("current", "stale", "missing", "single_seed", "cpu",
+                                "experiments"), 0)
         for experiment in (e for e in self.experiments if e.registered):
             counts["experiments"] += 1
             chosen = config if config is not None else largest_config(

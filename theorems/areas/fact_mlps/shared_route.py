@@ -165,9 +165,9 @@ def exact_margin_bounds(model, keys, values, facts) -> tuple[list[float], list[i
     Every float64 number converts to an ``arb`` exactly, and every operation (sums, products,
     the division by :math:`h_\beta`, :math:`|\cdot|`) returns a ball containing the exact
     result; the ReLU of a ball that straddles 0 is the ball :math:`[0, \text{upper}]`. A hat
-    counts as positive when its ball's lower end is; a ball that may be 0 or positive counts
-    as ambiguous, which the check rejects. So a positive lower bound proves the fact stored
-    by the real-number function the weights define."""
+    counts as positive when its ball's lower end is; a key with a ball that may be 0 or
+    positive gets the count -1 (ambiguous), which the check rejects. So a positive lower bound
+    proves the fact stored by the real-number function the weights define."""
     import flint
 
     encoder, decoder = model.encoder, model.decoder
@@ -191,9 +191,9 @@ def exact_margin_bounds(model, keys, values, facts) -> tuple[list[float], list[i
         mids = [(c[b] + c[b + 1]) / 2 for b in range(B)]
         halves = [(c[b + 1] - c[b]) / 2 for b in range(B)]
         knots = [flint.arb(float(t)) for t in decoder.knots]
-        zs, counts, ambiguous = [], [], 0
+        zs, counts = [], []
         for i in range(keys.shape[0]):
-            z, positive = flint.arb(0), 0
+            z, positive, ambiguous = flint.arb(0), 0, 0
             for b in range(B):
                 gate = relu(1 - abs(s[i, 0] - mids[b]) / halves[b])
                 if gate > 0:
@@ -253,7 +253,7 @@ def storage_check(build=shared_route_mlp):
     @budget(0.2)
     @given(F=st.integers(1, 512), seed=st.integers(0, 2 ** 16))
     @example(F=1, seed=0)
-    @example(F=33, seed=1)      # one full bucket and a one-key bucket
+    @example(F=33, seed=1)      # more keys than one bucket holds
     @example(F=512, seed=2)
     def run(F, seed):
         keys, values, facts, cells = drawn_fact_set(F, seed)

@@ -25,6 +25,7 @@ from empirics.experiment import (
     load_all,
     load_result,
     published,
+    reuse_or_run,
     run_seeds,
 )
 from empirics.sweep import aggregate, errorbar_figure, in_worker, summary, sweep
@@ -369,6 +370,26 @@ def toy_cpu(toy):
                             configs={**toy.configs, "cpu": {"scale": 5.0}})
     yield experiment
     EXPERIMENTS.pop(experiment.name, None)
+
+
+def test_a_published_seed_stands_for_a_run_of_the_same_code_and_config(toy, tmp_path,
+                                                                        monkeypatch):
+    """reuse_or_run reads a published seed back only for the same fingerprint, config values,
+    device and seed; anything else runs afresh, and a reused result holds the run's metrics,
+    tables and figure files."""
+    run_seeds(toy, "smoke", seeds=2, device="cpu", out=tmp_path, backend="serial",
+              progress=False)
+    fresh = toy("smoke", device="cpu", seed=1)
+    reused = reuse_or_run(toy, "smoke", seed=1, directory=tmp_path)
+    assert reused.record["reused"].endswith("smoke-seed1.json")
+    assert reused.metrics["value"] == fresh.metrics["value"]  # JSON keeps a float exactly
+    assert math.isnan(reused.metrics["nan_metric"]) and reused.tables == fresh.tables
+    assert reused.figures["line"].is_file()
+    for other in (reuse_or_run(toy, "smoke", seed=1, directory=tmp_path, scale=2.0),
+                  reuse_or_run(toy, "smoke", seed=2, directory=tmp_path)):
+        assert "reused" not in other.record
+    monkeypatch.setattr(Experiment, "fingerprint", lambda self: "changed")
+    assert "reused" not in reuse_or_run(toy, "smoke", seed=1, directory=tmp_path).record
 
 
 def test_a_cpu_config_is_optional_and_runs_like_any_other(toy, toy_cpu, tmp_path):

@@ -62,6 +62,7 @@ from empirics.experiment.published import (
     load_result,
     published,
     published_result,
+    reuse_or_run,
 )
 from empirics.experiment.result import MetricPart, Result, metric_key, save_figures
 from empirics.experiment.seeds import run_seeds, seeds_figure
@@ -83,6 +84,7 @@ __all__ = [
     "package_modules",
     "published",
     "published_result",
+    "reuse_or_run",
     "run_record",
     "run_seeds",
     "save_figures",

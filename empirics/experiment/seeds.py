@@ -16,7 +16,7 @@ import torch
 
 from empirics.experiment.discovery import get
 from empirics.experiment.interface import EXPERIMENTS, Experiment, run_record
-from empirics.experiment.published import load_result
+from empirics.experiment.published import load_result, stands_for
 from empirics.experiment.result import save_figures
 from empirics.plots import pyplot
 from empirics.provenance import json_ready
@@ -127,10 +127,8 @@ def _saved_seed(experiment: Experiment, out: str | Path, config: str, seed: int,
     if not path.is_file():
         return None
     data = load_result(path)
-    current = (data["record"].get("code_fingerprint") == experiment.fingerprint()
-               and data.get("config") == json.loads(json.dumps(json_ready(dict(values))))
-               and data.get("device") == str(device) and data.get("seed") == seed)
-    return {**data, "path": str(path)} if current else None
+    return ({**data, "path": str(path)} if stands_for(data, experiment, values, device, seed)
+            else None)
 
 
 def seeds_figure(title: str, summary: Mapping[str, Mapping], per_seed: Sequence[dict]):

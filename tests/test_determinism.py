@@ -11,6 +11,7 @@ count, and each check's duration.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -107,3 +108,34 @@ def test_every_claims_evidence_is_the_same_serially_in_parallel_and_with_two_thr
     # too: a margin that measures rounding noise is a property of the kernel path a process
     # layout picks (see without_times), so asserting it equal would fail correct runs.
     assert_same_evidence(tmp_path, (), noise=False)
+
+
+def _derandomized_draws() -> list[int]:
+    """200 derandomized draws of integers (the same test function every call)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    seen: list[int] = []
+
+    @settings(derandomize=True, database=None, max_examples=200)
+    @given(st.integers(-(2 ** 40), 2 ** 40))
+    def record(x):
+        seen.append(x)
+
+    record()
+    return seen
+
+
+def test_a_derandomized_draw_ignores_the_modules_imported_before_it(tmp_path, monkeypatch):
+    """theorems.profiles empties Hypothesis' pool of constants read from the user modules in
+    sys.modules while derandomize is on: importing a module with new literals between two
+    derandomized runs changes none of their draws (without it, the pool grows, and xdist's
+    scheduling decided which checks drew which examples)."""
+    import theorems.profiles  # noqa: F401 (the patch is applied on import)
+
+    before = _derandomized_draws()
+    constants = ", ".join(str(7 ** k + 11 * k) for k in range(3, 60))
+    (tmp_path / "theorems_determinism_probe.py").write_text(f"CONSTANTS = ({constants})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("theorems_determinism_probe")
+    assert _derandomized_draws() == before

@@ -37,6 +37,37 @@ settings.register_profile("thorough", max_examples=BASE_EXAMPLES["thorough"], de
                           suppress_health_check=_QUIET)
 
 
+def _without_local_constants_when_derandomized() -> None:
+    """Make a derandomized profile's examples a function of the check alone.
+
+    Hypothesis (6.131 and later) biases some draws toward literals it finds in the source of
+    the user modules present in ``sys.modules`` at the time of the draw. Which of this
+    project's modules are imported by then depends on the other tests the process ran before
+    (xdist's scheduling, or ``verify --claim`` collecting one file), so the same derandomized
+    check drew different examples in two identical full runs (observed: 9 to 35 checks whose
+    margins or last examples differed). While ``derandomize`` is on, the pool of local
+    constants is empty, and only Hypothesis' own constants remain; other profiles keep it.
+    Versions without the pool need nothing; the patch touches only Hypothesis' state in the
+    processes that load this module (this project's conftest and ``verify``)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - a Hypothesis without this module
+        return
+    original = getattr(providers, "_get_local_constants", None)
+    if original is None or getattr(original, "theorems_patched", False):
+        return
+    empty = providers.Constants()
+
+    def local_constants():
+        return empty if settings.default.derandomize else original()
+
+    local_constants.theorems_patched = True
+    providers._get_local_constants = local_constants
+
+
+_without_local_constants_when_derandomized()
+
+
 def load_default() -> str:
     """Load ``ci`` when the ``CI`` environment variable is set, else ``dev``; return the name.
 

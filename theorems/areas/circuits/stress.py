@@ -1,4 +1,5 @@
-r"""Stress cases of circuit discovery, certified: backup heads and a distractor sub-circuit.
+r"""Stress cases of circuit discovery, certified: backup heads, a distractor sub-circuit and
+superposed features in one head.
 
 :mod:`constructions.circuits.stress` builds a saturated induction model whose every score gap
 is :math:`\ge 2048`, so every attention weight is exactly 0 or 1 and every logit an exact small
@@ -7,9 +8,13 @@ dyadic number: each claim here is bit for bit. With a backup previous-token head
 earlier-occurrence resampling is not unique: exactly two minimal circuits, found by enumerating
 every subset of the edges that can carry a difference. With a distractor
 (:func:`~constructions.circuits.stress.distractor_induction`) a sub-circuit moves every logit
-while leaving the metric bit for bit unchanged. Sources: see the area's introduction; backup
-heads as a phenomenon are Wang et al.'s (2022, arXiv 2211.00593, the backup name movers), these
-constructions and claims are ours [D].
+while leaving the metric bit for bit unchanged. With superposed features
+(:func:`~constructions.circuits.stress.superposed_induction`) the induction head writes the
+copied token and a flag of the matched token into overlapping directions; the two features'
+circuits have the same nodes and differ only in which input of that head they use, so only
+the edge level tells them apart. Sources: see the area's introduction; backup heads as a
+phenomenon are Wang et al.'s (2022, arXiv 2211.00593, the backup name movers), superposition
+Elhage et al.'s (2022, arXiv 2209.10652), these constructions and claims are ours [D].
 """
 
 from __future__ import annotations

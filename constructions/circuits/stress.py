@@ -211,9 +211,10 @@ def superposed_induction(vocab_size: int, max_len: int, *,
     :math:`\mu = S - 1`, :math:`-1` for :math:`\mu`, 0 at BOS), written along the all-ones
     direction of the same out block; ``a0.h1`` and ``a1.h1`` are inert. The final logits are
     :math:`e_\tau + b\mathbf 1`: a logit difference reads the copied token, the logit sum
-    :math:`1 + (S+1)b` the flag. Exact in floating point. Under
-    :func:`~constructions.circuits.resample_earlier_occurrence` and :func:`mark_final_token`
-    the one minimal circuit of each is :data:`SUPERPOSED_CIRCUITS` ``match``, ``flag``."""
+    :math:`1 + (S+1)b` the flag. Exact in floating point. On a prompt without the marker, the
+    one minimal circuit under :func:`~constructions.circuits.resample_earlier_occurrence` (for
+    either readout) is :data:`SUPERPOSED_CIRCUITS` ``match``, and under
+    :func:`mark_final_token` (for the logit sum; the logit difference does not move) ``flag``."""
     S, n = _sizes(vocab_size, max_len)
     return _saturated(S, n, "superposed", resolve(dtype, device))
 

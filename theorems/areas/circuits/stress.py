@@ -56,10 +56,10 @@ GRAPH_2x2 = (r"The graph of a 2-layer, 2-head attention-only model has nodes inp
              r"(layer $l$, head $h$) and logits, and 29 edges: from input to the query, key "
              r"and value of every head, from each layer-0 head to those of each layer-1 head, "
              r"and from input and every head to logits. " + PATCHING)
-INERT = (r"An edge is "
-         r"*inert* when the rows its read map reads ($W^v_x$, or $W_U$) are zero wherever "
-         r"its source's output can differ between the runs (the token block for input, the "
-         r"columns of $W^u_O$ for a head): patching it adds exact zeros in every context. ")
+INERT = (r"An edge is *inert* when the rows its read map reads ($W^v_x$, or $W_U$) are zero "
+         r"wherever its source's output can differ between the runs (the token block for "
+         r"input, the columns of $W^u_O$ for a head): patching it adds exact zeros in every "
+         r"context. ")
 SETTING = (GRAPH_2x2 +
            r"Let $\sigma$ be a prompt of length $m \le n$ ($S \ge 3$) whose final token "
            r"$a = \sigma_i$ ($i = m$) occurs exactly once before, at $j^\star$ with "
@@ -142,7 +142,7 @@ SUPERPOSED = Claim(
                r"at the key $j$ it attends to holds the token $\sigma_j$ (BOS $\mapsto \bot$) "
                r"and the flag $b_j = w \cdot \mathrm{prev}_j$, $w = (1, \dots, 1, -1, 0) \in "
                r"\mathbb R^{S+1}$ ($-1$ on the marker $\mu = S - 1$, $0$ on $\bot$), and "
-               r"$a_{0,1}$, $a_{1,1}$ inert. " + GRAPH_2x2 + INERT +
+               r"$a_{0,1}$, $a_{1,1}$ with zero weights. " + GRAPH_2x2 + INERT +
                r"Let $\sigma$ be a prompt of length $m \le n$ over the tokens below $\mu$ whose "
                r"final token $a = \sigma_i$ ($i = m$) occurs exactly once before, at $j^\star$ "
                r"with $j^\star + 1 < i$, and $\tau = \sigma_{j^\star+1}$; the corruption $c_A$ "

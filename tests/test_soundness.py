@@ -47,6 +47,10 @@ SKIP = {"divergence_refutation", "leak_refutation", "majority_learnable_check",
         # re-rounded head gives 1 - 3u); a re-rounding breaks their premise, so it is not an
         # equivalent mutant of them
         "identity_projection_check", "backup_check", "distractor_check",
+        # the superposed head's flag weights w = (1, ..., 1, -1, 0) and its directions e_c and
+        # 1 exactly: re-rounded, two unmarked tokens' flags differ by an ulp, so c_A moves m_B
+        # through a0.h0 -> a1.h0<v> as well, and the statement's premise is gone
+        "superposed_check", "superposed_enumeration_check",
         # mean ablation's sufficiency is bit for bit because the mean of the 0/1 positional
         # block over all prompts is exactly that block; a re-rounded block is not
         "mean_check"}

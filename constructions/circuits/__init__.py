@@ -42,7 +42,7 @@ re-exported with a prefix: ``lsa_spurious_head_variant``, ``LSA_SPURIOUS_HEADS``
 * :mod:`~constructions.circuits.majority`, :mod:`~constructions.circuits.majority_variants`:
   the same for the LayerNorm majority head;
 * :mod:`~constructions.circuits.stress`: stress cases on an exact, saturated induction model:
-  a backup previous-token head, a distractor sub-circuit;
+  a backup previous-token head, a distractor sub-circuit, superposed features in one head;
 * :mod:`~constructions.circuits.case`: :class:`CircuitCase`, a benchmark case (model, circuit,
   corruption, metric) and the registry;
 * :mod:`~constructions.circuits.induction_cases`, :mod:`~constructions.circuits.native_cases`:
@@ -147,8 +147,11 @@ from constructions.circuits.stress import (
     BACKUP_PATHS,
     DISTRACTOR_EDGES,
     OUTPUT_EDGE,
+    SUPERPOSED_CIRCUITS,
     backup_induction,
     distractor_induction,
+    mark_final_token,
+    superposed_induction,
 )
 from constructions.circuits.variants import (
     SPURIOUS_HEADS,
@@ -178,6 +181,7 @@ __all__ = [
     "PERMUTED_HEADS",
     "QKV",
     "SPURIOUS_HEADS",
+    "SUPERPOSED_CIRCUITS",
     "Circuit",
     "CircuitCase",
     "Edge",
@@ -214,6 +218,7 @@ __all__ = [
     "majority_hooks",
     "majority_operands",
     "majority_patched_output",
+    "mark_final_token",
     "mean_outputs",
     "multi_head_magnitude",
     "multi_head_patched_prediction",
@@ -237,6 +242,7 @@ __all__ = [
     "sample_token_resamplings",
     "shift_label",
     "spurious_head_variant",
+    "superposed_induction",
     "target_margin",
     "token_metric",
     "value_gauge_variant",

@@ -1,4 +1,5 @@
-r"""Stress cases of circuit discovery, certified: backup heads and a distractor sub-circuit.
+r"""Stress cases of circuit discovery, certified: backup heads, a distractor sub-circuit and
+superposed features in one head.
 
 :mod:`constructions.circuits.stress` builds a saturated induction model whose every score gap
 is :math:`\ge 2048`, so every attention weight is exactly 0 or 1 and every logit an exact small
@@ -7,9 +8,13 @@ dyadic number: each claim here is bit for bit. With a backup previous-token head
 earlier-occurrence resampling is not unique: exactly two minimal circuits, found by enumerating
 every subset of the edges that can carry a difference. With a distractor
 (:func:`~constructions.circuits.stress.distractor_induction`) a sub-circuit moves every logit
-while leaving the metric bit for bit unchanged. Sources: see the area's introduction; backup
-heads as a phenomenon are Wang et al.'s (2022, arXiv 2211.00593, the backup name movers), these
-constructions and claims are ours [D].
+while leaving the metric bit for bit unchanged. With superposed features
+(:func:`~constructions.circuits.stress.superposed_induction`) the induction head writes the
+copied token and a flag of the matched token into overlapping directions; the two features'
+circuits have the same nodes and differ only in which input of that head they use, so only
+the edge level tells them apart. Sources: see the area's introduction; backup heads as a
+phenomenon are Wang et al.'s (2022, arXiv 2211.00593, the backup name movers), superposition
+Elhage et al.'s (2022, arXiv 2209.10652), these constructions and claims are ours [D].
 """
 
 from __future__ import annotations
@@ -30,8 +35,11 @@ from constructions.circuits.stress import (
     BACKUP_PATHS,
     DISTRACTOR_EDGES,
     OUTPUT_EDGE,
+    SUPERPOSED_CIRCUITS,
     backup_induction,
     distractor_induction,
+    mark_final_token,
+    superposed_induction,
 )
 from theorems.areas.circuits._shared import CONSTRUCTIONS, PATCHING, cached
 from theorems.areas.circuits.earlier_occurrence import occurrence_cases
@@ -44,18 +52,20 @@ OURS = {"arxiv": "2211.00593", "ref": "Wang et al. (2022), backup heads; constru
         "verified": False,
         "doubt": "the section of the backup name movers is recalled, not re-read here"}
 
-SETTING = (r"The graph of a 2-layer, 2-head attention-only model has nodes input, $a_{l,h}$ "
-           r"(layer $l$, head $h$) and logits, and 29 edges: from input to the query, key and "
-           r"value of every head, from each layer-0 head to those of each layer-1 head, and "
-           r"from input and every head to logits. " + PATCHING +
+GRAPH_2x2 = (r"The graph of a 2-layer, 2-head attention-only model has nodes input, $a_{l,h}$ "
+             r"(layer $l$, head $h$) and logits, and 29 edges: from input to the query, key "
+             r"and value of every head, from each layer-0 head to those of each layer-1 head, "
+             r"and from input and every head to logits. " + PATCHING)
+INERT = (r"An edge is *inert* when the rows its read map reads ($W^v_x$, or $W_U$) are zero "
+         r"wherever its source's output can differ between the runs (the token block for "
+         r"input, the columns of $W^u_O$ for a head): patching it adds exact zeros in every "
+         r"context. ")
+SETTING = (GRAPH_2x2 +
            r"Let $\sigma$ be a prompt of length $m \le n$ ($S \ge 3$) whose final token "
            r"$a = \sigma_i$ ($i = m$) occurs exactly once before, at $j^\star$ with "
            r"$j^\star + 1 < i$, $\tau = \sigma_{j^\star+1}$, and $\sigma'$ the prompt with "
            r"$\sigma_{j^\star}$ replaced by $a' \notin \{a, \tau\}$ (target $\bot$, class "
-           r"$S$); the metric is $m(P) = \ell^P_{i,\tau} - \ell^P_{i,\bot}$. An edge is "
-           r"*inert* when the rows its read map reads ($W^v_x$, or $W_U$) are zero wherever "
-           r"its source's output can differ between the runs (the token block for input, the "
-           r"columns of $W^u_O$ for a head): patching it adds exact zeros in every context. ")
+           r"$S$); the metric is $m(P) = \ell^P_{i,\tau} - \ell^P_{i,\bot}$. " + INERT)
 
 BACKUP = Claim(
     id="circuits.backup-heads",
@@ -114,6 +124,66 @@ DISTRACTOR = Claim(
     construction=f"{STRESS}:distractor_induction",
 )
 
+SUPERPOSITION = {"arxiv": "2209.10652", "verified": False,
+                 "ref": "Elhage et al. (2022), Toy Models of Superposition; construction ours",
+                 "doubt": "the abstract was read on Anthropic's page of the paper, not on "
+                          "arXiv; the arXiv id is recalled"}
+D_A = ("input->a0.h0<v>", "input->a1.h0<q>", "input->a1.h0<v>", "a0.h0->a1.h0<k>",
+       "a1.h0->logits")                                   # the edges c_A moves, in the claim
+D_B = (*D_A, "a0.h0->a1.h0<v>")
+
+SUPERPOSED = Claim(
+    id="circuits.superposed-features",
+    title="One head carries two superposed features: their circuits have the same nodes and "
+          "differ in one input edge of the head",
+    statement=(r"Let $f = \texttt{superposed\_induction}(S, n)$ with $S \ge 4$: $a_{0,0}$ a "
+               r"saturated previous-token head writing the record $\mathrm{prev}_t = "
+               r"e_{\sigma_{t-1}}$ ($e_\bot$ at BOS), $a_{1,0}$ the induction head, whose value "
+               r"at the key $j$ it attends to holds the token $\sigma_j$ (BOS $\mapsto \bot$) "
+               r"and the flag $b_j = w \cdot \mathrm{prev}_j$, $w = (1, \dots, 1, -1, 0) \in "
+               r"\mathbb R^{S+1}$ ($-1$ on the marker $\mu = S - 1$, $0$ on $\bot$), and "
+               r"$a_{0,1}$, $a_{1,1}$ with zero weights. " + GRAPH_2x2 + INERT +
+               r"Let $\sigma$ be a prompt of length $m \le n$ over the tokens below $\mu$ whose "
+               r"final token $a = \sigma_i$ ($i = m$) occurs exactly once before, at $j^\star$ "
+               r"with $j^\star + 1 < i$, and $\tau = \sigma_{j^\star+1}$; the corruption $c_A$ "
+               r"replaces $\sigma_{j^\star}$ by $a' \notin \{a, \tau, \mu\}$ "
+               r"($\texttt{resample\_earlier\_occurrence}$), $c_B$ replaces $a$ by $\mu$ at "
+               r"$j^\star$ and at $i$ ($\texttt{mark\_final\_token}$). The metrics are "
+               r"$m_A(P) = \ell^P_{i,\tau} - \ell^P_{i,\bot}$ and $m_B(P) = \sum_{c=0}^{S} "
+               r"\ell^P_{i,c}$ ($\bot$ is class $S$). "
+               r"(Superposition) $a_{1,0}$'s $W_O$ writes the token $c$ as $e_c$ and the flag "
+               r"as $\mathbf 1$, both in the block of $S+1$ coordinates that $W_U$ reads as the "
+               r"identity and that nothing else writes, so $\langle \mathbf 1, e_c \rangle = "
+               r"1 \ne 0$ for every $c$: $S+2$ feature directions in $S+1$ dimensions. "
+               r"(Exact readouts) The final logits are exactly $e_\tau + \mathbf 1$ on "
+               r"$\sigma$, $e_\bot$ under $c_A$ and $e_\tau - \mathbf 1$ under $c_B$, so "
+               r"$(m_A, m_B)$ is $(1, S+2)$, $(-1, 1)$ and $(1, -S)$ in float64: $m_A$ is "
+               r"blind to the flag, since every logit difference annihilates $\mathbf 1$, and "
+               r"$m_B = 1 + (S+1)b_j$, since the token feature is one-hot. "
+               r"(Differences) An edge $u \to v\langle x\rangle$ carries a difference under a "
+               r"corruption when $(\mathrm{out}'_u - \mathrm{out}_u)W^v_x \ne 0$ at some "
+               r"position ($W_U$ for logits; $\mathrm{out}$, $\mathrm{out}'$ the clean and "
+               r"corrupted runs' outputs of $u$); under $c_A$ exactly the 5 edges of $D_A$ = "
+               r"{input $\to a_{0,0}\langle v\rangle$, input $\to a_{1,0}\langle q\rangle$, "
+               r"input $\to a_{1,0}\langle v\rangle$, $a_{0,0} \to a_{1,0}\langle k\rangle$, "
+               r"$a_{1,0} \to$ logits} carry one, under $c_B$ exactly the 6 of $D_B = D_A "
+               r"\cup \{a_{0,0} \to a_{1,0}\langle v\rangle\}$. "
+               r"(Minimal circuits) Every edge outside $D_B$ is inert, and among the $2^6$ "
+               r"subsets $K \subseteq D_B$, those whose complement can be patched leaving the "
+               r"metric bit for bit unchanged and that are minimal for inclusion are exactly "
+               r"$C_A$ = {input $\to a_{0,0}\langle v\rangle$, $a_{0,0} \to a_{1,0}\langle "
+               r"k\rangle$, $a_{1,0} \to$ logits} for $(c_A, m_A)$ and for $(c_A, m_B)$, "
+               r"$C_B$ = {input $\to a_{0,0}\langle v\rangle$, $a_{0,0} \to a_{1,0}\langle "
+               r"v\rangle$, $a_{1,0} \to$ logits} for $(c_B, m_B)$, and $\emptyset$ for "
+               r"$(c_B, m_A)$: $C_A$ and $C_B$ have the same nodes and differ only in which "
+               r"input of $a_{1,0}$, key or value, takes $a_{0,0}$'s record."),
+    source=Source(where="abstract: superposition, more features than dimensions, tolerable "
+                  "when the features are sparse; this saturated construction, its two "
+                  "features and its circuits are this project's", tag="D", **SUPERPOSITION),
+    kind="construction",
+    construction=f"{STRESS}:superposed_induction",
+)
+
 
 # --- inert edges ----------------------------------------------------------------------------
 
@@ -128,15 +198,19 @@ def live_edges(model) -> set[str]:
             writes[f"a{index}.h{h}"] = (layer.W_O[h] != 0).any(0)
     live = set()
     for edge in attention_graph(len(model.layers), model.layers[0].n_heads):
-        if edge.target == "logits":
-            read = model.W_U
-        else:
-            layer = model.layers[int(edge.target[1])]
-            read = {"q": layer.W_Q, "k": layer.W_K, "v": layer.W_V}[edge.input][
-                int(edge.target.split(".h")[1])]
-        if bool((writes[edge.source] & (read != 0).any(1)).any()):
+        if bool((writes[edge.source] & (read_map(model, edge) != 0).any(1)).any()):
             live.add(edge.name)
     return live
+
+
+def read_map(model, edge) -> torch.Tensor:
+    """The map ``(d, width)`` through which ``edge``'s target reads its source: the head's
+    :math:`W_Q`, :math:`W_K` or :math:`W_V`, or :math:`W_U` for logits."""
+    if edge.target == "logits":
+        return model.W_U
+    layer = model.layers[int(edge.target[1])]
+    return {"q": layer.W_Q, "k": layer.W_K, "v": layer.W_V}[edge.input][
+        int(edge.target.split(".h")[1])]
 
 
 def _prompts(case):
@@ -302,3 +376,142 @@ def distractor_check(build=distractor_induction, distractor=DISTRACTOR_EDGES, ci
 
 
 test_distractor = check(DISTRACTOR, "property")(distractor_check())
+
+
+
+# --- superposed features --------------------------------------------------------------------
+
+def marked_cases(max_len: int = 16):
+    """(vocab_size, max_len, clean prompt, replacement): an earlier-occurrence case over the
+    tokens below the marker mu = vocab_size - 1 (so S runs from 4 to 9)."""
+    return occurrence_cases(max_len=max_len).map(lambda case: (case[0] + 1, *case[1:]))
+
+
+MARKED_LONG = (4, 16, [0] + [1, 2] * 7 + [0], 2)   # LONG with the marker 3 added
+MARKED_SHORT = (4, 3, [0, 1, 0], 2)
+
+
+def _corruptions(case, mark) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    S, _, sequence, replacement = case
+    clean = torch.tensor([sequence])
+    return clean, {"c_A": resample_earlier_occurrence(clean, replacement, S),
+                   "c_B": mark(clean, S)}
+
+
+def _metrics(logits: torch.Tensor, clean: torch.Tensor) -> tuple[float, float]:
+    """(m_A, m_B) of the claim: the target margin and the sum of the final logits."""
+    return float(target_margin(logits, clean)[0]), float(logits[0, -1].sum())
+
+
+def carrying_edges(model, clean, corrupted) -> set[str]:
+    """The edges that carry a difference (the claim's definition): the corrupted minus the
+    clean output of the source, read through the target's map, is non-zero somewhere."""
+    before, after = source_outputs(model, clean), source_outputs(model, corrupted)
+    return {e.name for e in attention_graph(len(model.layers), model.layers[0].n_heads)
+            if bool(((after[e.source] - before[e.source]) @ read_map(model, e) != 0).any())}
+
+
+def superposed_check(build=superposed_induction, mark=mark_final_token, carried=(D_A, D_B)):
+    build = cached(build)
+
+    @given(case=marked_cases())
+    @example(case=MARKED_LONG)
+    @example(case=MARKED_SHORT)
+    @budget(0.05, minimum=3)  # 3 forward passes and 4 recorded runs per example
+    def test_superposed_features(case):
+        S, n, sequence, _ = case
+        model = build(S, n)
+        clean, corrupted = _corruptions(case, mark)
+        f64 = {"dtype": torch.float64}
+        eye, ones = torch.eye(S + 1, **f64), torch.ones(S + 1, **f64)
+        out = (model.W_U != 0).any(1)                        # the coordinates W_U reads
+        W_O = model.layers[1].W_O[0]
+        others = [model.W_E, model.W_pos] + [
+            layer.W_O[h] for index, layer in enumerate(model.layers)
+            for h in range(layer.n_heads) if (index, h) != (1, 0)]
+        stated = (int(out.sum()) == S + 1 and torch.equal(model.W_U[out], eye)
+                  and torch.equal(W_O[: S + 1, out], eye) and torch.equal(W_O[S + 1, out], ones)
+                  and not bool(W_O[: S + 2, ~out].any()) and not bool(W_O[S + 2:].any())
+                  and not any(bool(w[:, out].any()) for w in others))
+        inner = W_O[: S + 1] @ W_O[S + 1]                    # <flag direction, e_c>
+        assert stated and torch.equal(inner, ones), (
+            f"the token and flag directions are not as stated: <flag, e_c> = {inner.tolist()}")
+
+        tau = sequence[sequence.index(sequence[-1]) + 1]
+        token = eye[tau]
+        expected = {"clean": (token + ones, (1.0, S + 2.0)), "c_A": (eye[S], (-1.0, 1.0)),
+                    "c_B": (token - ones, (1.0, -float(S)))}
+        for name, prompt in {"clean": clean, **corrupted}.items():
+            logits = model(prompt)
+            final, metrics = expected[name]
+            assert torch.equal(logits[0, -1], final) and _metrics(logits, clean) == metrics, (
+                f"the readouts are not exact: the final logits under {name} are "
+                f"{logits[0, -1].tolist()}, (m_A, m_B) = {_metrics(logits, clean)}")
+
+        for name, edges in zip(("c_A", "c_B"), carried, strict=True):
+            found = carrying_edges(model, clean, corrupted[name])
+            assert found == set(edges), (f"the edges that carry a difference under {name} are "
+                                         f"{sorted(found)}, not {sorted(edges)}")
+        evidence.cases(1)
+    return test_superposed_features
+
+
+test_superposed_features = check(SUPERPOSED, "property")(superposed_check())
+
+
+def patched_metrics(model, clean, corrupted, live: list[str]) -> dict[frozenset, tuple]:
+    """(m_A, m_B) for every subset K of ``live`` kept, its complement (the rest of ``live``
+    and every inert edge) patched; the corrupted outputs are computed once."""
+    graph = [e.name for e in attention_graph(len(model.layers), model.layers[0].n_heads)]
+    inert = [e for e in graph if e not in live]
+    corrupt_out = source_outputs(model, corrupted)
+    table = {}
+    for size in range(len(live) + 1):
+        for kept in itertools.combinations(live, size):
+            patched = [e for e in live if e not in kept] + inert
+            table[frozenset(kept)] = _metrics(
+                replaced_run(model, clean, corrupt_out, graph_edges(model, patched)), clean)
+    return table
+
+
+def _nodes(circuit) -> set[str]:
+    return {node for edge in circuit for node in (edge.split("->")[0],
+                                                  edge.split("->")[1].split("<")[0])}
+
+
+def superposed_enumeration_check(build=superposed_induction, mark=mark_final_token,
+                                 circuits=SUPERPOSED_CIRCUITS, live=live_edges):
+    build = cached(build)
+    match, flag = frozenset(circuits["match"]), frozenset(circuits["flag"])
+    expected = {("c_A", 0): {match}, ("c_A", 1): {match}, ("c_B", 1): {flag},
+                ("c_B", 0): {frozenset()}}                   # (corruption, metric index)
+
+    @given(case=marked_cases(max_len=12))
+    @example(case=MARKED_LONG)
+    @budget(0.01, minimum=1)  # 2 x 2^6 exact forward passes per example
+    def test_superposed_minimal_circuits(case):
+        S, n, _, _ = case
+        model = build(S, n)
+        clean, corrupted = _corruptions(case, mark)
+        found = live(model)
+        assert found == set(D_B), (f"the edges that are not inert are {sorted(found)}, not "
+                                   f"{sorted(D_B)}")
+        reference = _metrics(model(clean), clean)
+        for name, prompt in corrupted.items():
+            table = patched_metrics(model, clean, prompt, sorted(found))
+            for index, metric in enumerate(("m_A", "m_B")):
+                sufficient = [k for k, v in table.items() if v[index] == reference[index]]
+                minimal = {k for k in sufficient if not any(j < k for j in sufficient)}
+                assert minimal == expected[(name, index)], (
+                    f"the minimal circuits of ({name}, {metric}) are "
+                    f"{[sorted(k) for k in minimal]}")
+        assert _nodes(match) == _nodes(flag) and match - flag == {"a0.h0->a1.h0<k>"} \
+            and flag - match == {"a0.h0->a1.h0<v>"}, (
+            f"the circuits do not differ in a1.h0's key and value input alone: "
+            f"{sorted(match ^ flag)}")
+        evidence.cases(1)
+    return test_superposed_minimal_circuits
+
+
+test_superposed_minimal_circuits = check(SUPERPOSED, "exhaustive")(
+    superposed_enumeration_check())

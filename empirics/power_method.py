@@ -57,6 +57,8 @@ under load from other jobs; CPU seconds do not count waiting):
   without it the loss sits at the closed-form plateau at half-training (0.2733, 0.2674, 0.2761,
   equal to it) but then leaves the block manifold (off-block ratio 0.92, 0.91, 0.90 at the end)
   and ends below the plateau (0.243, 0.237, 0.248), rate 0.94, 0.92, 0.93 against R* = 0.954.
+  Its scaling study in training steps (500 to 4000) is
+  :mod:`empirics.power_method_scaling` (``power-method-layerwise-scaling``).
 """
 
 from __future__ import annotations

@@ -55,6 +55,16 @@ def test_every_claim_names_an_importable_construction():
             assert claim.resolve_construction() is not None, claim.id
 
 
+def test_claim_texts_hold_no_control_characters():
+    """A LaTeX command typed in a non-raw string loses its backslash to an escape (``"\\top"``
+    is a tab and "op"): no claim's title, statement or notes holds a control character."""
+    for claim in load_all():
+        for field in ("title", "statement", "notes"):
+            text = getattr(claim, field) or ""
+            bad = sorted({repr(c) for c in text if ord(c) < 32 and c != "\n"})
+            assert not bad, f"{claim.id}'s {field} holds {bad}"
+
+
 def test_refuted_claims_state_their_correction():
     """A claim checked by a refutation must say what is true instead."""
     declared = declared_checks()

@@ -129,12 +129,12 @@ PM_LAYERWISE_SCALING = Claim(
     title="With LN, the learned layer's rate gap to λ_2/λ_1 falls with training steps",
     statement=(
         r"Run the experiment of power-method.layerwise-ln-vs-none at its cpu size ($d = 8$, "
-        r"$n = 16$, orbit batches of $8 	imes 64$, SGD at rate $0.05$ from $w_0 = v_0 = 0.5$, "
+        r"$n = 16$, orbit batches of $8 \times 64$, SGD at rate $0.05$ from $w_0 = v_0 = 0.5$, "
         r"float32) for $s \in \{500, 1000, 2000, 4000\}$ steps with seeds $j = 0, 1, 2$ (the "
         r"sizes of a seed share its data and initialisation). Let $g_{js}$ be the mean, over "
-        r"1000 held-out $(X, a)$, of $r - \lambda_2/\lambda_1$, where $r = |v_2^	op f|/|v_1^	op "
+        r"1000 held-out $(X, a)$, of $r - \lambda_2/\lambda_1$, where $r = |v_2^\top f|/|v_1^\top "
         r"f|$ is the rate at which the layer with $\mathrm N$ maps $y = (v_1 + v_2)/\sqrt 2$ to "
-        r"$f$ ($v_k, \lambda_k$ the eigenpairs of $S = XX^	op$). Let $\hat b_j$ be the "
+        r"$f$ ($v_k, \lambda_k$ the eigenpairs of $S = XX^\top$). Let $\hat b_j$ be the "
         r"least-squares slope of $g_{js}$ against $\log_2 s$ and $[\ell, h]$ the 95% "
         r"Student-$t$ interval of the mean of $\hat b_0, \hat b_1, \hat b_2$. Then $h < 0$: the "
         r"gap falls with training. The claim is refuted when $\ell > 0$ and undecided when "

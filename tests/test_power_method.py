@@ -24,7 +24,7 @@ from theorems.areas.power_method import looped_model, training
 from theorems.areas.power_method._shared import PLAIN_A, PLAIN_X, iteration_error_bound
 from theorems.evidence import expect_failure
 from theorems.numerics import gamma
-from theorems.trends import trend_check
+from theorems.trends import sizes_reversed, trend_check
 
 # --- the four broken constructions ---------------------------------------------------------------
 
@@ -241,26 +241,6 @@ def test_layerwise_check_fails_off_the_block_manifold(monkeypatch):
         d, w, v, w22=0.05, v22=0.05, **kw))
     text = expect_failure(training.layerwise_check(steps=40, eval_every=20, mc_size=2000))
     assert "left the block manifold" in text
-
-
-def sizes_reversed(study: str, config: str) -> tuple[dict, bool]:
-    """The published study with each seed's values of every quantity reversed in size order
-    (a trend that went one way now goes the other)."""
-    import copy
-
-    from empirics.scaling import size_key
-    from theorems.trends import published_study
-
-    data, stale = published_study(study, config)
-    data = copy.deepcopy(data)
-    axis, sizes = data["config"]["axis"], data["config"]["sizes"]
-    for seed in data["per_seed"]:
-        metrics = seed["metrics"]
-        for quantity in data["config"]["quantities"]:
-            values = [metrics[size_key(quantity, axis, s)] for s in sizes]
-            for size, value in zip(sizes, reversed(values), strict=True):
-                metrics[size_key(quantity, axis, size)] = value
-    return data, stale
 
 
 @pytest.mark.mutant("power-method.layerwise-scaling")

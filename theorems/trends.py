@@ -62,10 +62,11 @@ def trend_check(study: str, quantity: str, direction: str, *, config: str = "cpu
         if figure is not None and (RESULTS_DIR / study / figure).exists():
             evidence.figure(RESULTS_DIR / study / figure, f"{quantity} against size")
         evidence.cases(len(data["per_seed"]))
-        for name, value in (("slope per doubling", fit["mean"]),
-                            ("extrapolated size at the paper's level", fit["crossing"])):
-            if value is not None:
-                evidence.metric(name, value, worse="lower")
+        # worse: a slope against the claim's direction; a crossing further out
+        evidence.metric("slope per doubling", fit["mean"],
+                        worse="lower" if direction == "up" else "higher")
+        if fit["crossing"] is not None:
+            evidence.metric("extrapolated size at the paper's level", fit["crossing"])
         interval = Interval(fit["mean"], fit["low"], fit["high"], level, fit["seeds"],
                             "Student t over seeds of each seed's least-squares slope on "
                             f"log2 {settings['axis']}")
@@ -77,3 +78,22 @@ def trend_check(study: str, quantity: str, direction: str, *, config: str = "cpu
             f"(slope {fit['mean']:.4g}, interval [{fit['low']:.4g}, {fit['high']:.4g}]), not "
             f"{direction}")
     return run
+
+
+def sizes_reversed(study: str, config: str = "cpu") -> tuple[dict, bool]:
+    """The published study with each seed's values of every quantity reversed in size order: a
+    trend that went one way goes the other (the mutant of a trend claim, as ``load=``)."""
+    import copy
+
+    from empirics.scaling import size_key
+
+    data, stale = published_study(study, config)
+    data = copy.deepcopy(data)
+    axis, sizes = data["config"]["axis"], data["config"]["sizes"]
+    for seed in data["per_seed"]:
+        metrics = seed["metrics"]
+        for quantity in data["config"]["quantities"]:
+            values = [metrics[size_key(quantity, axis, s)] for s in sizes]
+            for size, value in zip(sizes, reversed(values), strict=True):
+                metrics[size_key(quantity, axis, size)] = value
+    return data, stale

@@ -162,12 +162,15 @@ CSFT_SEEDS = 6      # sign test: with 6 seeds the 95% interval of the median is 
 
 @functools.cache
 def csft_seed_results(root: int = CSFT_ROOT, count: int = CSFT_SEEDS) -> tuple:
-    """The smoke run at each seed, once per process (about 6 CPU-s a seed). A seed fixes the
-    split, the initialisation and the batch stream together (empirics.training seeds the
-    global RNG and the batch generator with one integer)."""
+    """The experiment's cpu config at each seed, once per process (about 6 CPU-s a seed). A
+    seed fixes the split, the initialisation and the batch stream together (empirics.training
+    seeds the global RNG and the batch generator with one integer). ``reuse_or_run`` reads a
+    published cpu seed of the same code instead of training; the seeds here are drawn from
+    streams, not the published 0..2, so each one trains."""
     from empirics.cot2 import EXPERIMENT
+    from empirics.experiment import reuse_or_run
 
-    return tuple(EXPERIMENT("smoke", device="cpu", seed=torch_seed(stream))
+    return tuple(reuse_or_run(EXPERIMENT, "cpu", seed=torch_seed(stream))
                  for stream in streams(root, count))
 
 

@@ -311,12 +311,15 @@ TRACE_SEEDS = 6     # sign test: with 6 seeds the 95% interval of the median is 
 
 @functools.cache
 def trace_seed_results(root: int = TRACE_ROOT, count: int = TRACE_SEEDS, **overrides) -> tuple:
-    """The smoke run at each seed, once per process and overrides (about 5 CPU-s a seed). A
-    seed fixes the data, the initialisation and the batch stream together (empirics.training
-    seeds the global RNG and the batch generator with one integer)."""
+    """The experiment's cpu config at each seed, once per process and overrides (about 5
+    CPU-s a seed). A seed fixes the data, the initialisation and the batch stream together
+    (empirics.training seeds the global RNG and the batch generator with one integer).
+    ``reuse_or_run`` reads a published cpu seed of the same code instead of training; the
+    seeds here are drawn from streams, not the published 0..2, so each one trains."""
     from empirics.dyck import EXPERIMENT
+    from empirics.experiment import reuse_or_run
 
-    return tuple(EXPERIMENT("smoke", device="cpu", seed=torch_seed(stream), **overrides)
+    return tuple(reuse_or_run(EXPERIMENT, "cpu", seed=torch_seed(stream), **overrides)
                  for stream in streams(root, count))
 
 

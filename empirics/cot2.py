@@ -16,6 +16,15 @@ load from other jobs; CPU seconds do not count waiting):
 * ``cot2-csft``: about 108 CPU-min a seed, extrapolated from two runs of the full config cut to
   40 and 80 of its 20000 steps (24 and 37 CPU-s); not run to the end on a CPU, so its full
   config is left to a GPU.
+
+Measured cpu-config cost (one thread, 2026-12-04, at nice 10 under load from other jobs; CPU
+seconds do not count waiting):
+
+* ``cot2-csft``: 13 CPU-s for three seeds with the process's start-up (about 4 a seed); the cpu
+  config is the smoke config, the size cot-and-looping.cot2-csft trains.
+* ``cot2-csft-scaling``: 140 CPU-s for three seeds (about 45 a seed: the cpu config at 200,
+  400, 800 and 1600 steps). CSFT's lead over SFT shrinks with training: per doubling, 95% t
+  interval [-0.295, 0.251] at d = 16 and [-0.210, -0.033] at d = 32.
 """
 
 from __future__ import annotations

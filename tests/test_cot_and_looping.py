@@ -587,6 +587,24 @@ def test_a_falling_dyck_study_does_not_rise():
     assert "moves down with steps" in report
 
 
+@pytest.mark.mutant("cot-and-looping.cot2-csft-scaling")
+def test_a_falling_csft_study_at_d16_does_not_rise():
+    # the published d = 16 interval holds 0, so the reversal alone stays undecided: it falls too
+    quantity = "csft - sft/d=16/val accuracy"
+    report = killed.failed_assertion(trend_check(
+        cot2_sampled.CSFT_STUDY, quantity, "up",
+        load=partial(reversed_in_size, falling=quantity)))
+    assert "moves down with steps" in report
+
+
+@pytest.mark.mutant("cot-and-looping.cot2-csft-scaling")
+def test_a_reversed_csft_study_at_d32_is_not_a_refutation():
+    # reversed, the d = 32 lead rises (a decided interval): the claim as stated then holds
+    report = killed.failed_assertion(cot2_sampled.trend_refutation(
+        cot2_sampled.CSFT_STUDY, "csft - sft/d=32/val accuracy", "up", load=reversed_in_size))
+    assert "expected to fail" in report
+
+
 # --- valid example arguments for tests/test_public_api.py ---------------------------------------
 
 def _icdl_problem(**extra) -> dict:

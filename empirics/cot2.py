@@ -16,6 +16,15 @@ load from other jobs; CPU seconds do not count waiting):
 * ``cot2-csft``: about 108 CPU-min a seed, extrapolated from two runs of the full config cut to
   40 and 80 of its 20000 steps (24 and 37 CPU-s); not run to the end on a CPU, so its full
   config is left to a GPU.
+
+Measured cpu-config cost (one thread, 2026-12-04, at nice 10 under load from other jobs; CPU
+seconds do not count waiting):
+
+* ``cot2-csft``: 13 CPU-s for three seeds with the process's start-up (about 4 a seed); the cpu
+  config is the smoke config, the size cot-and-looping.cot2-csft trains.
+* ``cot2-csft-scaling``: 140 CPU-s for three seeds (about 45 a seed: the cpu config at 200,
+  400, 800 and 1600 steps). CSFT's lead over SFT shrinks with training: per doubling, 95% t
+  interval [-0.295, 0.251] at d = 16 and [-0.210, -0.033] at d = 32.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from torch import nn
 from constructions.cot2 import max_sum, mnns_label, uniform_targets
 from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
+from empirics.scaling import run_study, size_key, study_config, summarize_study
 from empirics.training import TrainConfig, train
 
 BOS, DIGIT0 = 0, 1          # vocabulary: BOS, D0..D9, then the sums S_-S..S_S
@@ -198,14 +208,81 @@ def run(config: dict, device: torch.device, seed: int) -> Result:
 
 SMOKE = {"m": 3, "low": 1, "widths": [16, 32], "n_layers": 1, "n_heads": 1, "steps": 200,
          "batch": 128, "lr": 3e-3, "eval_every": 100}
+# the claim's CPU configuration (cot-and-looping.cot2-csft trains it at six seeds): the smoke
+# size, kept as its own config so that the published cpu seeds stand for the check's runs
+CPU = {"m": 3, "low": 1, "widths": [16, 32], "n_layers": 1, "n_heads": 1, "steps": 200,
+       "batch": 128, "lr": 3e-3, "eval_every": 100}
 FULL = {"m": 4, "low": 1, "widths": [16, 24, 32, 40], "n_layers": 2, "n_heads": 2,
         "steps": 20000, "batch": 256, "lr": 1e-3, "eval_every": 500}
 
 EXPERIMENT = Experiment(
     name="cot2-csft",
     description="MNNS: discrete SFT against continuous supervision (CSFT) at equal width",
-    configs={"smoke": SMOKE, "full": FULL},
+    configs={"smoke": SMOKE, "cpu": CPU, "full": FULL},
     run=run,
     claims=("cot-and-looping.cot2-csft",),
     code=("constructions.cot2",),
+)
+
+
+# --- scaling study: CSFT's lead over SFT against training steps ---------------------------------
+
+MODES = ("sft", "csft")
+
+
+def study_widths(config: dict) -> list[int]:
+    """The widths a study's runs train: its base config's, or its overrides'."""
+    return {**EXPERIMENT.configs[config["base"]], **config["overrides"]}["widths"]
+
+
+def accuracy_quantity(mode: str, d: int) -> str:
+    """The metric of one arm's validation accuracy at width ``d``."""
+    return metric_key(mode, ("d", d), "val accuracy")
+
+
+def gain_quantity(d: int) -> str:
+    """CSFT's validation accuracy minus SFT's at width ``d`` (what the claim's check compares)."""
+    return metric_key("csft - sft", ("d", d), "val accuracy")
+
+
+def study(base: str, sizes: list[int], **overrides) -> dict:
+    """The study of CSFT's lead at every width of ``base``, at each number of training steps;
+    each arm's own accuracy is read too."""
+    widths = study_widths({"base": base, "overrides": overrides})
+    return study_config(base, "steps", sizes,
+                        [*map(gain_quantity, widths),
+                         *(accuracy_quantity(mode, d) for d in widths for mode in MODES)],
+                        overrides=overrides, thresholds={gain_quantity(d): 0.0 for d in widths})
+
+
+# steps double from the cpu and full configs' own; the cpu study is about 15 times the cpu config
+STUDY_CONFIGS = {"smoke": study("smoke", [20, 40, 80], eval_every=20),
+                 "cpu": study("cpu", [200, 400, 800, 1600]),
+                 "full": study("full", [5000, 10000, 20000])}
+
+
+def run_scaling(config: dict, device: torch.device, seed: int) -> Result:
+    """One seed of the study: the experiment at each size, reading each arm's accuracy at
+    every width; then CSFT's lead (:func:`gain_quantity`) at each width and size."""
+    axis, widths = config["axis"], study_widths(config)
+    raw = [accuracy_quantity(mode, d) for d in widths for mode in MODES]
+    result = run_study(EXPERIMENT, "cot2-csft-scaling", {**config, "quantities": raw}, device,
+                       seed)
+    for size in config["sizes"]:
+        at = {q: result.metrics[size_key(q, axis, size)] for q in raw}
+        for d in widths:
+            result.metrics[size_key(gain_quantity(d), axis, size)] = (
+                at[accuracy_quantity("csft", d)] - at[accuracy_quantity("sft", d)])
+    result.config = dict(config)   # the study's own quantities, the gains included
+    return result
+
+
+SCALING = Experiment(
+    name="cot2-csft-scaling",
+    description="MNNS: CSFT's validation accuracy minus SFT's against training steps",
+    configs=STUDY_CONFIGS,
+    run=run_scaling,
+    claims=("cot-and-looping.cot2-csft-scaling",),
+    code=("empirics.scaling", *EXPERIMENT.code),
+    summarize=summarize_study,
 )

@@ -15,6 +15,16 @@ load from other jobs; CPU seconds do not count waiting):
 * ``dyck-protoreasoning``: its full config cut to 100 of its 50000 steps did not finish within
   60 CPU-s, so a seed takes more than 6 CPU-hours (counting 15 CPU-s as start-up); left to a
   GPU.
+
+Measured cpu-config cost (one thread, 2026-12-04, at nice 10 under load from other jobs; CPU
+seconds do not count waiting):
+
+* ``dyck-protoreasoning``: 15 CPU-s for three seeds with the process's start-up (about 5 a
+  seed); the cpu config is the smoke config, the size cot-and-looping.dyck-trace-content trains.
+* ``dyck-protoreasoning-scaling``: 143 CPU-s for three seeds (about 46 a seed: the cpu config
+  at 150, 300, 600 and 1200 steps). The trace arm's OOD accuracy stays 0.12-0.47 below the best
+  other arm's at every size and seed; the per-seed slopes of that gap on log2 steps give a 95%
+  t interval [-0.048, 0.105] per doubling: no trend resolved.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from constructions.dyck import dyck_oracle, random_dyck
 from empirics.cot2 import TinyGPT
 from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
+from empirics.scaling import run_study, size_key, study_config, summarize_study
 from empirics.training import TrainConfig, train
 
 ARMS = ("trace", "shuffled", "filler", "none")
@@ -192,6 +203,12 @@ SMOKE = {"k": 1, "pairs": (1, 8), "depth": (1, 3), "ood_pairs": (9, 12),
          "ood_depth": (4, 6), "train_size": 500, "test_size": 50, "d_model": 32,
          "n_layers": 1, "n_heads": 2, "steps": 150, "batch": 32, "lr": 3e-3,
          "arms": ARMS, "shuffle_trace": False}
+# the claim's CPU configuration (cot-and-looping.dyck-trace-content trains it at six seeds): the
+# smoke size, kept as its own config so that the published cpu seeds stand for the check's runs
+CPU = {"k": 1, "pairs": (1, 8), "depth": (1, 3), "ood_pairs": (9, 12),
+       "ood_depth": (4, 6), "train_size": 500, "test_size": 50, "d_model": 32,
+       "n_layers": 1, "n_heads": 2, "steps": 150, "batch": 32, "lr": 3e-3,
+       "arms": ARMS, "shuffle_trace": False}
 FULL = {"k": 2, "pairs": (1, 10), "depth": (1, 4), "ood_pairs": (11, 20),
         "ood_depth": (5, 8), "train_size": 50000, "test_size": 2000, "d_model": 128,
         "n_layers": 4, "n_heads": 4, "steps": 50000, "batch": 128, "lr": 1e-3,
@@ -201,8 +218,63 @@ EXPERIMENT = Experiment(
     name="dyck-protoreasoning",
     description="Dyck membership: a depth trace against a filler trace of the same length "
                 "against no trace, in and out of distribution",
-    configs={"smoke": SMOKE, "full": FULL},
+    configs={"smoke": SMOKE, "cpu": CPU, "full": FULL},
     run=run,
     claims=("cot-and-looping.dyck-trace-content",),
     code=("constructions.dyck", "empirics.cot2"),
+)
+
+
+# --- scaling study: the trace arm's OOD lead against training steps -----------------------------
+
+OOD_SETS = ("OOD length", "OOD depth")
+GAIN = metric_key("trace - best other", "OOD accuracy")
+
+
+def ood_quantity(arm: str) -> str:
+    """An arm's OOD accuracy: the mean of its OOD-length and OOD-depth accuracies (the two
+    test sets have ``test_size`` strings each, so this is the accuracy on their union)."""
+    return metric_key(arm, "OOD accuracy")
+
+
+def study(base: str, sizes: list[int]) -> dict:
+    """The study of the trace arm's OOD lead: ``base`` at each number of training steps."""
+    return study_config(base, "steps", sizes, [GAIN, *map(ood_quantity, ARMS)],
+                        thresholds={GAIN: 0.0})
+
+
+# steps double from each base config's own; the cpu study is about 24 times the cpu config
+STUDY_CONFIGS = {"smoke": study("smoke", [10, 20, 40]),
+                 "cpu": study("cpu", [150, 300, 600, 1200]),
+                 "full": study("full", [12500, 25000, 50000])}
+
+
+def run_scaling(config: dict, device: torch.device, seed: int) -> Result:
+    """One seed of the study: the experiment at each size, reading each arm's accuracy on both
+    OOD sets; then each arm's OOD accuracy (:func:`ood_quantity`) and the trace arm's lead
+    ``GAIN`` over the best other arm, at each size."""
+    raw = [metric_key(arm, name, "accuracy") for arm in ARMS for name in OOD_SETS]
+    result = run_study(EXPERIMENT, "dyck-protoreasoning-scaling", {**config, "quantities": raw},
+                       device, seed)
+    axis = config["axis"]
+    for size in config["sizes"]:
+        ood = {arm: sum(result.metrics[size_key(metric_key(arm, name, "accuracy"), axis, size)]
+                        for name in OOD_SETS) / len(OOD_SETS) for arm in ARMS}
+        for arm, value in ood.items():
+            result.metrics[size_key(ood_quantity(arm), axis, size)] = value
+        result.metrics[size_key(GAIN, axis, size)] = ood["trace"] - max(
+            value for arm, value in ood.items() if arm != "trace")
+    result.config = dict(config)   # the study's own quantities: the derived ones above
+    return result
+
+
+SCALING = Experiment(
+    name="dyck-protoreasoning-scaling",
+    description="Dyck membership: the trace arm's OOD accuracy minus the best other arm's, "
+                "against training steps",
+    configs=STUDY_CONFIGS,
+    run=run_scaling,
+    claims=("cot-and-looping.dyck-trace-scaling",),
+    code=("empirics.scaling", *EXPERIMENT.code),
+    summarize=summarize_study,
 )

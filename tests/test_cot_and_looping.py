@@ -1,6 +1,5 @@
 """Mutants and bad input for the cot-and-looping area (theorems/areas/cot_and_looping/)."""
 
-import copy
 from fractions import Fraction
 from functools import partial
 
@@ -11,14 +10,13 @@ import torch
 from rerounded_weights import rerounded
 
 from constructions import cot2, dyck, icdl, recursive_transformer
-from empirics.scaling import series, size_key, slope_fit
 from theorems.areas.cot_and_looping import cot2 as cot2_checks
 from theorems.areas.cot_and_looping import cot2_definitions, cot2_sampled
 from theorems.areas.cot_and_looping import dyck as dyck_checks
 from theorems.areas.cot_and_looping import icdl as icdl_checks
 from theorems.areas.cot_and_looping import recursive_transformer as recursive_checks
 from theorems.evidence import expect_failure
-from theorems.trends import published_study, trend_check
+from theorems.trends import sizes_reversed, trend_check, trend_refutation
 
 fails_at = partial(killed.fails_at, literal=True)  # messages as plain text
 
@@ -554,34 +552,10 @@ def test_a_shuffled_trace_is_not_learned_as_the_trace():
     assert "no content learned beyond the token statistics" in report
 
 
-def reversed_in_size(study: str, config: str = "cpu", *,
-                     falling: str | None = None) -> tuple[dict, bool]:
-    """The published study with each seed's values of every quantity in reverse size order,
-    so every per-seed slope changes sign. For the quantity ``falling`` each seed's values also
-    fall by the width of the published slope interval per doubling: the reversed interval
-    [-high, -low] moves to [-high - w, -high], below 0 whenever the published one reaches
-    above 0 (a study whose reversal alone stays undecided still gets a decided fall)."""
-    data, stale = copy.deepcopy(published_study(study, config))
-    settings = data["config"]
-    doublings = np.log2(np.asarray(settings["sizes"], dtype=np.float64) / settings["sizes"][0])
-    for quantity in settings["quantities"]:
-        fall = 0.0
-        if quantity == falling:
-            fit = slope_fit(*series(settings, data["per_seed"], quantity),
-                            level=settings["level"])
-            fall = fit["high"] - fit["low"]
-        for seed in data["per_seed"]:
-            keys = [size_key(quantity, settings["axis"], s) for s in settings["sizes"]]
-            values = [seed["metrics"][key] for key in keys]
-            seed["metrics"].update({key: value - fall * x for key, value, x in
-                                    zip(keys, reversed(values), doublings, strict=True)})
-    return data, stale
-
-
 @pytest.mark.mutant("cot-and-looping.dyck-trace-scaling")
 def test_a_falling_dyck_study_does_not_rise():
     # the published interval holds 0, so the reversal alone stays undecided: it falls too
-    load = partial(reversed_in_size, falling=dyck_checks.TRACE_LEAD)
+    load = partial(sizes_reversed, falling=dyck_checks.TRACE_LEAD)
     report = killed.failed_assertion(trend_check(
         "dyck-protoreasoning-scaling", dyck_checks.TRACE_LEAD, "up", load=load))
     assert "moves down with steps" in report
@@ -593,15 +567,15 @@ def test_a_falling_csft_study_at_d16_does_not_rise():
     quantity = "csft - sft/d=16/val accuracy"
     report = killed.failed_assertion(trend_check(
         cot2_sampled.CSFT_STUDY, quantity, "up",
-        load=partial(reversed_in_size, falling=quantity)))
+        load=partial(sizes_reversed, falling=quantity)))
     assert "moves down with steps" in report
 
 
 @pytest.mark.mutant("cot-and-looping.cot2-csft-scaling")
 def test_a_reversed_csft_study_at_d32_is_not_a_refutation():
     # reversed, the d = 32 lead rises (a decided interval): the claim as stated then holds
-    report = killed.failed_assertion(cot2_sampled.trend_refutation(
-        cot2_sampled.CSFT_STUDY, "csft - sft/d=32/val accuracy", "up", load=reversed_in_size))
+    report = killed.failed_assertion(trend_refutation(
+        cot2_sampled.CSFT_STUDY, "csft - sft/d=32/val accuracy", "up", load=sizes_reversed))
     assert "expected to fail" in report
 
 

@@ -80,20 +80,54 @@ def trend_check(study: str, quantity: str, direction: str, *, config: str = "cpu
     return run
 
 
-def sizes_reversed(study: str, config: str = "cpu") -> tuple[dict, bool]:
-    """The published study with each seed's values of every quantity reversed in size order: a
-    trend that went one way goes the other (the mutant of a trend claim, as ``load=``)."""
+def trend_refutation(study: str, quantity: str, direction: str, *, config: str = "cpu",
+                     load: Callable[[str, str], tuple[dict, bool]] = published_study
+                     ) -> Callable[[], None]:
+    """A refutation of a trend claim: its :func:`trend_check` in the claim's ``direction``
+    fails, which it does only when the slope's interval lies on the other side of 0 (an
+    undecided interval ends it inconclusive instead); that failure is the counterexample, and
+    the check in the other direction records the study's table, figure and interval."""
+    from theorems.evidence import expect_failure
+
+    stated = trend_check(study, quantity, direction, config=config, load=load)
+    other = trend_check(study, quantity, "down" if direction == "up" else "up", config=config,
+                        load=load)
+
+    def run() -> None:
+        evidence.counterexample(expect_failure(stated))
+        other()
+    return run
+
+
+def sizes_reversed(study: str, config: str = "cpu", *,
+                   falling: str | None = None) -> tuple[dict, bool]:
+    r"""The published study with each seed's values of every quantity reversed in size order: a
+    trend that went one way goes the other (the mutant of a trend claim, as ``load=``).
+
+    For the quantity ``falling`` each seed's values also fall by the width :math:`w` of the
+    published slope interval per doubling, so the reversed interval :math:`[-h, -\ell]` moves
+    to :math:`[-h - w, -h]`, below 0 whenever the published one reaches above 0: the mutant of
+    a claim whose published study is undecided, where reversal alone stays undecided."""
     import copy
 
-    from empirics.scaling import size_key
+    import numpy as np
+
+    from empirics.scaling import series, size_key, slope_fit
 
     data, stale = published_study(study, config)
     data = copy.deepcopy(data)
-    axis, sizes = data["config"]["axis"], data["config"]["sizes"]
-    for seed in data["per_seed"]:
-        metrics = seed["metrics"]
-        for quantity in data["config"]["quantities"]:
-            values = [metrics[size_key(quantity, axis, s)] for s in sizes]
-            for size, value in zip(sizes, reversed(values), strict=True):
-                metrics[size_key(quantity, axis, size)] = value
+    settings = data["config"]
+    axis, sizes = settings["axis"], settings["sizes"]
+    doublings = np.log2(np.asarray(sizes, dtype=np.float64) / sizes[0])
+    for quantity in settings["quantities"]:
+        fall = 0.0
+        if quantity == falling:
+            fit = slope_fit(*series(settings, data["per_seed"], quantity),
+                            level=settings["level"])
+            fall = fit["high"] - fit["low"]
+        for seed in data["per_seed"]:
+            keys = [size_key(quantity, axis, s) for s in sizes]
+            values = [seed["metrics"][key] for key in keys]
+            seed["metrics"].update({key: value - fall * float(x) for key, value, x in
+                                    zip(keys, reversed(values), doublings, strict=True)})
     return data, stale

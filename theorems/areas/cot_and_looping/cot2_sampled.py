@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -20,9 +19,9 @@ from constructions.cot2 import gaussian_embeddings, superposition_recovered
 from constructions.fact_mlps import decoding_success_rate, jl_code_dim
 from theorems.areas.cot_and_looping.cot2 import CODE, COT2
 from theorems.claims import Claim, Source
-from theorems.evidence import check, decide, evidence, expect_failure
+from theorems.evidence import check, decide, evidence
 from theorems.intervals import clopper_pearson, median_interval, streams, torch_seed
-from theorems.trends import published_study, trend_check
+from theorems.trends import trend_check, trend_refutation
 
 COT2_SUPERPOSITION = Claim(
     id="cot-and-looping.superposition-decoding",
@@ -99,8 +98,7 @@ COT2_CSFT = Claim(
 
 COT2_CSFT_SCALING = Claim(
     id="cot-and-looping.cot2-csft-scaling",
-    title="CSFT's lead over discrete SFT rises with training steps, at each width (at the "
-          "cpu size it falls at d = 32)",
+    title="CSFT's lead over discrete SFT rises with training steps, at each width",
     statement=(
         r"In the setting of cot-and-looping.cot2-csft at its cpu config (MNNS, $m = 3$, digits "
         r"$1..9$, the permutation-group split; a one-layer one-head model, Adam "
@@ -265,19 +263,6 @@ test_csft_beats_sft = check(COT2_CSFT, "empirical")(csft_seeds_check())
 
 
 # --- C2.6: CSFT's lead against training steps (a published scaling study) ------------------------
-
-
-def trend_refutation(study: str, quantity: str, direction: str, *,
-                     load=published_study) -> Callable[[], None]:
-    """A refutation of a trend claim: its :func:`trend_check` in the claim's ``direction``
-    fails, which it does only when the slope's interval lies on the other side of 0 (an
-    undecided interval ends it inconclusive instead); that failure is the counterexample, and
-    the check in the other direction records the study's table, figure and interval."""
-    def run():
-        evidence.counterexample(expect_failure(trend_check(study, quantity, direction,
-                                                           load=load)))
-        trend_check(study, quantity, "down" if direction == "up" else "up", load=load)()
-    return run
 
 
 # read the published study (no training): the per-seed slopes and their t interval, per width.

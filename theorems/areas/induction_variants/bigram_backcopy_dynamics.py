@@ -305,15 +305,17 @@ test_caricature_flow_numerically = check(BB_CARICATURE, "numeric")(caricature_nu
 
 # --- gradient descent ------------------------------------------------------------------------
 
-def gd_check(config: str = "smoke", seed: int = 0,
-             arms: tuple[str, str] = ("softmax+adam", "relu+adam"), **overrides):
-    """The run's (softmax, ReLU) arms are the variants named by ``arms`` (a mutant swaps
-    them)."""
+def gd_check(seed: int = 0, arms: tuple[str, str] = ("softmax+adam", "relu+adam"),
+             **overrides):
+    """The experiment's ``cpu`` config with ``overrides`` (the published seed stands for the
+    run when it is current; other overrides train afresh); the run's (softmax, ReLU) arms are
+    the variants named by ``arms`` (a mutant swaps them)."""
     def run():
         from empirics.bigram_backcopy import BIGRAM_BACKCOPY
         from empirics.experiment import metric_key
+        from empirics.experiment.published import reuse_or_run
 
-        result = BIGRAM_BACKCOPY(config, device="cpu", seed=seed, **overrides)
+        result = reuse_or_run(BIGRAM_BACKCOPY, "cpu", seed=seed, **overrides)
         metrics = result.metrics
         for name in result.config["variants"]:
             for key, worse in (("bos_mass", "lower"), ("bos_value_ratio", "higher"),

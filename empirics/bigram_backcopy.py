@@ -22,6 +22,14 @@ load from other jobs; CPU seconds do not count waiting):
 
 * ``bigram-backcopy``: its full config cut to 20 of its 10000 steps did not finish within 60
   CPU-s, so a seed takes more than 6 CPU-hours (counting 15 CPU-s as start-up); left to a GPU.
+
+Measured cpu-config cost (one thread, 2026-12-04, ``/usr/bin/time`` user seconds of one
+``python -m empirics run ... --seeds 3 --workers 1 --threads 1`` process, start-up included):
+
+* ``bigram-backcopy`` cpu: 11 CPU-s for 3 seeds (about 4 a seed);
+* ``bigram-backcopy-scaling`` cpu (softmax+Adam alone, 300, 600, 1200, 2400 steps): 38 CPU-s
+  for 3 seeds (about 13 a seed). The sink share shows no trend there: slope 0.006 per
+  doubling, 95% interval [-0.16, 0.18] over the seeds (induction-variants.bb-sink-scaling).
 """
 
 from __future__ import annotations

@@ -31,6 +31,14 @@ load from other jobs; CPU seconds do not count waiting):
 
 * ``spatial-induction``: its full config cut to 40 of its 20000 steps did not finish within 61
   CPU-s, so a seed takes more than 6 CPU-hours (counting 15 CPU-s as start-up); left to a GPU.
+
+Measured cpu-config cost (one thread, 2026-12-04, ``/usr/bin/time`` user seconds of one
+``python -m empirics run ... --seeds 3 --workers 1 --threads 1`` process, start-up included):
+
+* ``spatial-induction`` cpu: 54 CPU-s for 3 seeds (about 17 a seed);
+* ``spatial-induction-scaling`` cpu (1000, 2000, 4000 steps): 352 CPU-s for 3 seeds (about
+  2 CPU-minutes a seed). The gather mass shows no trend there: mean slope -0.004 per doubling,
+  95% interval [-0.017, 0.008] over the seeds (induction-variants.sih-gather-scaling).
 """
 
 from __future__ import annotations
@@ -206,7 +214,9 @@ SMOKE = {"dim": 1, "kind": "moore", "side": 6, "n_states": 2, "horizon": 5, "alp
          "heads": (4, 1), "d_model": 32, "steps": 400, "batch": 32, "lr": 3e-3,
          "eval_every": 100, "eval_batch": 64, "freeze_gather": False, "shuffle_targets": False}
 # The claim's CPU configuration (induction-variants.sih-gd-two-layers): 1-D, L = 4, T = 8,
-# a near-deterministic Dirichlet(0.01) rule, 8 + 4 heads, d = 64, 1000 Adam steps.
+# a near-deterministic Dirichlet(0.01) rule, 8 + 4 heads, d = 64, 1000 Adam steps. Chosen
+# after a search on this CPU (recorded in the claim's notes): with a Dirichlet(1) rule and the
+# smoke model (4 + 1 heads, d = 32) nothing gather- or match-like forms within 3,000 steps.
 CPU = {**SMOKE, "side": 4, "horizon": 8, "alpha": 0.01, "heads": (8, 4), "d_model": 64,
        "steps": 1000, "eval_every": 250}
 FULL = {"dim": 2, "kind": "moore", "side": 8, "n_states": 2, "horizon": 8, "alpha": 1.0,

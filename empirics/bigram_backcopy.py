@@ -22,6 +22,14 @@ load from other jobs; CPU seconds do not count waiting):
 
 * ``bigram-backcopy``: its full config cut to 20 of its 10000 steps did not finish within 60
   CPU-s, so a seed takes more than 6 CPU-hours (counting 15 CPU-s as start-up); left to a GPU.
+
+Measured cpu-config cost (one thread, 2026-12-04, ``/usr/bin/time`` user seconds of one
+``python -m empirics run ... --seeds 3 --workers 1 --threads 1`` process, start-up included):
+
+* ``bigram-backcopy`` cpu: 11 CPU-s for 3 seeds (about 4 a seed);
+* ``bigram-backcopy-scaling`` cpu (softmax+Adam alone, 300, 600, 1200, 2400 steps): 38 CPU-s
+  for 3 seeds (about 13 a seed). The sink share shows no trend there: slope 0.006 per
+  doubling, 95% interval [-0.16, 0.18] over the seeds (induction-variants.bb-sink-scaling).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from constructions.bigram_backcopy import BigramBackcopy, dirichlet_bigrams
 from empirics._tiny_gpt import GPTConfig, TinyGPT
 from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
+from empirics.scaling import run_study, study_config, summarize_study
 from empirics.training import TrainConfig, train
 
 VARIANTS = {"softmax+adam": ("softmax", "adam"), "relu+adam": ("relu", "adam"),
@@ -122,23 +131,53 @@ def plot(histories: dict):
     return fig
 
 
+SMOKE = {"vocab_size": 16, "n_triggers": 3, "concentration": 0.3, "length": 24, "layers": 1,
+         "d_model": 16, "mlp": 32, "steps": 300, "batch": 32, "lr": 1e-2, "sgd_lr": 0.03,
+         "weight_decay": 1e-4, "eval_every": 50, "eval_batch": 64, "variants": tuple(VARIANTS)}
+# The claim's CPU configuration (induction-variants.bb-gd-sinks) is the smoke size.
+CPU = dict(SMOKE)
+FULL = {"vocab_size": 64, "n_triggers": 3, "concentration": 0.3, "length": 256, "layers": 3,
+        "d_model": 256, "mlp": 1024, "steps": 10_000, "batch": 512, "lr": 3e-4, "sgd_lr": 0.03,
+        "weight_decay": 1e-4, "eval_every": 250, "eval_batch": 256, "variants": tuple(VARIANTS)}
+
 BIGRAM_BACKCOPY = Experiment(
     name="bigram-backcopy",
     description="attention sinks and value drains on Bigram-Backcopy: softmax+Adam vs "
                 "ReLU attention vs SGD",
     claims=("induction-variants.bb-gd-sinks",),
-    configs={
-        "smoke": {"vocab_size": 16, "n_triggers": 3, "concentration": 0.3, "length": 24,
-                  "layers": 1, "d_model": 16, "mlp": 32, "steps": 300, "batch": 32,
-                  "lr": 1e-2, "sgd_lr": 0.03, "weight_decay": 1e-4, "eval_every": 50,
-                  "eval_batch": 64, "variants": tuple(VARIANTS)},
-        "full": {"vocab_size": 64, "n_triggers": 3, "concentration": 0.3, "length": 256,
-                 "layers": 3, "d_model": 256, "mlp": 1024, "steps": 10_000, "batch": 512,
-                 "lr": 3e-4, "sgd_lr": 0.03, "weight_decay": 1e-4, "eval_every": 250,
-                 "eval_batch": 256, "variants": tuple(VARIANTS)},
-    },
+    configs={"smoke": SMOKE, "cpu": CPU, "full": FULL},
     run=run_bigram_backcopy,
     code=("constructions.bigram_backcopy", "empirics._tiny_gpt"),
 )
 
-__all__ = ["BIGRAM_BACKCOPY", "measure"]
+# The scaling study: the softmax+Adam arm alone (each variant has its own seeded model, data
+# stream and trainer, so it is the arm of the three-variant run), its BOS share at dormant
+# positions against training steps, the cpu config the smallest size.
+STUDY_QUANTITIES = ("softmax+adam/bos_mass", "softmax+adam/kl")
+STUDY_CONFIGS = {
+    "smoke": study_config("smoke", "steps", [10, 20, 40], STUDY_QUANTITIES,
+                          overrides={"variants": ("softmax+adam",), "eval_every": 10,
+                                     "eval_batch": 8}),
+    "cpu": study_config("cpu", "steps", [300, 600, 1200, 2400], STUDY_QUANTITIES,
+                        overrides={"variants": ("softmax+adam",)}),
+    "full": study_config("full", "steps", [2500, 5000, 10_000], STUDY_QUANTITIES,
+                         overrides={"variants": ("softmax+adam",)}),
+}
+
+
+def run_scaling(config: dict, device: torch.device, seed: int) -> Result:
+    return run_study(BIGRAM_BACKCOPY, "bigram-backcopy-scaling", config, device, seed)
+
+
+BIGRAM_BACKCOPY_SCALING = Experiment(
+    name="bigram-backcopy-scaling",
+    description="Bigram-Backcopy: the softmax+Adam BOS share at dormant positions against "
+                "training steps",
+    claims=("induction-variants.bb-sink-scaling",),
+    configs=STUDY_CONFIGS,
+    run=run_scaling,
+    summarize=summarize_study,
+    code=("empirics.scaling", *BIGRAM_BACKCOPY.code),
+)
+
+__all__ = ["BIGRAM_BACKCOPY", "BIGRAM_BACKCOPY_SCALING", "measure"]

@@ -24,13 +24,21 @@ two-layer match mass minus ``match_chance``, the mass uniform attention puts on 
 Controls (config flags): ``shuffle_targets`` trains on sequences whose cells are shuffled
 (no spatial structure), ``freeze_gather`` keeps layer 1's queries and keys at zero (uniform
 attention: no gather can form). The claim's CPU configuration is
-``theorems.areas.induction_variants.spatial_induction.GD_CONFIG``.
+the ``cpu`` config.
 
 Measured full-config cost (one thread of this project's 2-core CPU machine, 2026-12-01, under
 load from other jobs; CPU seconds do not count waiting):
 
 * ``spatial-induction``: its full config cut to 40 of its 20000 steps did not finish within 61
   CPU-s, so a seed takes more than 6 CPU-hours (counting 15 CPU-s as start-up); left to a GPU.
+
+Measured cpu-config cost (one thread, 2026-12-04, ``/usr/bin/time`` user seconds of one
+``python -m empirics run ... --seeds 3 --workers 1 --threads 1`` process, start-up included):
+
+* ``spatial-induction`` cpu: 54 CPU-s for 3 seeds (about 17 a seed);
+* ``spatial-induction-scaling`` cpu (1000, 2000, 4000 steps): 352 CPU-s for 3 seeds (about
+  2 CPU-minutes a seed). The gather mass shows no trend there: mean slope -0.004 per doubling,
+  95% interval [-0.017, 0.008] over the seeds (induction-variants.sih-gather-scaling).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from constructions.spatial_induction import CellularAutomaton, neighbourhood
 from empirics._tiny_gpt import GPTConfig, TinyGPT
 from empirics.experiment import Experiment, Result, metric_key
 from empirics.plots import pyplot
+from empirics.scaling import run_study, study_config, summarize_study
 from empirics.training import TrainConfig, train
 
 
@@ -201,21 +210,51 @@ def plot(histories: dict, baseline: float):
     return fig
 
 
+SMOKE = {"dim": 1, "kind": "moore", "side": 6, "n_states": 2, "horizon": 5, "alpha": 1.0,
+         "heads": (4, 1), "d_model": 32, "steps": 400, "batch": 32, "lr": 3e-3,
+         "eval_every": 100, "eval_batch": 64, "freeze_gather": False, "shuffle_targets": False}
+# The claim's CPU configuration (induction-variants.sih-gd-two-layers): 1-D, L = 4, T = 8,
+# a near-deterministic Dirichlet(0.01) rule, 8 + 4 heads, d = 64, 1000 Adam steps. Chosen
+# after a search on this CPU (recorded in the claim's notes): with a Dirichlet(1) rule and the
+# smoke model (4 + 1 heads, d = 32) nothing gather- or match-like forms within 3,000 steps.
+CPU = {**SMOKE, "side": 4, "horizon": 8, "alpha": 0.01, "heads": (8, 4), "d_model": 64,
+       "steps": 1000, "eval_every": 250}
+FULL = {"dim": 2, "kind": "moore", "side": 8, "n_states": 2, "horizon": 8, "alpha": 1.0,
+        "heads": (16, 1), "d_model": 128, "steps": 20_000, "batch": 128, "lr": 1e-3,
+        "eval_every": 500, "eval_batch": 256, "freeze_gather": False, "shuffle_targets": False}
+
 SPATIAL_INDUCTION = Experiment(
     name="spatial-induction",
     description="two-layer transformers on flattened cellular automata with fresh rules: KL "
                 "to the Bayes predictor and gather-and-match attention",
     claims=("induction-variants.sih-gd-two-layers",),
-    configs={
-        "smoke": {"dim": 1, "kind": "moore", "side": 6, "n_states": 2, "horizon": 5,
-                  "alpha": 1.0, "heads": (4, 1), "d_model": 32, "steps": 400, "batch": 32,
-                  "lr": 3e-3, "eval_every": 100, "eval_batch": 64, "freeze_gather": False,
-                  "shuffle_targets": False},
-        "full": {"dim": 2, "kind": "moore", "side": 8, "n_states": 2, "horizon": 8,
-                 "alpha": 1.0, "heads": (16, 1), "d_model": 128, "steps": 20_000,
-                 "batch": 128, "lr": 1e-3, "eval_every": 500, "eval_batch": 256,
-                 "freeze_gather": False, "shuffle_targets": False},
-    },
+    configs={"smoke": SMOKE, "cpu": CPU, "full": FULL},
     run=run_spatial_induction,
     code=("constructions.spatial_induction", "empirics._tiny_gpt"),
+)
+
+# The scaling study: the layer-1 gather mass (and the paired KL gain, read from the same runs)
+# against training steps, the cpu config the smallest size, doubling.
+STUDY_QUANTITIES = ("two-layer/gather_mass", "kl_gain")
+STUDY_CONFIGS = {
+    "smoke": study_config("smoke", "steps", [10, 20, 40], STUDY_QUANTITIES,
+                          overrides={"eval_every": 10, "eval_batch": 8}),
+    "cpu": study_config("cpu", "steps", [1000, 2000, 4000], STUDY_QUANTITIES),
+    "full": study_config("full", "steps", [5000, 10_000, 20_000], STUDY_QUANTITIES),
+}
+
+
+def run_scaling(config: dict, device: torch.device, seed: int) -> Result:
+    return run_study(SPATIAL_INDUCTION, "spatial-induction-scaling", config, device, seed)
+
+
+SPATIAL_INDUCTION_SCALING = Experiment(
+    name="spatial-induction-scaling",
+    description="spatial induction: the layer-1 gather mass and the KL gain of two layers "
+                "over one against training steps",
+    claims=("induction-variants.sih-gather-scaling",),
+    configs=STUDY_CONFIGS,
+    run=run_scaling,
+    summarize=summarize_study,
+    code=("empirics.scaling", *SPATIAL_INDUCTION.code),
 )

@@ -502,7 +502,7 @@ def test_nope_and_rope_swapped_fail_the_small_model_check():
     original = dict(experiment.SCHEMES)
     experiment.SCHEMES.update(rope=original["none"], none=original["rope"])
     try:
-        report = expect_failure(dg_checks.gd_check())
+        report = expect_failure(dg_checks.gd_check(fresh=True))
     finally:
         experiment.SCHEMES.clear()
         experiment.SCHEMES.update(original)
@@ -534,6 +534,78 @@ def test_the_models_read_the_other_way_round_fail_the_training_check():
     # so they end inconclusive rather than refute, and are recorded in the claim's notes
     report = expect_failure(sih_checks.gd_check(sign=-1.0))
     assert "lies below 0" in report
+
+
+# --- scaling studies: the trend checks on the published studies ---------------------------------
+
+def _published_with(study: str, config: str, change) -> tuple[dict, bool]:
+    """The published ``study`` with each seed's series of every quantity (in size order)
+    replaced by ``change(series, all_series)``."""
+    from empirics.scaling import series, size_key
+    from theorems.trends import published_study
+
+    data, stale = published_study(study, config)
+    settings = data["config"]
+    per_seed = [{**seed, "metrics": dict(seed["metrics"])} for seed in data["per_seed"]]
+    for quantity in settings["quantities"]:
+        keys = [size_key(quantity, settings["axis"], s) for s in settings["sizes"]]
+        values = series(settings, data["per_seed"], quantity)[1]
+        for seed, row in zip(per_seed, values, strict=True):
+            seed["metrics"].update(zip(keys, change(row, values), strict=True))
+    return {**data, "per_seed": per_seed}, stale
+
+
+def reversed_study(study: str, config: str = "cpu") -> tuple[dict, bool]:
+    """Each seed's values reversed in size order: the same values, the trend turned round."""
+    return _published_with(study, config, lambda row, _: row[::-1].tolist())
+
+
+def falling_study(study: str, config: str = "cpu") -> tuple[dict, bool]:
+    """Each seed's values replaced by the seeds' means at the sizes, sorted to fall with the
+    size: the measured levels, made to fall and to agree over seeds (so the fall is decided
+    even where the published study is not)."""
+    return _published_with(study, config,
+                           lambda _, values: sorted(values.mean(axis=0), reverse=True))
+
+
+TREND_MUTANTS = {
+    "induction-variants.sih-gather-scaling": ("spatial-induction-scaling",
+                                              "two-layer/gather_mass"),
+    "induction-variants.dg-nope-ood-scaling": ("delay-copy-scaling", "none/out_of_distribution"),
+    "induction-variants.bb-sink-scaling": ("bigram-backcopy-scaling", "softmax+adam/bos_mass"),
+}
+
+
+def trend_report(claim_id: str, load) -> str:
+    from theorems.trends import trend_check
+
+    study, quantity = TREND_MUTANTS[claim_id]
+    return killed.failed_assertion(trend_check(study, quantity, "up", load=load))
+
+
+@pytest.mark.mutant("induction-variants.sih-gather-scaling")
+def test_the_gather_study_made_to_fall_fails_its_trend_check():
+    # the published study is inconclusive (slope -0.0043, interval [-0.017, 0.008]), and so is
+    # its reversal, which cannot kill the check: the seeds' mean levels made to fall are
+    # decided, and the check fails at its assertion
+    report = trend_report("induction-variants.sih-gather-scaling", falling_study)
+    assert "moves down with steps" in report
+
+
+@pytest.mark.mutant("induction-variants.dg-nope-ood-scaling")
+def test_the_nope_study_reversed_in_steps_fails_its_trend_check():
+    # published: slope 0.016 per doubling, interval [0.008, 0.024]; reversed, the same
+    # interval below 0
+    report = trend_report("induction-variants.dg-nope-ood-scaling", reversed_study)
+    assert "moves down with steps" in report
+
+
+@pytest.mark.mutant("induction-variants.bb-sink-scaling")
+def test_the_sink_study_made_to_fall_fails_its_trend_check():
+    # the published study is inconclusive (slope 0.006, interval [-0.16, 0.18]), and so is its
+    # reversal: the seeds' mean levels made to fall are decided, and the check fails there
+    report = trend_report("induction-variants.bb-sink-scaling", falling_study)
+    assert "moves down with steps" in report
 
 
 # --- TransformerLens export ----------------------------------------------------------------------

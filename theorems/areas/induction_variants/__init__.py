@@ -11,5 +11,6 @@ a copy learned at one distance transfers to others under RoPE, ALiBi or no posit
 those sources is this project's derivation and is tagged D on its claim.
 
 Topic modules: :mod:`.spatial_induction`, :mod:`.bigram_backcopy` (with
-:mod:`.bigram_backcopy_dynamics`), :mod:`.delay_copy`.
+:mod:`.bigram_backcopy_dynamics`), :mod:`.delay_copy`; :mod:`.gd_scaling` holds the scaling
+studies of the three papers' training trends.
 """

@@ -132,8 +132,26 @@ DG_GD = Claim(
            "all below the induction copier's exact accuracy. The paper's main finding, NoPE "
            ">= ALiBi >= RoPE out of distribution at 8 layers x 512, is not tested at this size "
            "(the full config is for a GPU). One seed only; the check is marked slow "
-           "(about 45 CPU-seconds)."),
+           "(about 45 CPU-seconds).\n\n"
+           "Scaling study (issue 36; induction-variants.dg-nope-ood-scaling). This run, "
+           "published as the delay-copy cpu config with seeds 0-2 (the check reads seed 0), "
+           "gives out-of-distribution accuracies of RoPE 0.08, 0.07, 0.08, ALiBi 0.18, 0.24, "
+           "0.18 and NoPE 0.11, 0.13, 0.14, so the paper's order NoPE >= ALiBi >= RoPE out of "
+           "distribution is not reproduced at this size (ALiBi leads). NoPE trained alone for "
+           "300, 600, 1200 and 2400 steps reaches 0.113, 0.118, 0.154, 0.167 (seed 0), 0.128, "
+           "0.119, 0.152, 0.169 (seed 1) and 0.142, 0.124, 0.144, 0.178 (seed 2) out of "
+           "distribution: the mean least-squares slope on log2 steps is 0.016 per doubling, "
+           "95% Student-t interval [0.008, 0.024] over the three seeds, so it rises; in "
+           "distribution it rises faster (0.10 per doubling, [0.03, 0.17]; 0.57-0.64 at 2400 "
+           "steps). It stays below the induction copier's exact accuracy over the same "
+           "distances (0.38), and no crossing size is extrapolated (the paper gives no level). "
+           "RoPE and ALiBi were not trained longer, and the paper's 8 layers x 512 were not "
+           "tried on this CPU."),
     result_dependencies={
+        "induction-variants.dg-induction-baseline":
+            "the induction copier's exact accuracy is drawn beside the trained models' (a "
+            "reported curve, not asserted); the check reads the published run where it stands "
+            "for the CPU run, and then does not evaluate the formula itself",
         "induction-variants.dg-task":
             "the targets scored are the generator's, which that claim shows are what a content-"
             "based copier pastes; the checks score against DelayCopyTask (an oracle), not "
@@ -364,12 +382,18 @@ test_induction_accuracy_by_large_monte_carlo = pytest.mark.slow(check(DG_INDUCTI
 # --- gradient descent ------------------------------------------------------------------------
 
 
-def gd_check(config: str = "smoke", seed: int = 0, **overrides):
+def gd_check(seed: int = 0, *, fresh: bool = False, **overrides):
+    """Train (or, unless ``fresh``, read the current published seed of) the experiment's
+    ``cpu`` config with ``overrides``; RoPE and ALiBi must beat NoPE in distribution. A mutant
+    that patches the experiment's code at run time passes ``fresh=True``: the published seed
+    stands only for the code as written."""
     def run():
         from empirics.delay_copy import DELAY_COPY
         from empirics.experiment import metric_key
+        from empirics.experiment.published import reuse_or_run
 
-        result = DELAY_COPY(config, device="cpu", seed=seed, **overrides)
+        result = (DELAY_COPY("cpu", device="cpu", seed=seed, **overrides) if fresh
+                  else reuse_or_run(DELAY_COPY, "cpu", seed=seed, **overrides))
         metrics = result.metrics
         for scheme in result.config["schemes"]:
             for key in ("in_distribution", "out_of_distribution", "P"):

@@ -32,6 +32,7 @@ from theorems.evidence import expect_failure
 from theorems.numerics import gamma, unit_roundoff
 from theorems.profiles import budget
 from theorems.strategies import seeds
+from theorems.trends import sizes_reversed
 
 fails_at = functools.partial(killed.fails_at, literal=True)  # messages as plain text
 
@@ -555,11 +556,6 @@ def _published_with(study: str, config: str, change) -> tuple[dict, bool]:
     return {**data, "per_seed": per_seed}, stale
 
 
-def reversed_study(study: str, config: str = "cpu") -> tuple[dict, bool]:
-    """Each seed's values reversed in size order: the same values, the trend turned round."""
-    return _published_with(study, config, lambda row, _: row[::-1].tolist())
-
-
 def falling_study(study: str, config: str = "cpu") -> tuple[dict, bool]:
     """Each seed's values replaced by the seeds' means at the sizes, sorted to fall with the
     size: the measured levels, made to fall and to agree over seeds (so the fall is decided
@@ -596,7 +592,7 @@ def test_the_gather_study_made_to_fall_fails_its_trend_check():
 def test_the_nope_study_reversed_in_steps_fails_its_trend_check():
     # published: slope 0.016 per doubling, interval [0.008, 0.024]; reversed, the same
     # interval below 0
-    report = trend_report("induction-variants.dg-nope-ood-scaling", reversed_study)
+    report = trend_report("induction-variants.dg-nope-ood-scaling", sizes_reversed)
     assert "moves down with steps" in report
 
 

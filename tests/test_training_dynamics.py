@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from functools import partial
 
 import pytest
 import torch
-from killed import fails_at
+from killed import failed_assertion, fails_at
 
 from constructions.conditioned_init import (
     attention_jacobian,
@@ -31,14 +32,17 @@ from constructions.truth_encoding import (
     truth_levels,
     truth_process,
 )
+from empirics.scaling import size_key
 
 # the topic modules, under short names (conditioned_init is also the construction imported above)
 from theorems.areas.training_dynamics import conditioned_init as conditioning
 from theorems.areas.training_dynamics import grokking_lazy_rich as grokking
 from theorems.areas.training_dynamics import scan_snap
 from theorems.areas.training_dynamics import truth_encoding as truth
+from theorems.areas.training_dynamics._scaling import trend_refutation_check
 from theorems.evidence import expect_failure
 from theorems.numerics import gamma, unit_roundoff
+from theorems.trends import published_study
 
 
 def semi_orthogonal_tolerance(m: int, n: int, stored: float = 0.0) -> float:
@@ -146,6 +150,29 @@ def test_a_ten_times_larger_eps_is_not_lazy_at_alpha_ten():
     about 0.44 (relative), above 0.1: the lazy sentence alone fails."""
     report = expect_failure(grokking.alpha_check({"seeds": 1, "eps": 0.2}))
     assert report.startswith("alpha=10: the network leaves its linearisation"), report
+
+
+def reversed_in_size(study: str, config: str) -> tuple[dict, bool]:
+    """The published study with each seed's values of every quantity in reverse size order:
+    the same numbers, the trend turned around."""
+    data, stale = published_study(study, config)
+    data = copy.deepcopy(data)
+    settings = data["config"]
+    for seed in data["per_seed"]:
+        for quantity in settings["quantities"]:
+            keys = [size_key(quantity, settings["axis"], s) for s in settings["sizes"]]
+            values = [seed["metrics"][k] for k in keys]
+            seed["metrics"].update(zip(keys, reversed(values), strict=True))
+    return data, stale
+
+
+@pytest.mark.mutant("training-dynamics.grokking-delay-scaling")
+def test_a_delay_reversed_in_dimension_breaks_the_refutation():
+    """The published delays, each seed's in reverse order of D: the delay now rises with D
+    (the paper's direction), so the measured fall is not seen and the statement holds."""
+    report = failed_assertion(trend_refutation_check(grokking.DELAY_STUDY, grokking.DELAY, "up",
+                                                     load=reversed_in_size))
+    assert "alpha=1/delay moves up with dim" in report, report
 
 
 def test_the_closed_form_vanishes_at_the_rank_one_solution():

@@ -24,6 +24,8 @@ under load from other jobs; CPU seconds do not count waiting):
   a'-token loss 2.556, 2.549, 2.550 against its Bayes level 2.525; probe accuracy 0.997, 0.999,
   0.997 against Bayes 0.997 (shuffled control 0.507, 0.503, 0.498); the a' loss spends 2%, 2%,
   0% of training within 0.05 of L_mem, so no memorisation plateau shows at this size either.
+* its scaling study (:mod:`empirics.truth_scaling`, ``truth-encoding-scaling``, 75 to 300
+  subjects at the cpu config's length): about 270 CPU-s a seed; no direction is decided.
 """
 
 from __future__ import annotations

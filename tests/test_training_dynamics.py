@@ -42,7 +42,7 @@ from theorems.areas.training_dynamics import truth_encoding as truth
 from theorems.areas.training_dynamics._scaling import trend_refutation_check
 from theorems.evidence import expect_failure
 from theorems.numerics import gamma, unit_roundoff
-from theorems.trends import published_study
+from theorems.trends import published_study, trend_check
 
 
 def semi_orthogonal_tolerance(m: int, n: int, stored: float = 0.0) -> float:
@@ -152,17 +152,21 @@ def test_a_ten_times_larger_eps_is_not_lazy_at_alpha_ten():
     assert report.startswith("alpha=10: the network leaves its linearisation"), report
 
 
-def reversed_in_size(study: str, config: str) -> tuple[dict, bool]:
-    """The published study with each seed's values of every quantity in reverse size order:
-    the same numbers, the trend turned around."""
+def reversed_in_size(study: str, config: str, *, fall: float = 0.0) -> tuple[dict, bool]:
+    """The published study with each seed's values of every quantity in reverse size order
+    (the same numbers, the trend turned around), lowered by ``fall`` per doubling of the
+    size from the smallest (a common fall, for a study whose reversal alone decides
+    nothing)."""
     data, stale = published_study(study, config)
     data = copy.deepcopy(data)
     settings = data["config"]
+    first = settings["sizes"][0]
     for seed in data["per_seed"]:
         for quantity in settings["quantities"]:
             keys = [size_key(quantity, settings["axis"], s) for s in settings["sizes"]]
-            values = [seed["metrics"][k] for k in keys]
-            seed["metrics"].update(zip(keys, reversed(values), strict=True))
+            values = [seed["metrics"][k] - fall * math.log2(s / first)
+                      for k, s in zip(reversed(keys), settings["sizes"], strict=True)]
+            seed["metrics"].update(zip(keys, values, strict=True))
     return data, stale
 
 
@@ -173,6 +177,16 @@ def test_a_delay_reversed_in_dimension_breaks_the_refutation():
     report = failed_assertion(trend_refutation_check(grokking.DELAY_STUDY, grokking.DELAY, "up",
                                                      load=reversed_in_size))
     assert "alpha=1/delay moves up with dim" in report, report
+
+
+@pytest.mark.mutant("training-dynamics.truth-plateau-scaling")
+def test_a_plateau_that_shortens_with_the_world_fails():
+    """The published plateau fractions, each seed's in reverse order of N and lowered by 0.01
+    per doubling of N: the published study is undecided (its reversal alone stays so, the
+    interval being symmetric), and this one falls with N, decided, so the check fails."""
+    report = failed_assertion(trend_check(truth.PLATEAU_STUDY, truth.PLATEAU, "up",
+                                          load=partial(reversed_in_size, fall=0.01)))
+    assert "mem_plateau_fraction moves down with n_subjects" in report, report
 
 
 def test_the_closed_form_vanishes_at_the_rank_one_solution():

@@ -22,6 +22,7 @@ from theorems.claims import Claim, Source
 from theorems.evidence import check, decide, evidence
 from theorems.intervals import clopper_pearson
 from theorems.numerics import gamma
+from theorems.trends import trend_check
 
 RAVFOGEL = {"arxiv": "2510.15804", "ref": "Ravfogel, Yehudai, Linzen, Bruna, Bietti (2025), "
                                            "NeurIPS 2025 MechInterp workshop"}
@@ -87,7 +88,55 @@ TS_PHASES = Claim(
            "0.05 of L_mem (the abstract's first phase as a plateau). "
            "At this size the two phases overlap: the a' loss passes L_mem within a few "
            "hundred steps and spends under 10% of training near it, so the plateau of the "
-           "catalogue's TS.4 does not show; the end levels and the linear probe do."),
+           "catalogue's TS.4 does not show; the end levels and the linear probe do.\n\n"
+           "Non-reproduction of the first-phase plateau. Tried: this smoke config (100 "
+           "subjects, 50 attributes, 2000 steps, seed 0), the published cpu config (300 "
+           "subjects, 150 attributes, 10000 steps, seeds 0-2: the a' loss spends 2%, 2% and 0% "
+           "of the evaluations within 0.05 of L_mem), and a scaling study over the world's "
+           "size at the cpu config's length (truth-encoding-scaling: 75, 150, 300 subjects "
+           "with 38, 75, 150 attributes, seeds 0-2). At every size the fraction is 0 or 1/51 "
+           "(one evaluation, where the a' loss crosses L_mem on its way down): the per-seed "
+           "slopes on log2 of the number of subjects are 0.0098, 0.0098 and 0 per doubling, "
+           "95% Student-t interval about [−0.0075, 0.021], which holds 0: no direction is "
+           "decided and no size at which a plateau would appear can be extrapolated. The "
+           "paper-scale world (1000 subjects, 500 attributes, 30000 steps) was not run. See "
+           "training-dynamics.truth-plateau-scaling."),
+)
+
+
+TS_PLATEAU_SCALING = Claim(
+    id="training-dynamics.truth-plateau-scaling",
+    title="The memorisation plateau of the a' loss lengthens with the number of facts",
+    statement=(r"On the process of training-dynamics.truth-loss-levels with $\rho = 0.5$, let "
+               r"the one-layer pre-LayerNorm transformer of training-dynamics.truth-two-phases "
+               r"($d = 64$, one causal head, MLP width 256, learned positions) be trained by "
+               r"Adam (rate $10^{-3}$, batch 256, 10000 steps) on the cross-entropy of $a$ and "
+               r"$a'$, and let $\phi$ be the fraction of the evaluations (every 200 steps from "
+               r"step 0, on a held-out batch of 4096 examples) at which its $a'$-token loss is "
+               r"within 0.05 nats of $L_{mem}$: the length of the first phase's plateau. Run "
+               r"with $N \in \{75, 150, 300\}$ subjects and $|A| = 38, 75, 150$ attributes "
+               r"(the largest is the cpu config of empirics.truth_encoding), with seeds "
+               r"$s = 0, 1, 2$ (the process, the data and the initialisation of seed $s$), "
+               r"$\phi$ rises with $N$: with $b_s$ the least-squares slope of $\phi$ against "
+               r"$\log_2 N$ in seed $s$, the 95% Student-$t$ interval $\bar b \pm t_{2, "
+               r"0.975}\,s_b/\sqrt3$ over the three seeds lies above 0. The claim is verified "
+               r"when that interval lies above 0, refuted when it lies below 0, and "
+               r"inconclusive when it holds 0."),
+    source=(Source(where="Abstract: networks first memorise individual factual associations "
+                         "in a few steps, then over a longer horizon learn to separate true "
+                         "from false", tag="V", **RAVFOGEL),
+            Source(where="that the first phase shows as a plateau at L_mem which lengthens as "
+                         "the world of facts grows toward the paper's scale (a reading of the "
+                         "abstract's two phases, catalogue TS.3-TS.4)", tag="R", **RAVFOGEL),
+            Source(where="the scaling study (empirics.truth_scaling: sizes, seeds, slope and "
+                         "interval), this project", tag="D", **RAVFOGEL)),
+    kind="scaling",
+    notes=("Published (truth-encoding-scaling, cpu, seeds 0-2): φ is 0, 0, 0 at N = 75; "
+           "1/51, 0, 0 at N = 150; 1/51, 1/51, 0 at N = 300 (1/51 is one evaluation of 51 "
+           "within 0.05 of L_mem: the a' loss crossing that level on its way down, not a "
+           "plateau). The per-seed slopes are 0.0098, 0.0098 and 0 per doubling, mean 0.0065, "
+           "95% interval about [−0.0075, 0.021]: it holds 0, so the claim is inconclusive at "
+           "these sizes."),
 )
 
 
@@ -235,3 +284,12 @@ def phases_check(overrides: dict | None = None, bayes_accuracy=bayes_truth_accur
 # about 35 CPU-seconds: beyond this area's share of the default run
 test_gd_reaches_the_truth_level_and_a_linear_truth_probe = pytest.mark.slow(
     check(TS_PHASES, "empirical")(phases_check()))
+
+
+# --- the plateau against the world's size ------------------------------------------------------
+
+PLATEAU_STUDY, PLATEAU = "truth-encoding-scaling", "mem_plateau_fraction"
+
+# the published study's slope of the plateau fraction on log2 N, decided against 0
+test_the_memorisation_plateau_lengthens_with_the_world = check(
+    TS_PLATEAU_SCALING, "empirical")(trend_check(PLATEAU_STUDY, PLATEAU, "up"))

@@ -189,6 +189,15 @@ def test_a_plateau_that_shortens_with_the_world_fails():
     assert "mem_plateau_fraction moves down with n_subjects" in report, report
 
 
+@pytest.mark.mutant("training-dynamics.scan-snap-scaling")
+def test_a_combination_that_moves_more_with_training_fails():
+    """The published ratios r, each seed's in reverse order of the length: r now rises with
+    the length of training (steady scanning speeding up), decided, so the check fails."""
+    report = failed_assertion(trend_check(scan_snap.SNAP_STUDY, scan_snap.SNAP, "down",
+                                          load=reversed_in_size))
+    assert "z_doubling_ratio_max moves up with steps" in report, report
+
+
 def test_the_closed_form_vanishes_at_the_rank_one_solution():
     """N/2 row pairs (u, u) -> (u + v, u - v) keep m and add (N/2) 2vv^T/N = vv^T to C; with
     v = beta / sqrt(alpha eps) that is beta beta^T/(alpha eps): zero test loss."""

@@ -25,6 +25,9 @@ under load from other jobs; CPU seconds do not count waiting):
   at the ``cpu`` size (length 32, d=32, one head, lr 0.01, 8 runs a seed): both arms reach the
   target in every run, in 185, 186, 189 steps (Gaussian) against 186, 184, 184 (conditioned);
   effect size -0.08, 0.18, 0.33: no speed-up shows at this size and rate.
+* its scaling study (:mod:`empirics.conditioned_init_scaling`, ``conditioned-init-scaling``,
+  d = 16, 24, 32, one training seed a seed, eight seeds): at most about 7 CPU-s a seed; no
+  direction is decided.
 """
 
 from __future__ import annotations

@@ -152,11 +152,12 @@ def test_a_ten_times_larger_eps_is_not_lazy_at_alpha_ten():
     assert report.startswith("alpha=10: the network leaves its linearisation"), report
 
 
-def reversed_in_size(study: str, config: str, *, fall: float = 0.0) -> tuple[dict, bool]:
+def reshaped_study(study: str, config: str, *, reverse: bool = True,
+                   fall: float = 0.0) -> tuple[dict, bool]:
     """The published study with each seed's values of every quantity in reverse size order
-    (the same numbers, the trend turned around), lowered by ``fall`` per doubling of the
-    size from the smallest (a common fall, for a study whose reversal alone decides
-    nothing)."""
+    when ``reverse`` (the same numbers, the trend turned around), then lowered by ``fall``
+    per doubling of the size from the smallest (a common fall, for a study that is
+    undecided)."""
     data, stale = published_study(study, config)
     data = copy.deepcopy(data)
     settings = data["config"]
@@ -164,8 +165,9 @@ def reversed_in_size(study: str, config: str, *, fall: float = 0.0) -> tuple[dic
     for seed in data["per_seed"]:
         for quantity in settings["quantities"]:
             keys = [size_key(quantity, settings["axis"], s) for s in settings["sizes"]]
+            read = reversed(keys) if reverse else keys
             values = [seed["metrics"][k] - fall * math.log2(s / first)
-                      for k, s in zip(reversed(keys), settings["sizes"], strict=True)]
+                      for k, s in zip(read, settings["sizes"], strict=True)]
             seed["metrics"].update(zip(keys, values, strict=True))
     return data, stale
 
@@ -175,7 +177,7 @@ def test_a_delay_reversed_in_dimension_breaks_the_refutation():
     """The published delays, each seed's in reverse order of D: the delay now rises with D
     (the paper's direction), so the measured fall is not seen and the statement holds."""
     report = failed_assertion(trend_refutation_check(grokking.DELAY_STUDY, grokking.DELAY, "up",
-                                                     load=reversed_in_size))
+                                                     load=reshaped_study))
     assert "alpha=1/delay moves up with dim" in report, report
 
 
@@ -185,7 +187,7 @@ def test_a_plateau_that_shortens_with_the_world_fails():
     per doubling of N: the published study is undecided (its reversal alone stays so, the
     interval being symmetric), and this one falls with N, decided, so the check fails."""
     report = failed_assertion(trend_check(truth.PLATEAU_STUDY, truth.PLATEAU, "up",
-                                          load=partial(reversed_in_size, fall=0.01)))
+                                          load=partial(reshaped_study, fall=0.01)))
     assert "mem_plateau_fraction moves down with n_subjects" in report, report
 
 
@@ -194,8 +196,19 @@ def test_a_combination_that_moves_more_with_training_fails():
     """The published ratios r, each seed's in reverse order of the length: r now rises with
     the length of training (steady scanning speeding up), decided, so the check fails."""
     report = failed_assertion(trend_check(scan_snap.SNAP_STUDY, scan_snap.SNAP, "down",
-                                          load=reversed_in_size))
+                                          load=reshaped_study))
     assert "z_doubling_ratio_max moves up with steps" in report, report
+
+
+@pytest.mark.mutant("training-dynamics.conditioned-init-scaling")
+def test_a_saving_that_shrinks_with_the_width_fails():
+    """The published savings lowered by 100 steps per doubling of d: the published study is
+    undecided (its mean slope, about -36 steps per doubling, is already against the claim,
+    so reversing it would not), and this one falls with d, decided, so the check fails."""
+    report = failed_assertion(trend_check(conditioning.SAVING_STUDY, conditioning.SAVING, "up",
+                                          load=partial(reshaped_study, reverse=False,
+                                                       fall=100.0)))
+    assert "steps_saved_mean moves down with d_model" in report, report
 
 
 def test_the_closed_form_vanishes_at_the_rank_one_solution():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from functools import partial
 
@@ -32,17 +31,15 @@ from constructions.truth_encoding import (
     truth_levels,
     truth_process,
 )
-from empirics.scaling import size_key
 
 # the topic modules, under short names (conditioned_init is also the construction imported above)
 from theorems.areas.training_dynamics import conditioned_init as conditioning
 from theorems.areas.training_dynamics import grokking_lazy_rich as grokking
 from theorems.areas.training_dynamics import scan_snap
 from theorems.areas.training_dynamics import truth_encoding as truth
-from theorems.areas.training_dynamics._scaling import trend_refutation_check
 from theorems.evidence import expect_failure
 from theorems.numerics import gamma, unit_roundoff
-from theorems.trends import published_study, trend_check
+from theorems.trends import sizes_reversed, trend_check, trend_refutation
 
 
 def semi_orthogonal_tolerance(m: int, n: int, stored: float = 0.0) -> float:
@@ -152,42 +149,23 @@ def test_a_ten_times_larger_eps_is_not_lazy_at_alpha_ten():
     assert report.startswith("alpha=10: the network leaves its linearisation"), report
 
 
-def reshaped_study(study: str, config: str, *, reverse: bool = True,
-                   fall: float = 0.0) -> tuple[dict, bool]:
-    """The published study with each seed's values of every quantity in reverse size order
-    when ``reverse`` (the same numbers, the trend turned around), then lowered by ``fall``
-    per doubling of the size from the smallest (a common fall, for a study that is
-    undecided)."""
-    data, stale = published_study(study, config)
-    data = copy.deepcopy(data)
-    settings = data["config"]
-    first = settings["sizes"][0]
-    for seed in data["per_seed"]:
-        for quantity in settings["quantities"]:
-            keys = [size_key(quantity, settings["axis"], s) for s in settings["sizes"]]
-            read = reversed(keys) if reverse else keys
-            values = [seed["metrics"][k] - fall * math.log2(s / first)
-                      for k, s in zip(read, settings["sizes"], strict=True)]
-            seed["metrics"].update(zip(keys, values, strict=True))
-    return data, stale
-
-
 @pytest.mark.mutant("training-dynamics.grokking-delay-scaling")
 def test_a_delay_reversed_in_dimension_breaks_the_refutation():
     """The published delays, each seed's in reverse order of D: the delay now rises with D
     (the paper's direction), so the measured fall is not seen and the statement holds."""
-    report = failed_assertion(trend_refutation_check(grokking.DELAY_STUDY, grokking.DELAY, "up",
-                                                     load=reshaped_study))
-    assert "alpha=1/delay moves up with dim" in report, report
+    report = failed_assertion(trend_refutation(grokking.DELAY_STUDY, grokking.DELAY, "up",
+                                               load=sizes_reversed))
+    assert "passed, but it was expected to fail" in report, report  # the statement holds
 
 
 @pytest.mark.mutant("training-dynamics.truth-plateau-scaling")
 def test_a_plateau_that_shortens_with_the_world_fails():
-    """The published plateau fractions, each seed's in reverse order of N and lowered by 0.01
-    per doubling of N: the published study is undecided (its reversal alone stays so, the
-    interval being symmetric), and this one falls with N, decided, so the check fails."""
+    """The published plateau fractions, each seed's in reverse order of N and lowered by the
+    width of the published slope interval per doubling of N: the published study is undecided
+    (its reversal alone stays so), and this one falls with N, decided, so the check fails."""
     report = failed_assertion(trend_check(truth.PLATEAU_STUDY, truth.PLATEAU, "up",
-                                          load=partial(reshaped_study, fall=0.01)))
+                                          load=partial(sizes_reversed,
+                                                       falling=truth.PLATEAU)))
     assert "mem_plateau_fraction moves down with n_subjects" in report, report
 
 
@@ -196,18 +174,18 @@ def test_a_combination_that_moves_more_with_training_fails():
     """The published ratios r, each seed's in reverse order of the length: r now rises with
     the length of training (steady scanning speeding up), decided, so the check fails."""
     report = failed_assertion(trend_check(scan_snap.SNAP_STUDY, scan_snap.SNAP, "down",
-                                          load=reshaped_study))
+                                          load=sizes_reversed))
     assert "z_doubling_ratio_max moves up with steps" in report, report
 
 
 @pytest.mark.mutant("training-dynamics.conditioned-init-scaling")
 def test_a_saving_that_shrinks_with_the_width_fails():
-    """The published savings lowered by 100 steps per doubling of d: the published study is
-    undecided (its mean slope, about -36 steps per doubling, is already against the claim,
-    so reversing it would not), and this one falls with d, decided, so the check fails."""
+    """The published savings, each seed's in reverse order of d and lowered by the width of
+    the published slope interval per doubling of d: the published study is undecided (its
+    reversal alone stays so), and this one falls with d, decided, so the check fails."""
     report = failed_assertion(trend_check(conditioning.SAVING_STUDY, conditioning.SAVING, "up",
-                                          load=partial(reshaped_study, reverse=False,
-                                                       fall=100.0)))
+                                          load=partial(sizes_reversed,
+                                                       falling=conditioning.SAVING)))
     assert "steps_saved_mean moves down with d_model" in report, report
 
 

@@ -24,12 +24,12 @@ from constructions.grokking_lazy_rich import (
     quadratic_test_loss,
     teacher_task,
 )
-from theorems.areas.training_dynamics._scaling import trend_refutation_check
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma
 from theorems.profiles import budget
 from theorems.strategies import seeds
+from theorems.trends import trend_refutation
 
 KUMAR = {"arxiv": "2310.06110", "ref": "Kumar, Bordelon, Gershman, Pehlevan (2024), ICLR"}
 NOTEBOOK = Source(where="Figure 1 of the authors' notebook grokking-feature-timescales-anon-"
@@ -452,4 +452,4 @@ test_alpha_moves_gd_from_rich_to_lazy = check(GK_ALPHA, "empirical")(alpha_check
 DELAY_STUDY, DELAY = "grokking-lazy-rich-scaling", "alpha=1/delay"
 
 test_the_grokking_delay_does_not_grow_with_dimension = check(
-    GK_DELAY_SCALING, "refutation")(trend_refutation_check(DELAY_STUDY, DELAY, "up"))
+    GK_DELAY_SCALING, "refutation")(trend_refutation(DELAY_STUDY, DELAY, "up"))

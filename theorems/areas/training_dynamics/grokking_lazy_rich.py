@@ -132,7 +132,7 @@ GK_ALPHA = Claim(
 
 GK_DELAY_SCALING = Claim(
     id="training-dynamics.grokking-delay-scaling",
-    title="The grokking delay at α = 1 grows with the task's dimension (at D ≤ 50 it shrinks)",
+    title="The grokking delay at α = 1 grows with the task's dimension",
     statement=(SETUP + r"At $\alpha = 1$, $\varepsilon = 0.02$, $w_i^0\sim\mathcal N(0, I)$, "
                r"$\beta\sim\mathcal N(0, I)$, full-batch GD on $\frac1P\sum_p(f - f_0 - y)^2$ "
                r"with rate $\eta = N/\alpha^2$ for 40000 steps, the exact test loss and the "

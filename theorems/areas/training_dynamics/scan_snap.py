@@ -139,7 +139,7 @@ SS_DYNAMICS = Claim(
 
 SS_SNAP_SCALING = Claim(
     id="training-dynamics.scan-snap-scaling",
-    title="The attention's token combination freezes as training lengthens (the snap)",
+    title="Z changes less over the last doubling of training as training lengthens (the snap)",
     statement=(MODEL + r"On the synthetic classes of training-dynamics.scan-snap-dynamics "
                r"($M = 22$), zero-initialised $Y, Z$, plain SGD on the next-token "
                r"cross-entropy with $\eta_Y = 1$, $\eta_Z/\eta_Y = 0.05$, batch 128, "

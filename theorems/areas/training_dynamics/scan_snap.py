@@ -397,7 +397,7 @@ test_sgd_scans_and_ranks_by_co_occurrence = check(SS_DYNAMICS, "empirical")(dyna
 SNAP_STUDY, SNAP = "scan-snap-scaling", "ratio=0.05/z_doubling_ratio_max"
 
 # the published study's slope of r on log2 S, decided against 0
-test_the_combination_freezes_as_training_lengthens = check(
+test_z_changes_less_as_training_lengthens = check(
     SS_SNAP_SCALING, "empirical")(trend_check(SNAP_STUDY, SNAP, "down"))
 
 

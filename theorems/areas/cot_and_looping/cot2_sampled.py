@@ -21,7 +21,7 @@ from theorems.areas.cot_and_looping.cot2 import CODE, COT2
 from theorems.claims import Claim, Source
 from theorems.evidence import check, decide, evidence
 from theorems.intervals import clopper_pearson, median_interval, streams, torch_seed
-from theorems.trends import trend_check, trend_refutation
+from theorems.trends import SCALING_STUDY_OF, trend_check, trend_refutation
 
 COT2_SUPERPOSITION = Claim(
     id="cot-and-looping.superposition-decoding",
@@ -119,6 +119,7 @@ COT2_CSFT_SCALING = Claim(
     kind="scaling",
     construction="constructions.cot2:uniform_targets",
     depends_on=("cot-and-looping.cot2-csft",),
+    result_dependencies={"cot-and-looping.cot2-csft": SCALING_STUDY_OF},
     refutes="finite-test",
     correction=(
         r"At this size the lead does not rise. At $d = 32$ it falls: the per-seed slopes are "

@@ -34,7 +34,7 @@ from theorems.profiles import budget
 from theorems.proof_statements import Scope
 from theorems.proving import coq_proof
 from theorems.strategies import seeds
-from theorems.trends import trend_check
+from theorems.trends import SCALING_STUDY_OF, trend_check
 
 LEVEL = 0.95
 VALLE = {"arxiv": "2608.04980", "ref": "Valle & Reid (2026), Protoreasoning in Tiny Transformers"}
@@ -205,6 +205,7 @@ DYCK_TRACE_SCALING = Claim(
     kind="scaling",
     construction="constructions.dyck:dyck_oracle",
     depends_on=("cot-and-looping.dyck-trace-content",),
+    result_dependencies={"cot-and-looping.dyck-trace-content": SCALING_STUDY_OF},
     notes=(r"The study's figure draws $G(s) = 0$ as the paper's level (the trace arm level "
            r"with the best other arm); each arm's own OOD accuracy against $s$ is published "
            r"beside it (empirics/results/dyck-protoreasoning-scaling), not checked."),

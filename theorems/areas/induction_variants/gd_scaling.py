@@ -22,7 +22,7 @@ from theorems.areas.induction_variants.spatial_induction import SIH
 from theorems.areas.induction_variants.spatial_induction import TASK_TEXT as SIH_TASK_TEXT
 from theorems.claims import Claim, Source
 from theorems.evidence import check
-from theorems.trends import trend_check
+from theorems.trends import SCALING_STUDY_OF, trend_check
 
 # The decision every study's statement ends with (theorems.trends, empirics.scaling).
 SLOPE_TEXT = (
@@ -55,6 +55,8 @@ SIH_GATHER_SCALING = Claim(
             Source(where="the study: sizes, seeds, slope and interval (this project)",
                    tag="D", **SIH)),
     kind="scaling",
+    depends_on=("induction-variants.sih-gd-two-layers",),
+    result_dependencies={"induction-variants.sih-gd-two-layers": SCALING_STUDY_OF},
     notes=("The study (spatial-induction-scaling, cpu) is the scaling study of the gather "
            "that induction-variants.sih-gd-two-layers records as not reproduced; it also "
            "reads that claim's paired KL gain at each size, recorded in the published "
@@ -81,6 +83,8 @@ DG_NOPE_SCALING = Claim(
             Source(where="the study: sizes, seeds, slope and interval (this project)",
                    tag="D", **NG)),
     kind="scaling",
+    depends_on=("induction-variants.dg-gd-small-models",),
+    result_dependencies={"induction-variants.dg-gd-small-models": SCALING_STUDY_OF},
     notes=("The study (delay-copy-scaling, cpu) trains the NoPE arm alone: each arm of the "
            "delay-copy experiment has its own seeded model, data stream and trainer, so it is "
            "the NoPE arm of the three-arm run. It also records NoPE's in-distribution accuracy "
@@ -107,6 +111,8 @@ BB_SINK_SCALING = Claim(
             Source(where="the study: sizes, seeds, slope and interval (this project)",
                    tag="D", **GUO)),
     kind="scaling",
+    depends_on=("induction-variants.bb-gd-sinks",),
+    result_dependencies={"induction-variants.bb-gd-sinks": SCALING_STUDY_OF},
     notes=("The study (bigram-backcopy-scaling, cpu) trains the softmax+Adam arm alone: each "
            "variant of the bigram-backcopy experiment has its own seeded model, data stream "
            "and trainer, so it is that arm of the three-variant run. It also records the KL to "

@@ -31,7 +31,7 @@ from theorems.evidence import check, evidence
 from theorems.numerics import gamma
 from theorems.profiles import budget
 from theorems.strategies import seeds
-from theorems.trends import trend_check
+from theorems.trends import SCALING_STUDY_OF, trend_check
 
 PM_RATE_GAP = Claim(
     id="power-method.no-ln-rate-gap",
@@ -146,6 +146,7 @@ PM_LAYERWISE_SCALING = Claim(
     kind="scaling",
     construction="constructions.power_method:looped_power_transformer",
     depends_on=("power-method.layerwise-ln-vs-none",),
+    result_dependencies={"power-method.layerwise-ln-vs-none": SCALING_STUDY_OF},
 )
 
 PM_GD = Claim(

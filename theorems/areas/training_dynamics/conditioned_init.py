@@ -35,7 +35,7 @@ from theorems.profiles import budget
 from theorems.proof_statements import Scope
 from theorems.proving import coq_proof
 from theorems.strategies import seeds
-from theorems.trends import trend_check
+from theorems.trends import SCALING_STUDY_OF, trend_check
 
 CI = {"openreview": "cKNOCYPo2W", "ref": "Conditioned Initialization for Attention, ICLR 2026 "
                                          "submission 25196 (anonymous)"}
@@ -161,6 +161,8 @@ CI_SCALING = Claim(
             Source(where="the scaling study (empirics.conditioned_init_scaling: widths, "
                          "seeds, slope and interval), this project", tag="D", **CI)),
     kind="scaling",
+    depends_on=("training-dynamics.conditioned-init-trains-faster",),
+    result_dependencies={"training-dynamics.conditioned-init-trains-faster": SCALING_STUDY_OF},
     notes=("Published (conditioned-init-scaling, cpu, seeds 0-7): Δ is 32.5, -5 and -1.25 "
            "steps (seed means) at d = 16, 24, 32, with standard deviations 88, 19 and 16 over "
            "the seeds (one seed saves 230 steps at d = 16); the per-seed slopes have mean -36 "

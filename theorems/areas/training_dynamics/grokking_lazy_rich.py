@@ -29,7 +29,7 @@ from theorems.evidence import check, evidence
 from theorems.numerics import gamma
 from theorems.profiles import budget
 from theorems.strategies import seeds
-from theorems.trends import trend_refutation
+from theorems.trends import SCALING_STUDY_OF, trend_refutation
 
 KUMAR = {"arxiv": "2310.06110", "ref": "Kumar, Bordelon, Gershman, Pehlevan (2024), ICLR"}
 NOTEBOOK = Source(where="Figure 1 of the authors' notebook grokking-feature-timescales-anon-"
@@ -159,6 +159,8 @@ GK_DELAY_SCALING = Claim(
             Source(where="the scaling study (empirics.grokking_scaling: sizes, seeds, slope "
                          "and interval), this project", tag="D", **KUMAR)),
     kind="scaling",
+    depends_on=("training-dynamics.grokking-alpha-controls-laziness",),
+    result_dependencies={"training-dynamics.grokking-alpha-controls-laziness": SCALING_STUDY_OF},
     refutes="finite-test",
     correction=(r"At $D \le 50$ the delay falls with $D$: the per-seed slopes are about "
                 r"$-2040$, $-1180$ and $-1830$ steps per doubling of $D$, mean $-1680$, 95% "

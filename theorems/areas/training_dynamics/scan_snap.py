@@ -25,7 +25,7 @@ from theorems.profiles import budget
 from theorems.proof_statements import Scope
 from theorems.proving import coq_proof
 from theorems.strategies import seeds
-from theorems.trends import trend_check
+from theorems.trends import SCALING_STUDY_OF, trend_check
 
 TIAN = {"arxiv": "2305.16380", "ref": "Tian, Wang, Chen, Du (2023), NeurIPS"}
 CODE = Source(where="Model2 in ssl/real-dataset/decoder_only.py of "
@@ -166,6 +166,8 @@ SS_SNAP_SCALING = Claim(
             Source(where="the scaling study (empirics.scan_snap_scaling: lengths, seeds, slope "
                          "and interval), this project", tag="D", **TIAN)),
     kind="scaling",
+    depends_on=("training-dynamics.scan-snap-dynamics",),
+    result_dependencies={"training-dynamics.scan-snap-dynamics": SCALING_STUDY_OF},
     notes=("Published (scan-snap-scaling, cpu, seeds 0-2): r is about 0.895, 0.918, 0.880 and "
            "0.840 (seed means) at S = 2500, 5000, 10000, 20000; the per-seed slopes are "
            "-0.0203, -0.0202 and -0.0204 per doubling of S (the three streams' runs are "

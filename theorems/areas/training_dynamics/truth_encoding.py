@@ -22,7 +22,7 @@ from theorems.claims import Claim, Source
 from theorems.evidence import check, decide, evidence
 from theorems.intervals import clopper_pearson
 from theorems.numerics import gamma
-from theorems.trends import trend_check
+from theorems.trends import SCALING_STUDY_OF, trend_check
 
 RAVFOGEL = {"arxiv": "2510.15804", "ref": "Ravfogel, Yehudai, Linzen, Bruna, Bietti (2025), "
                                            "NeurIPS 2025 MechInterp workshop"}
@@ -131,6 +131,8 @@ TS_PLATEAU_SCALING = Claim(
             Source(where="the scaling study (empirics.truth_scaling: sizes, seeds, slope and "
                          "interval), this project", tag="D", **RAVFOGEL)),
     kind="scaling",
+    depends_on=("training-dynamics.truth-two-phases",),
+    result_dependencies={"training-dynamics.truth-two-phases": SCALING_STUDY_OF},
     notes=("Published (truth-encoding-scaling, cpu, seeds 0-2): φ is 0, 0, 0 at N = 75; "
            "1/51, 0, 0 at N = 150; 1/51, 1/51, 0 at N = 300 (1/51 is one evaluation of 51 "
            "within 0.05 of L_mem: the a' loss crossing that level on its way down, not a "

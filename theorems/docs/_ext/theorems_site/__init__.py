@@ -12,6 +12,7 @@ fresh source directory under ``build/``, never the ``docs/`` folder itself.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -84,8 +85,10 @@ def generate(app: Sphinx) -> None:
                                            srcdir, Path("_evidence") / relative)
     for result in site.results():
         for path in result.figure_files().values():
-            figures[str(path)] = _stage(path, srcdir,
-                                        Path("_results") / result.experiment / path.name)
+            # a published name may hold spaces (a study's figure is named after its metric
+            # key), which a figure directive's path cannot: staged under a plain name
+            figures[str(path)] = _stage(path, srcdir, Path("_results") / result.experiment
+                                        / re.sub(r"[^\w.=+-]+", "_", path.name))
 
     renderer_name, draw = graph.renderer(app.config.theorems_graph_renderer)
     nodes = [graph.Node(id=v.id, area=v.claim.area, title=v.claim.title, status=v.status,

@@ -20,6 +20,7 @@ from sphinx.util import logging
 
 from theorems import audit, proof_statements, proving
 from theorems.claims import REFUTATION_SCOPES, STATUSES, TAGS
+from theorems.trends import SCALING_STUDY_OF
 
 from .data import (
     SCOPE_MEANING,
@@ -217,7 +218,8 @@ def environment() -> jinja2.Environment:
         STATUSES=STATUSES, TAGS=TAGS, STALENESS=STALENESS, STATUS_MEANING=STATUS_MEANING,
         REFUTATION_SCOPES=REFUTATION_SCOPES, LEGEND=LEGEND, COLOURS=COLOURS,
         TIER_MEANING=TIER_MEANING, SCOPE_MEANING=SCOPE_MEANING, audit_scope=audit.scope,
-        ALLOWED_AXIOMS=sorted(proving.ALLOWED_AXIOMS), proof_rows=proof_rows)
+        ALLOWED_AXIOMS=sorted(proving.ALLOWED_AXIOMS), proof_rows=proof_rows,
+        SCALING_STUDY_OF=SCALING_STUDY_OF)
     return env
 
 

@@ -153,6 +153,11 @@ def cmd_run_all(args: argparse.Namespace) -> int:
     if unknown:
         raise ValueError(f"--only names unknown experiments {unknown}")
     plan = [name for name in names if args.config in experiments[name].configs]
+    if args.missing_first:  # what has no current result under --out runs first
+        state = {e["experiment"]: "stale" if e["stale"] else "current"
+                 for e in published(args.out) if e["config"] == args.config}
+        rank = {"missing": 0, "stale": 1, "current": 2}
+        plan.sort(key=lambda name: rank[state.get(name, "missing")])
     skipped = sorted(set(names) - set(plan))
     print(f"run-all: {len(plan)} experiments, config {args.config}, {args.seeds} seed(s) each, "
           f"device {args.device}, into {args.out}"
@@ -161,8 +166,16 @@ def cmd_run_all(args: argparse.Namespace) -> int:
         for name in plan:
             print(f"  {name}")
         return 0
-    summary = []
-    for name in plan:
+    summary, started = [], time.perf_counter()
+    for index, name in enumerate(plan):
+        if args.deadline is not None and time.perf_counter() - started >= args.deadline:
+            # between experiments: a clean stop; --resume continues with what is left
+            left = plan[index:]
+            print(f"run-all: deadline of {args.deadline:g} s reached; not started: "
+                  f"{', '.join(left)}", flush=True)
+            summary += [{"experiment": n, "seconds": None, "device": None, "path": None}
+                        for n in left]
+            break
         start = time.perf_counter()
         data = run_seeds(experiments[name], args.config,
                          seeds=list(range(args.seed, args.seed + args.seeds)),
@@ -175,7 +188,7 @@ def cmd_run_all(args: argparse.Namespace) -> int:
         print(f"  {name:<24} {seconds:8.1f} s on {data['device']}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"run-all-{args.config}.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(f"run-all: {sum(s['seconds'] for s in summary):.1f} s in all")
+    print(f"run-all: {sum(s['seconds'] or 0.0 for s in summary):.1f} s in all")
     return 0
 
 
@@ -227,6 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reuse seeds already saved under --out from the current code and config")
     p.add_argument("--set", action="append", type=parse_override, metavar="KEY=VALUE",
                    help="override one config value of every experiment run (with --only)")
+    p.add_argument("--missing-first", action="store_true",
+                   help="run the experiments with no result under --out first, then the "
+                        "stale ones, then the current ones")
+    p.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
+                   help="start no experiment after this many seconds (a clean stop between "
+                        "experiments; --resume continues)")
     p.set_defaults(run=cmd_run_all)
 
     p = sub.add_parser("results", help="published results and whether they are stale")

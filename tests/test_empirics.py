@@ -647,6 +647,16 @@ def test_run_all_plans_every_experiment_and_runs_at_smoke_size(tmp_path, capsys)
     assert counts["current"] == ["prenorm-gradients"] and "prenorm-gradients" not in counts[
         "missing"] and len(counts["missing"]) == counts["experiments"] - 1
     assert "1 current, 0 stale" in summary_line(counts)
+    # the GPU script's order and stop: what has no result first, and nothing after the deadline
+    only = ["--config", "smoke", "--out", str(tmp_path), "--only", "prenorm-gradients,ln-majority"]
+    capsys.readouterr()
+    assert empirics_main(["run-all", *only, "--missing-first", "--dry-run"]) == 0
+    assert capsys.readouterr().out.endswith("  ln-majority\n  prenorm-gradients\n")
+    assert empirics_main(["run-all", *only, "--deadline", "0"]) == 0
+    assert "deadline of 0 s reached; not started: prenorm-gradients, ln-majority" in (
+        capsys.readouterr().out)
+    left = json.loads((tmp_path / "run-all-smoke.json").read_text())
+    assert [s["seconds"] for s in left] == [None, None]
 
 
 def test_metric_keys_are_spelled_in_one_place():

@@ -659,6 +659,19 @@ def test_run_all_plans_every_experiment_and_runs_at_smoke_size(tmp_path, capsys)
     assert [s["seconds"] for s in left] == [None, None]
 
 
+def test_figure_files_have_plain_names():
+    """A figure named after a metric key (spaces, slashes) is saved under a name that a wheel
+    listing, a shell and a figure directive read as one path; no published figure has another."""
+    from empirics.experiment import RESULTS_DIR
+    from empirics.experiment.result import figure_file
+
+    assert figure_file("cpu", "scaling-csft - sft/d=16/val accuracy") == (
+        "cpu-scaling-csft_-_sft_d=16_val_accuracy.png")
+    assert figure_file("full-seed0", "loss") == "full-seed0-loss.png"
+    odd = [p.name for p in RESULTS_DIR.glob("*/*.png") if not re.fullmatch(r"[\w.=+-]+", p.name)]
+    assert not odd, odd
+
+
 def test_metric_keys_are_spelled_in_one_place():
     """The writer and the reader of a metric build its key with the same function, so a float
     and an int name the same metric and a missing one is reported with the keys there are."""

@@ -87,7 +87,9 @@ def test_the_wheel_carries_the_data_files_the_code_reads(wheel_venv):
     """Every non-Python file of the three packages in the source tree is in the wheel."""
     (wheel,) = (wheel_venv.parents[2] / "dist").glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    tracked = subprocess.run(["git", "ls-files", "constructions", "theorems", "empirics"],
-                             cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    # -z: one name per NUL, so a name with a space is one name
+    tracked = subprocess.run(["git", "ls-files", "-z", "constructions", "theorems", "empirics"],
+                             cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split("\0")[:-1]
     missing = [f for f in tracked if f not in names]
     assert not missing, f"tracked files missing from the wheel: {missing[:10]}"

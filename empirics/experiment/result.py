@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,7 +106,15 @@ class Result:
         return path
 
 
+def figure_file(stem: str, name: str) -> str:
+    """The file name of figure ``name``: ``<stem>-<name>.png`` with every run of characters
+    other than letters, digits and ``. = + -`` made one ``_`` (a figure named after a metric
+    key holds spaces and slashes, which a wheel listing, a shell and a figure directive split)."""
+    return re.sub(r"[^\w.=+-]+", "_", f"{stem}-{name}") + ".png"
+
+
 def save_figures(figures: Mapping[str, Any], directory: Path, stem: str) -> dict[str, str]:
-    """Write each figure as ``<directory>/<stem>-<name>.png`` (closing it); name -> file name."""
-    return {name: save_figure(fig, directory / f"{stem}-{name}.png", dpi=120).name
+    """Write each figure as ``<directory>/<figure_file(stem, name)>`` (closing it); name ->
+    file name."""
+    return {name: save_figure(fig, directory / figure_file(stem, name), dpi=120).name
             for name, fig in figures.items()}

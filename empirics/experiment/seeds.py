@@ -17,7 +17,7 @@ import torch
 from empirics.experiment.discovery import get
 from empirics.experiment.interface import EXPERIMENTS, Experiment, run_record
 from empirics.experiment.published import load_result, stands_for
-from empirics.experiment.result import save_figures
+from empirics.experiment.result import figure_file, save_figures
 from empirics.plots import pyplot
 from empirics.provenance import json_ready
 from empirics.training import pick_device
@@ -110,7 +110,7 @@ def run_seeds(experiment: Experiment | str, config: str = "smoke", *,
         # the first seed's own figures, by their names (files beside it), unless taken
         first_seed = per_seed[0]["seed"]
         for figure in per_seed[0].get("figures") or ():
-            file = f"{config}-seed{first_seed}-{figure}.png"
+            file = figure_file(f"{config}-seed{first_seed}", figure)
             if figure not in data["figures"] and (directory / file).is_file():
                 data["figures"][figure] = file
         (directory / f"{name}.json").write_text(json.dumps(json_ready(data), indent=1) + "\n")

@@ -9,8 +9,10 @@ head outside the promoted set :math:`H` leaves the metric as the edge-level suff
 states, node-patching each head of :math:`H` alone moves it as the edge-level necessity claim
 states, and the edge circuit is strictly finer than :math:`H`. Node patching a head is edge
 patching (:func:`~constructions.circuits.edge_patched_logits`) of every edge out of it. The
-cases have no MLP, so there is no neuron level. Sources: see the area's introduction;
-InterpBench's head-level promotion as issue 35 describes it.
+cases have no MLP, so there is no neuron level. Sources: the constructions and the edge
+circuits as in the area's introduction; the promotion to heads is InterpBench's (Gupta et al.
+2024, arXiv:2407.14494) as issue 35 describes it, the paper not read here [S, unverified]; the
+statements and bounds are ours [D].
 """
 
 from __future__ import annotations
@@ -116,9 +118,11 @@ HL_SUFFICIENT = Claim(
     depends_on=("circuits.induction-sufficient", "circuits.compact-sufficient",
                 "circuits.earlier-occurrence-sufficient",
                 "circuits.compact-earlier-occurrence-sufficient", "circuits.variants-circuit"),
-    notes=NEURONS + r" Node-patching $\bar H$ patches a subset of the complement of $C$; the "
-    r"edge-level derivations bound every such subset (each patched edge's term is an exact zero "
-    r"at the metric, or, for the compact and gauged cases, within the same derived bound).",
+    notes=NEURONS + r" Why the edge-level bounds apply: node-patching $\bar H$ patches a subset "
+    r"of the complement of $C$, and the edge-level derivations argue edge by edge (each patched "
+    r"term is an exact zero at the metric, or moves only keys the derivation already allows "
+    r"for); that argument is not a separate check, the check asserts the bound on the node "
+    r"patches themselves.",
 )
 
 HL_NECESSARY = Claim(
@@ -141,9 +145,11 @@ HL_NECESSARY = Claim(
     depends_on=("circuits.induction-necessary", "circuits.compact-necessary",
                 "circuits.earlier-occurrence-necessary",
                 "circuits.compact-earlier-occurrence-necessary", "circuits.variants-circuit"),
-    notes=NEURONS + r" A head's other out-edges are zero maps of the mechanism "
-    r"(circuits.induction-mechanism) or lead into spurious heads that nothing reads, so node "
-    r"patching $h$ moves the metric as patching its circuit edge does.",
+    notes=NEURONS + r" Why the edge-level bounds apply: a head's out-edges other than its "
+    r"circuit edge are zero maps of the mechanism (circuits.induction-mechanism) or lead into "
+    r"spurious heads that nothing reads, so in exact arithmetic node-patching $h$ moves the "
+    r"metric as patching its circuit edge does (not a separate check; the check asserts the "
+    r"bound on the node patches themselves).",
 )
 
 HL_PROMOTION = Claim(
@@ -163,8 +169,9 @@ HL_PROMOTION = Claim(
                    tag="D", **SHT), INTERPBENCH),
     kind="identity",
     construction=f"{CONSTRUCTIONS}:induction_circuit",
-    depends_on=("circuits.induction-sufficient", "circuits.earlier-occurrence-sufficient",
-                "circuits.variants-circuit"),
+    depends_on=("circuits.induction-sufficient", "circuits.compact-sufficient",
+                "circuits.earlier-occurrence-sufficient",
+                "circuits.compact-earlier-occurrence-sufficient", "circuits.variants-circuit"),
     notes=NEURONS,
 )
 

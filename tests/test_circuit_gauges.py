@@ -247,8 +247,8 @@ def test_the_gauge_cases_are_registered():
     for name in GAUGE_CASES:
         model, circuit = cases[name].instance("smoke")
         assert circuit.d_model == model.d_model and len(circuit.edges) == 3
-        assert claims_of(cases[name]) == ("circuits.variants-same-function",
-                                          "circuits.variants-circuit")
+        assert claims_of(cases[name])[:2] == ("circuits.variants-same-function",
+                                              "circuits.variants-circuit")
 
 
 MODEL = two_layer_induction(4, 6)

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from constructions.circuits import CircuitCase, all_cases
 
-_VARIANTS = ("circuits.variants-same-function", "circuits.variants-circuit")
+# the head-level ground truth (.head_level) checks every InductionTransformer case
+_HEAD_LEVEL = ("circuits.head-level-sufficient", "circuits.head-level-necessary",
+               "circuits.head-level-promotion")
+_VARIANTS = ("circuits.variants-same-function", "circuits.variants-circuit", *_HEAD_LEVEL)
 _MAJORITY_VARIANTS = ("circuits.majority-variants-same-function",
                       "circuits.majority-variants-circuit")
 
@@ -18,15 +21,17 @@ _MAJORITY_VARIANTS = ("circuits.majority-variants-same-function",
 CHECKED_BY: dict[str, tuple[str, ...]] = {
     "two-layer-induction": ("circuits.induction-sufficient", "circuits.induction-necessary",
                             "circuits.induction-minimal", "circuits.induction-zero-ablation",
-                            "circuits.induction-mean-ablation"),
+                            "circuits.induction-mean-ablation", *_HEAD_LEVEL),
     "compact-induction": ("circuits.compact-sufficient", "circuits.compact-necessary",
-                          "circuits.compact-minimal"),
+                          "circuits.compact-minimal", *_HEAD_LEVEL),
     "two-layer-induction-earlier-occurrence": ("circuits.earlier-occurrence-sufficient",
                                                "circuits.earlier-occurrence-necessary",
-                                               "circuits.earlier-occurrence-minimal"),
+                                               "circuits.earlier-occurrence-minimal",
+                                               *_HEAD_LEVEL),
     "compact-induction-earlier-occurrence": ("circuits.compact-earlier-occurrence-sufficient",
                                              "circuits.compact-earlier-occurrence-necessary",
-                                             "circuits.compact-earlier-occurrence-minimal"),
+                                             "circuits.compact-earlier-occurrence-minimal",
+                                             *_HEAD_LEVEL),
     "two-layer-induction-spurious-heads": _VARIANTS,
     "two-layer-induction-value-gauge": _VARIANTS,
     "majority-head": ("circuits.majority-sufficient", "circuits.majority-necessary",

@@ -43,6 +43,12 @@ TAGS = {
     "R": "recalled or reconstructed, unverified against the paper",
     "D": "derived in this project and checked numerically; the statement is ours",
 }
+# A trend claim's result dependency on the claim whose trend its scaling study measures (its
+# reason, which the site reads to show the study's figure on that claim's page): the check reads
+# a published study (theorems.trends), not that claim's construction.
+SCALING_STUDY_OF = ("the study runs that claim's experiment at more sizes to measure the trend "
+                    "it records as not reproduced; the check reads the published study, not "
+                    "that claim's construction")
 KINDS = ("identity", "bound", "construction", "lower-bound", "dynamics", "scaling")
 TIERS = ("property", "exhaustive", "symbolic", "numeric", "empirical", "refutation", "proved")
 STATUSES = ("verified", "refuted", "inconclusive", "failing", "unchecked")

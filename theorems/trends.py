@@ -19,11 +19,6 @@ from theorems.evidence import decide, evidence
 from theorems.intervals import Interval
 
 DIRECTIONS = ("up", "down")
-# a trend claim's result dependency on the claim whose trend its study measures (the site shows
-# the study's figure on that claim's page); its check reads a published study, not a construction
-SCALING_STUDY_OF = ("the study runs that claim's experiment at more sizes to measure the trend "
-                    "it records as not reproduced; the check reads the published study, not "
-                    "that claim's construction")
 
 
 def published_study(study: str, config: str = "cpu") -> tuple[dict, bool]:

@@ -18,10 +18,10 @@ import torch
 from constructions.cot2 import gaussian_embeddings, superposition_recovered
 from constructions.fact_mlps import decoding_success_rate, jl_code_dim
 from theorems.areas.cot_and_looping.cot2 import CODE, COT2
-from theorems.claims import Claim, Source
+from theorems.claims import SCALING_STUDY_OF, Claim, Source
 from theorems.evidence import check, decide, evidence
 from theorems.intervals import clopper_pearson, median_interval, streams, torch_seed
-from theorems.trends import SCALING_STUDY_OF, trend_check, trend_refutation
+from theorems.trends import trend_check, trend_refutation
 
 COT2_SUPERPOSITION = Claim(
     id="cot-and-looping.superposition-decoding",

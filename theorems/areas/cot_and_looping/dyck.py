@@ -26,7 +26,7 @@ from constructions.dyck import (
     random_dyck,
     trace_by_locality,
 )
-from theorems.claims import Claim, Source
+from theorems.claims import SCALING_STUDY_OF, Claim, Source
 from theorems.evidence import check, decide, evidence
 from theorems.intervals import median_interval, streams, torch_seed
 from theorems.numerics import gamma
@@ -34,7 +34,7 @@ from theorems.profiles import budget
 from theorems.proof_statements import Scope
 from theorems.proving import coq_proof
 from theorems.strategies import seeds
-from theorems.trends import SCALING_STUDY_OF, trend_check
+from theorems.trends import trend_check
 
 LEVEL = 0.95
 VALLE = {"arxiv": "2608.04980", "ref": "Valle & Reid (2026), Protoreasoning in Tiny Transformers"}

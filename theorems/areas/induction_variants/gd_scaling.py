@@ -20,9 +20,9 @@ from theorems.areas.induction_variants.delay_copy import NG
 from theorems.areas.induction_variants.delay_copy import TASK_TEXT as DG_TASK_TEXT
 from theorems.areas.induction_variants.spatial_induction import SIH
 from theorems.areas.induction_variants.spatial_induction import TASK_TEXT as SIH_TASK_TEXT
-from theorems.claims import Claim, Source
+from theorems.claims import SCALING_STUDY_OF, Claim, Source
 from theorems.evidence import check
-from theorems.trends import SCALING_STUDY_OF, trend_check
+from theorems.trends import trend_check
 
 # The decision every study's statement ends with (theorems.trends, empirics.scaling).
 SLOPE_TEXT = (

@@ -26,12 +26,12 @@ from theorems.areas.power_method._shared import (
     iteration_error_bound,
     power_cases,
 )
-from theorems.claims import Claim, Source
+from theorems.claims import SCALING_STUDY_OF, Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma
 from theorems.profiles import budget
 from theorems.strategies import seeds
-from theorems.trends import SCALING_STUDY_OF, trend_check
+from theorems.trends import trend_check
 
 PM_RATE_GAP = Claim(
     id="power-method.no-ln-rate-gap",

@@ -27,7 +27,7 @@ from constructions.conditioned_init import (
     conditioned_init,
     gaussian_init,
 )
-from theorems.claims import Claim, Source
+from theorems.claims import SCALING_STUDY_OF, Claim, Source
 from theorems.evidence import check, decide, evidence, expect_failure
 from theorems.intervals import bootstrap, median_interval, streams, torch_seed
 from theorems.numerics import gamma
@@ -35,7 +35,7 @@ from theorems.profiles import budget
 from theorems.proof_statements import Scope
 from theorems.proving import coq_proof
 from theorems.strategies import seeds
-from theorems.trends import SCALING_STUDY_OF, trend_check
+from theorems.trends import trend_check
 
 CI = {"openreview": "cKNOCYPo2W", "ref": "Conditioned Initialization for Attention, ICLR 2026 "
                                          "submission 25196 (anonymous)"}

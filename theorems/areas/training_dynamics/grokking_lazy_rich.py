@@ -24,12 +24,12 @@ from constructions.grokking_lazy_rich import (
     quadratic_test_loss,
     teacher_task,
 )
-from theorems.claims import Claim, Source
+from theorems.claims import SCALING_STUDY_OF, Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma
 from theorems.profiles import budget
 from theorems.strategies import seeds
-from theorems.trends import SCALING_STUDY_OF, trend_refutation
+from theorems.trends import trend_refutation
 
 KUMAR = {"arxiv": "2310.06110", "ref": "Kumar, Bordelon, Gershman, Pehlevan (2024), ICLR"}
 NOTEBOOK = Source(where="Figure 1 of the authors' notebook grokking-feature-timescales-anon-"

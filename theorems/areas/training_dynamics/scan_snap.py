@@ -18,14 +18,14 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from constructions.scan_snap import YZModel, count_form, long_sequence_limit, synthetic_classes
-from theorems.claims import Claim, Source
+from theorems.claims import SCALING_STUDY_OF, Claim, Source
 from theorems.evidence import check, evidence
 from theorems.numerics import gamma, unit_roundoff
 from theorems.profiles import budget
 from theorems.proof_statements import Scope
 from theorems.proving import coq_proof
 from theorems.strategies import seeds
-from theorems.trends import SCALING_STUDY_OF, trend_check
+from theorems.trends import trend_check
 
 TIAN = {"arxiv": "2305.16380", "ref": "Tian, Wang, Chen, Du (2023), NeurIPS"}
 CODE = Source(where="Model2 in ssl/real-dataset/decoder_only.py of "

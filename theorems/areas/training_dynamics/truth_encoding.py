@@ -18,11 +18,11 @@ import pytest
 import torch
 
 from constructions.truth_encoding import bayes_log_probs, truth_levels, truth_process
-from theorems.claims import Claim, Source
+from theorems.claims import SCALING_STUDY_OF, Claim, Source
 from theorems.evidence import check, decide, evidence
 from theorems.intervals import clopper_pearson
 from theorems.numerics import gamma
-from theorems.trends import SCALING_STUDY_OF, trend_check
+from theorems.trends import trend_check
 
 RAVFOGEL = {"arxiv": "2510.15804", "ref": "Ravfogel, Yehudai, Linzen, Bruna, Bietti (2025), "
                                            "NeurIPS 2025 MechInterp workshop"}

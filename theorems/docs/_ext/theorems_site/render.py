@@ -19,8 +19,7 @@ import jinja2
 from sphinx.util import logging
 
 from theorems import audit, proof_statements, proving
-from theorems.claims import REFUTATION_SCOPES, STATUSES, TAGS
-from theorems.trends import SCALING_STUDY_OF
+from theorems.claims import REFUTATION_SCOPES, SCALING_STUDY_OF, STATUSES, TAGS
 
 from .data import (
     SCOPE_MEANING,

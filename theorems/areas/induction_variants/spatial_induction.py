@@ -142,7 +142,7 @@ NOTES_GD = (
     "and was at 0.108 vs 0.132 after 250. At alpha = 1 the in-context gain is small (prior-"
     "only KL 0.08-0.12), which is why 400 steps learned nothing visible. Only the abstract "
     "was readable, so the paper's model size, steps and rule prior are unknown. The check is "
-    "slow (about 40 CPU-seconds).\n\n"
+    "slow when it trains (about 40 CPU-s), instant on the current published seed 0.\n\n"
     "Scaling study (issue 36; induction-variants.sih-gather-scaling). This configuration, "
     "published as the spatial-induction cpu config with seeds 0-2 (the run the check now "
     "reads; the seed-0 numbers above are from an earlier run), gives KL gains 0.051, 0.086 and "

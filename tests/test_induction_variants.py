@@ -539,31 +539,6 @@ def test_the_models_read_the_other_way_round_fail_the_training_check():
 
 # --- scaling studies: the trend checks on the published studies ---------------------------------
 
-def _published_with(study: str, config: str, change) -> tuple[dict, bool]:
-    """The published ``study`` with each seed's series of every quantity (in size order)
-    replaced by ``change(series, all_series)``."""
-    from empirics.scaling import series, size_key
-    from theorems.trends import published_study
-
-    data, stale = published_study(study, config)
-    settings = data["config"]
-    per_seed = [{**seed, "metrics": dict(seed["metrics"])} for seed in data["per_seed"]]
-    for quantity in settings["quantities"]:
-        keys = [size_key(quantity, settings["axis"], s) for s in settings["sizes"]]
-        values = series(settings, data["per_seed"], quantity)[1]
-        for seed, row in zip(per_seed, values, strict=True):
-            seed["metrics"].update(zip(keys, change(row, values), strict=True))
-    return {**data, "per_seed": per_seed}, stale
-
-
-def falling_study(study: str, config: str = "cpu") -> tuple[dict, bool]:
-    """Each seed's values replaced by the seeds' means at the sizes, sorted to fall with the
-    size: the measured levels, made to fall and to agree over seeds (so the fall is decided
-    even where the published study is not)."""
-    return _published_with(study, config,
-                           lambda _, values: sorted(values.mean(axis=0), reverse=True))
-
-
 TREND_MUTANTS = {
     "induction-variants.sih-gather-scaling": ("spatial-induction-scaling",
                                               "two-layer/gather_mass"),
@@ -582,9 +557,10 @@ def trend_report(claim_id: str, load) -> str:
 @pytest.mark.mutant("induction-variants.sih-gather-scaling")
 def test_the_gather_study_made_to_fall_fails_its_trend_check():
     # the published study is inconclusive (slope -0.0043, interval [-0.017, 0.008]), and so is
-    # its reversal, which cannot kill the check: the seeds' mean levels made to fall are
-    # decided, and the check fails at its assertion
-    report = trend_report("induction-variants.sih-gather-scaling", falling_study)
+    # its reversal, which cannot kill the check: reversed and lowered by the interval's width
+    # per doubling, the fall is decided, and the check fails at its assertion
+    report = trend_report("induction-variants.sih-gather-scaling",
+                          functools.partial(sizes_reversed, falling="two-layer/gather_mass"))
     assert "moves down with steps" in report
 
 
@@ -599,8 +575,9 @@ def test_the_nope_study_reversed_in_steps_fails_its_trend_check():
 @pytest.mark.mutant("induction-variants.bb-sink-scaling")
 def test_the_sink_study_made_to_fall_fails_its_trend_check():
     # the published study is inconclusive (slope 0.006, interval [-0.16, 0.18]), and so is its
-    # reversal: the seeds' mean levels made to fall are decided, and the check fails there
-    report = trend_report("induction-variants.bb-sink-scaling", falling_study)
+    # reversal: reversed and lowered by the interval's width per doubling, the fall is decided
+    report = trend_report("induction-variants.bb-sink-scaling",
+                          functools.partial(sizes_reversed, falling="softmax+adam/bos_mass"))
     assert "moves down with steps" in report
 
 

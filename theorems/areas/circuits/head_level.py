@@ -195,12 +195,9 @@ def node_patched_metric(case, model, circuit: Circuit, clean, corrupted,
     return case.metric(edge_patched_logits(model, clean, corrupted, edges), clean, corrupted)
 
 
-def _instance(name: str, S: int, n: int):
-    return _cached_instance(name, S, n)
-
-
 @functools.lru_cache(maxsize=64)
-def _cached_instance(name: str, S: int, n: int):
+def _instance(name: str, S: int, n: int):
+    """The case's (model, circuit) at ``(S, n)``, built once per process."""
     return all_cases()[name].instance({"vocab_size": S, "max_len": n})
 
 

@@ -32,7 +32,8 @@ What is written (:func:`write_case`), per case and size, in folders named ``<cas
 exports; else the construction's own state dict, rebuilt from ``case.json``), and the
 corruption: the harness's prompts (``prompts.pt``, the ``batch`` and ``seed`` of
 :func:`~empirics.circuit_discovery.case_setup`) with the corruption's and the metric's
-description in ``case.json``.
+description in ``case.json``, which also lists, where they are enumerated, every minimal
+circuit and the don't-care edges (``null`` elsewhere).
 """
 
 from __future__ import annotations
@@ -425,6 +426,10 @@ def write_case(case: CircuitCase, out: str | Path, size: str = "full", *, batch:
         "graph": {"n_layers": circuit.n_layers, "n_heads": circuit.n_heads,
                   "d_model": circuit.d_model, "edges": [e.name for e in setup.graph]},
         "ground_truth": sorted(truth),
+        # where every minimal circuit is enumerated (CircuitCase): the ground truth is their
+        # union, and a don't-care edge never moves the metric, whatever else is patched
+        "minimal_circuits": [sorted(k) for k in case.minimal_circuits] or None,
+        "dont_care": sorted(case.dont_care) if case.dont_care else None,
         "roles": {e.name: e.role for e in circuit.edges},
         "corruption": case.corruption,
         "metric": f"{case.metric.__module__}:{case.metric.__qualname__}",

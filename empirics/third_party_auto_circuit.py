@@ -27,7 +27,10 @@ The methods, each on the case's clean and corrupted prompts (the harness's, the 
 as auto-circuit's own: for the induction cases the final-position logit difference
 :math:`\ell_\tau - \ell_{\tau'}` (:func:`~constructions.circuits.logit_difference`) is
 ``answer_function="avg_diff"`` with ``answers`` :math:`\tau` and ``wrong_answers``
-:math:`\tau'` on ``slice_output="last_seq"``:
+:math:`\tau'` on ``slice_output="last_seq"``; for the superposed-features flag case the final
+logit sum (:func:`~constructions.circuits.final_logit_sum`) is ``answer_function="avg_val"``
+with every class an answer: the mean of the final logits, the sum over :math:`C` classes
+divided by :math:`C`, a positive multiple that orders the edges as the sum does:
 
 * ``auto-circuit EAP``: ``mask_gradient_prune_scores(grad_function="logit", mask_val=0)``,
   which its authors test equal to their replication of Syed et al.'s edge attribution patching;
@@ -40,8 +43,8 @@ as auto-circuit's own: for the induction cases the final-position logit differen
   the order (MIB files hold finite scores).
 
 The cases that do not export to TransformerLens (the majority head, one-step GD) are skipped,
-said so in the output, as are cases whose metric is not the induction logit
-difference (:func:`answers` reads its targets).
+said so in the output, as would be a case whose metric is neither the induction logit
+difference nor the final logit sum (:func:`answers` reads the targets).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from pathlib import Path
 
 import torch
 
-from constructions.circuits import all_cases
+from constructions.circuits import all_cases, final_logit_sum
 from constructions.circuits.corruptions import logit_difference
 from constructions.induction_heads.task import induction_targets
 from constructions.interop.layout import transformer_lens_layout
@@ -130,12 +133,19 @@ def run_case(case, size: str, batch: int, seed: int, out: Path, methods=METHODS)
         tl_model = hooked(model)
     except UnsupportedConstructionError as error:
         return [f"{case.name}: skipped, {str(error).splitlines()[0][:100]}"]
-    if case.metric is not logit_difference:  # answers() reads the induction targets
-        return [f"{case.name}: skipped, its metric is not the induction logit difference"]
+    if case.metric not in (logit_difference, final_logit_sum):  # what answers() can express
+        return [f"{case.name}: skipped, its metric is neither the induction logit difference "
+                f"nor the final logit sum"]
     index = list(all_cases()).index(case.name)
     clean, corrupted = case.prompts(torch.Generator().manual_seed(seed * 1000 + index), batch,
                                     size)
-    right, wrong = answers(clean, corrupted, tl_model.cfg.d_vocab_out)
+    classes = tl_model.cfg.d_vocab_out
+    if case.metric is final_logit_sum:   # avg_val over every class: the sum / C
+        answer_function = "avg_val"
+        right = wrong = torch.arange(classes).expand(clean.shape[0], classes)
+    else:
+        answer_function = "avg_diff"
+        right, wrong = answers(clean, corrupted, classes)
     bos = torch.full((clean.shape[0], 1), model.vocab_size)
     dataset = PromptDataset(torch.cat([bos, clean], 1), torch.cat([bos, corrupted], 1),
                             list(right), list(wrong))
@@ -144,10 +154,10 @@ def run_case(case, size: str, batch: int, seed: int, out: Path, methods=METHODS)
                                 separate_qkv=True, device=torch.device("cpu"))
     runs = {
         "auto-circuit EAP": lambda: mask_gradient_prune_scores(
-            patchable, loader, None, grad_function="logit", answer_function="avg_diff",
+            patchable, loader, None, grad_function="logit", answer_function=answer_function,
             mask_val=0.0, ablation_type=AblationType.RESAMPLE, clean_corrupt="corrupt"),
         "auto-circuit EAP-IG": lambda: mask_gradient_prune_scores(
-            patchable, loader, None, grad_function="logit", answer_function="avg_diff",
+            patchable, loader, None, grad_function="logit", answer_function=answer_function,
             integrated_grad_samples=5, ablation_type=AblationType.RESAMPLE,
             clean_corrupt="corrupt"),
         "auto-circuit ACDC": lambda: acdc_prune_scores(patchable, loader, None),

@@ -45,8 +45,10 @@ re-exported with a prefix: ``lsa_spurious_head_variant``, ``LSA_SPURIOUS_HEADS``
   a backup previous-token head, a distractor sub-circuit, superposed features in one head;
 * :mod:`~constructions.circuits.case`: :class:`CircuitCase`, a benchmark case (model, circuit,
   corruption, metric) and the registry;
-* :mod:`~constructions.circuits.induction_cases`, :mod:`~constructions.circuits.native_cases`:
-  the cases, and what the cases that do not export to TransformerLens need;
+* :mod:`~constructions.circuits.induction_cases`, :mod:`~constructions.circuits.native_cases`,
+  :mod:`~constructions.circuits.stress_cases`: the cases, what the cases that do not export to
+  TransformerLens need, and the stress constructions as cases (their circuits, samplers and the
+  flag's metric);
 * :mod:`~constructions.circuits.cases`: every case, registered in order (:func:`all_cases`);
 * :mod:`~constructions.circuits.diagram`: a circuit as Graphviz source.
 
@@ -153,6 +155,15 @@ from constructions.circuits.stress import (
     mark_final_token,
     superposed_induction,
 )
+from constructions.circuits.stress_cases import (
+    STRESS_CASES,
+    backup_circuit,
+    distractor_circuit,
+    final_logit_sum,
+    sample_marked_pairs,
+    sample_unmarked_occurrence_pairs,
+    superposed_circuit,
+)
 from constructions.circuits.variants import (
     SPURIOUS_HEADS,
     gauge_width,
@@ -181,6 +192,7 @@ __all__ = [
     "PERMUTED_HEADS",
     "QKV",
     "SPURIOUS_HEADS",
+    "STRESS_CASES",
     "SUPERPOSED_CIRCUITS",
     "Circuit",
     "CircuitCase",
@@ -192,13 +204,16 @@ __all__ = [
     "all_cases",
     "all_prompts",
     "attention_graph",
+    "backup_circuit",
     "backup_induction",
     "case_for_builder",
     "circuit_dot",
+    "distractor_circuit",
     "distractor_induction",
     "dyadic_gauge",
     "edge_ablated_logits",
     "edge_patched_logits",
+    "final_logit_sum",
     "fixing_ones",
     "gauge_size",
     "gauge_width",
@@ -238,10 +253,13 @@ __all__ = [
     "rotation_variant",
     "sample_earlier_occurrence_pairs",
     "sample_label_shifts",
+    "sample_marked_pairs",
     "sample_next_token_pairs",
     "sample_token_resamplings",
+    "sample_unmarked_occurrence_pairs",
     "shift_label",
     "spurious_head_variant",
+    "superposed_circuit",
     "superposed_induction",
     "target_margin",
     "token_metric",

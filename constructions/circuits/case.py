@@ -37,7 +37,16 @@ class CircuitCase:
     batches ``(B, m)``; ``metric(logits, clean, corrupted)`` is ``(B,)``. ``builder`` and
     ``circuit_builder`` name the two functions as ``"module:name"`` (the claims' and the
     bundle's spelling), and ``corruption`` states in words which causal variable the corruption
-    changes; ``native`` is set for a model that does not export to TransformerLens. Which
+    changes; ``native`` is set for a model that does not export to TransformerLens.
+
+    ``minimal_circuits`` and ``dont_care`` are declared, by edge name, where every minimal
+    circuit of the case has been enumerated (empty: not declared). A set :math:`K` of edges is
+    a *minimal circuit* when patching every edge outside :math:`K` leaves the metric bit for
+    bit unchanged on every prompt and no proper subset of :math:`K` does so; an edge :math:`e`
+    is *don't-care* when patching it never changes the metric, whatever set :math:`P` of other
+    edges is patched with it (:math:`m(P \cup \{e\}) = m(P)`). The ``circuit`` is then the
+    union of the minimal circuits, and a method that includes or leaves out a don't-care edge
+    is neither right nor wrong about it. Which
     claims check a case's circuit is said by the circuits area of ``theorems``
     (``theorems/areas/circuits/_cases.py``), not here: a construction knows no claim.
     """
@@ -56,11 +65,20 @@ class CircuitCase:
     # -> its hook point path or None for a zero map, in forward order): the discovery harness
     # patches those native hook points (constructions.circuits.native_cases)
     native: Callable[[nn.Module], tuple[nn.Module, Mapping[str, str | None]]] | None = None
+    # every minimal circuit and every don't-care edge, by edge name, where enumerated
+    minimal_circuits: tuple[tuple[str, ...], ...] = ()
+    dont_care: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         missing = [c for c in ("smoke", "full") if c not in self.sizes]
         if missing:
             raise ValueError(f"sizes must name the smoke and full sizes, {missing} missing")
+        if bool(self.minimal_circuits) != bool(self.dont_care):
+            raise ValueError("minimal_circuits and dont_care must be declared together")
+        for circuit in self.minimal_circuits:
+            if not circuit or set(circuit) & set(self.dont_care):
+                raise ValueError(f"minimal_circuits must be non-empty and disjoint from "
+                                 f"dont_care, got {circuit!r}")
 
     def register(self) -> CircuitCase:
         """Add this case to :data:`CASES` (names are unique); returns it."""

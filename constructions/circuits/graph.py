@@ -80,6 +80,13 @@ def attention_graph(n_layers: int, n_heads: int) -> tuple[Edge, ...]:
     return tuple(edges)
 
 
+def other_edges(n_layers: int, n_heads: int, *excluded: Iterable[str]) -> tuple[str, ...]:
+    """The names of the graph's edges outside every collection in ``excluded`` (edge names), in
+    graph order: a case's don't-care edges are declared this way."""
+    out = set().union(*(set(names) for names in excluded))
+    return tuple(e.name for e in attention_graph(n_layers, n_heads) if e.name not in out)
+
+
 def patched_names(patched: Iterable[Edge | str], n_layers: int, n_heads: int) -> set[str]:
     """The names of the edges in ``patched`` (edges or names), each checked to be an edge of
     the ``n_layers``-layer, ``n_heads``-head graph (the one-layer constructions' patching)."""

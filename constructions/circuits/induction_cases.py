@@ -23,7 +23,7 @@ from constructions.circuits.corruptions import (
     resample_earlier_occurrence,
     resample_next_token,
 )
-from constructions.circuits.graph import Circuit
+from constructions.circuits.graph import Circuit, other_edges
 from constructions.circuits.induction import induction_circuit
 from constructions.circuits.variants import (
     SPURIOUS_HEADS,
@@ -33,6 +33,13 @@ from constructions.circuits.variants import (
 from constructions.induction_heads import compact_induction, two_layer_induction
 
 # --- the two-layer induction case --------------------------------------------------------------
+
+def _edge_names(corruption: str) -> tuple[str, ...]:
+    """The one-hot construction's circuit under ``corruption``, by edge name (the names do not
+    depend on the size)."""
+    return tuple(e.name for e in induction_circuit("two_layer", 3, 3, corruption).edges)
+
+
 
 def sample_next_token_pairs(generator: torch.Generator, batch: int, *, vocab_size: int,
                             max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,6 +85,9 @@ TWO_LAYER_INDUCTION = CircuitCase(
                 "between the clean and the corrupted target."),
     sizes={"smoke": {"vocab_size": 4, "max_len": 8},
            "full": {"vocab_size": 16, "max_len": 32}},
+    # unique, and every other edge never matters (circuits.minimal-circuits)
+    minimal_circuits=(_edge_names("resample_next_token"),),
+    dont_care=other_edges(2, 1, _edge_names("resample_next_token")),
 )
 
 
@@ -157,6 +167,10 @@ TWO_LAYER_EARLIER_OCCURRENCE = CircuitCase(
     metric=logit_difference,
     corruption=EARLIER_OCCURRENCE,
     sizes=EARLIER_SIZES,
+    # unique, and every other edge never matters, input -> L1H0 value included: it moves the
+    # logits of the replaced tokens, not the metric (circuits.minimal-circuits)
+    minimal_circuits=(_edge_names("resample_earlier_occurrence"),),
+    dont_care=other_edges(2, 1, _edge_names("resample_earlier_occurrence")),
 )
 
 

@@ -14,6 +14,8 @@ from constructions.circuits import CircuitCase, all_cases
 _HEAD_LEVEL = ("circuits.head-level-sufficient", "circuits.head-level-necessary",
                "circuits.head-level-promotion")
 _VARIANTS = ("circuits.variants-same-function", "circuits.variants-circuit", *_HEAD_LEVEL)
+# every minimal circuit and the don't-care edges, enumerated (.minimal_circuits)
+_ENUMERATED = "circuits.minimal-circuits"
 _MAJORITY_VARIANTS = ("circuits.majority-variants-same-function",
                       "circuits.majority-variants-circuit")
 
@@ -21,13 +23,13 @@ _MAJORITY_VARIANTS = ("circuits.majority-variants-same-function",
 CHECKED_BY: dict[str, tuple[str, ...]] = {
     "two-layer-induction": ("circuits.induction-sufficient", "circuits.induction-necessary",
                             "circuits.induction-minimal", "circuits.induction-zero-ablation",
-                            "circuits.induction-mean-ablation", *_HEAD_LEVEL),
+                            "circuits.induction-mean-ablation", *_HEAD_LEVEL, _ENUMERATED),
     "compact-induction": ("circuits.compact-sufficient", "circuits.compact-necessary",
                           "circuits.compact-minimal", *_HEAD_LEVEL),
     "two-layer-induction-earlier-occurrence": ("circuits.earlier-occurrence-sufficient",
                                                "circuits.earlier-occurrence-necessary",
                                                "circuits.earlier-occurrence-minimal",
-                                               *_HEAD_LEVEL),
+                                               *_HEAD_LEVEL, _ENUMERATED),
     "compact-induction-earlier-occurrence": ("circuits.compact-earlier-occurrence-sufficient",
                                              "circuits.compact-earlier-occurrence-necessary",
                                              "circuits.compact-earlier-occurrence-minimal",
@@ -46,6 +48,10 @@ CHECKED_BY: dict[str, tuple[str, ...]] = {
     "two-layer-induction-reparametrised": _VARIANTS,
     "compact-induction-reparametrised": _VARIANTS,
     "two-layer-induction-permuted-heads": _VARIANTS,
+    "backup-heads": ("circuits.backup-heads", _ENUMERATED),
+    "distractor-sub-circuit": ("circuits.distractor", _ENUMERATED),
+    "superposed-features-match": ("circuits.superposed-features", _ENUMERATED),
+    "superposed-features-flag": ("circuits.superposed-features", _ENUMERATED),
 }
 
 

@@ -133,6 +133,18 @@ def case_section(case: CircuitCase, result: Mapping[str, Any] | None,
              f"**Corruption.** {_markdown(case.corruption)}", "",
              _table(["edge", "role"], [[f"`{e.name}`", _markdown(e.role)]
                                        for e in circuit.edges]), ""]
+    if case.minimal_circuits:
+        circuits = "; ".join("{" + ", ".join(f"`{e}`" for e in k) + "}"
+                             for k in case.minimal_circuits)
+        lines += [f"**Every minimal circuit** ({len(case.minimal_circuits)}): {circuits}. "
+                  f"**Don't-care edges** ({len(case.dont_care)}, patching one never moves the "
+                  f"metric, whatever else is patched): "
+                  + ", ".join(f"`{e}`" for e in case.dont_care) + ".", ""]
+        others = ({e.name for e in attention_graph(circuit.n_layers, circuit.n_heads)}
+                  - set().union(*map(set, case.minimal_circuits)) - set(case.dont_care))
+        if others:
+            lines += ["**In no minimal circuit, yet not don't-care:** "
+                      + ", ".join(f"`{e}`" for e in sorted(others)) + ".", ""]
     checked = claims_of(case)
     if checked:
         refs = [f"{{ref}}`{c} <{c}>`" if claims is None or c in claims else f"`{c}`"

@@ -161,7 +161,9 @@ SMALL_CASE = (1, 0.1, [[0.5]], [0.0], 0, 0.5)   # the smallest derived move: 0.0
 DENSE_CASE = (4, 2.0, [[2.0, -2.0, 1.5, 2.0]] * 8, [2.0] * 8, 7, -4.0)
 
 
-def _prompts(case):
+def label_shift_prompts(case):
+    """(d, eta, clean, corrupted): the ``(d+1, n+1)`` prompt of a :func:`label_shifts` case
+    and its label shift."""
     d, eta, X, y, k, delta = case
     X = torch.tensor(X, dtype=torch.float64)
     clean = prompt(X, torch.tensor(y, dtype=torch.float64), X[k])
@@ -208,7 +210,7 @@ def sufficiency_check(build=one_step_gd, circuit=icl_circuit, variant=identity,
     @example(case=DENSE_CASE)
     @budget(0.3, minimum=4)  # two tiny predictions per example
     def test_sufficient(case):
-        d, eta, clean, corrupted = _prompts(case)
+        d, eta, clean, corrupted = label_shift_prompts(case)
         model = variant(build(d, eta))
         kept = _circuit(circuit, d, model, heads)
         reference = patch(model, clean, corrupted, ())
@@ -238,7 +240,7 @@ def necessity_check(build=one_step_gd, circuit=icl_circuit, minimal=False,
     @example(case=DENSE_CASE)
     @budget(0.3, minimum=4)  # a few tiny predictions per example
     def test_necessary(case):
-        d, eta, clean, corrupted = _prompts(case)
+        d, eta, clean, corrupted = label_shift_prompts(case)
         model = variant(build(d, eta))
         kept = _circuit(circuit, d, model, heads)
         base = patch(model, clean, corrupted, ())
@@ -269,7 +271,7 @@ def same_prediction_check(build=one_step_gd, variant=null_space_variant):
     @example(case=DENSE_CASE)
     @budget(0.3, minimum=4)  # two tiny predictions per example
     def test_same_prediction(case):
-        d, eta, clean, corrupted = _prompts(case)
+        d, eta, clean, corrupted = label_shift_prompts(case)
         model = build(d, eta)
         # Bit-identity, not a tolerance (null_space_variant's docstring): predict reads only
         # W_PV's last row, and the dense W_KQ column meets the query's exact-zero label slot
@@ -295,7 +297,7 @@ def same_multi_head_prediction_check(build=one_step_gd, variant=spurious_head_va
     @example(case=DENSE_CASE)
     @budget(0.3, minimum=4)  # two tiny predictions per example
     def test_same_prediction(case):
-        d, eta, clean, corrupted = _prompts(case)
+        d, eta, clean, corrupted = label_shift_prompts(case)
         model = build(d, eta)
         other = variant(model)
         # Bit-identity, not a tolerance (constructions.circuits.icl_variants): the spurious head's

@@ -89,7 +89,7 @@ def test_a_query_edge_in_the_majority_circuit_changes_the_finer_count():
     # input -> a0.h0<q> added: H is unchanged but one fewer edge of H lies outside C
     check = head_level.promotion_check(
         declared=_native("majority-head"),
-        circuit_of=lambda name, S, n: head_level_native._circuit_of(name, S, n).with_edge(
+        circuit_of=lambda name, S, n: head_level_native.native_circuit(name, S, n).with_edge(
             Edge("input", "a0.h0", "q", "added")), sizes=head_level_native.SIZES)
     report = failed_assertion(check)
     assert "1 edges into or out of H are outside the edge circuit, not 2" in report, report

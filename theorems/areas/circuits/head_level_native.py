@@ -73,7 +73,7 @@ def native_instance(name: str, first: int, second: float):
     return all_cases()[name].instance(size)
 
 
-def _circuit_of(name: str, first: int, second: int) -> Circuit:
+def native_circuit(name: str, first: int, second: int) -> Circuit:
     """The case's edge circuit, for the promotion check's ``(S, n)`` read as ``(V, d)`` on a
     majority case and as ``(d, 1/2)`` on a one-step-GD case (its circuit reads only d)."""
     return native_instance(name, first, second if name in MAJORITY_CASES else 0.5)[1]
@@ -198,4 +198,4 @@ def native_necessity_check(head_circuit=_head_level, cases=NATIVE_CASES, build=n
 test_head_level_native_sufficient = check(HL_SUFFICIENT, "property")(native_sufficiency_check())
 test_head_level_native_necessary = check(HL_NECESSARY, "property")(native_necessity_check())
 test_head_level_native_promotion = check(HL_PROMOTION, "exhaustive")(
-    promotion_check(declared=NATIVE_HEAD_CIRCUITS, circuit_of=_circuit_of, sizes=SIZES))
+    promotion_check(declared=NATIVE_HEAD_CIRCUITS, circuit_of=native_circuit, sizes=SIZES))

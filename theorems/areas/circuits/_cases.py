@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from constructions.circuits import CircuitCase, all_cases
 
-# the head-level ground truth (.head_level) checks every InductionTransformer case
+# the head-level ground truth checks every case (.head_level the InductionTransformer ones,
+# .head_level_native the native ones)
 _HEAD_LEVEL = ("circuits.head-level-sufficient", "circuits.head-level-necessary",
                "circuits.head-level-promotion")
 _VARIANTS = ("circuits.variants-same-function", "circuits.variants-circuit", *_HEAD_LEVEL)
 # every minimal circuit and the don't-care edges, enumerated (.minimal_circuits)
 _ENUMERATED = "circuits.minimal-circuits"
 _MAJORITY_VARIANTS = ("circuits.majority-variants-same-function",
-                      "circuits.majority-variants-circuit")
+                      "circuits.majority-variants-circuit", *_HEAD_LEVEL)
 
 # Case name -> the claims that check its circuit, in the order the page lists them.
 CHECKED_BY: dict[str, tuple[str, ...]] = {
@@ -37,12 +38,13 @@ CHECKED_BY: dict[str, tuple[str, ...]] = {
     "two-layer-induction-spurious-heads": _VARIANTS,
     "two-layer-induction-value-gauge": _VARIANTS,
     "majority-head": ("circuits.majority-sufficient", "circuits.majority-necessary",
-                      "circuits.majority-minimal"),
+                      "circuits.majority-minimal", *_HEAD_LEVEL),
     "majority-head-qk-gauge": _MAJORITY_VARIANTS,
     "majority-head-ln-rotation": _MAJORITY_VARIANTS,
-    "one-step-gd": ("circuits.icl-sufficient", "circuits.icl-necessary", "circuits.icl-minimal"),
-    "one-step-gd-null-space": ("circuits.icl-variant",),
-    "one-step-gd-spurious-head": ("circuits.icl-spurious-head",),
+    "one-step-gd": ("circuits.icl-sufficient", "circuits.icl-necessary", "circuits.icl-minimal",
+                    *_HEAD_LEVEL),
+    "one-step-gd-null-space": ("circuits.icl-variant", *_HEAD_LEVEL),
+    "one-step-gd-spurious-head": ("circuits.icl-spurious-head", *_HEAD_LEVEL),
     "two-layer-induction-rotated": _VARIANTS,
     "compact-induction-rotated": _VARIANTS,
     "two-layer-induction-reparametrised": _VARIANTS,

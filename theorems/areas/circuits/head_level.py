@@ -1,4 +1,4 @@
-r"""Ground truth at the head level: the induction cases' circuits promoted to whole heads.
+r"""Ground truth at the head level: the circuit cases' edge circuits promoted to whole heads.
 
 InterpBench (Gupta et al. 2024) and MIB's node submissions score circuits at the level of
 heads: a head is in the circuit when any of its Q/K/V inputs or its output is. Here that
@@ -9,7 +9,9 @@ head outside the promoted set :math:`H` leaves the metric as the edge-level suff
 states, node-patching each head of :math:`H` alone moves it as the edge-level necessity claim
 states, and the edge circuit is strictly finer than :math:`H`. Node patching a head is edge
 patching (:func:`~constructions.circuits.edge_patched_logits`) of every edge out of it. The
-cases have no MLP, so there is no neuron level. Sources: the constructions and the edge
+cases have no MLP, so there is no neuron level. The six native cases (the majority head,
+one-step GD and their variants: 1-layer graphs) are checked against the same claims by
+:mod:`.head_level_native`. Sources: the constructions and the edge
 circuits as in the area's introduction; the promotion to heads is InterpBench's (Gupta et al.
 2024, arXiv:2407.14494) as issue 35 describes it, the paper not read here [S, unverified]; the
 statements and bounds are ours [D].
@@ -70,19 +72,27 @@ PATCHED_CASES = ("two-layer-induction", "compact-induction",
                  "compact-induction-earlier-occurrence", "two-layer-induction-spurious-heads",
                  "two-layer-induction-value-gauge", "two-layer-induction-permuted-heads")
 
-SETTING = (r"Let a case be one of the InductionTransformer circuit cases of "
-           r"$\texttt{all\_cases}$, with model $f$ (2 layers of attention heads "
-           r"$a_l.h_k$, no MLP) built at $(S, n)$, edge circuit $C$ "
-           r"($\texttt{induction\_circuit}$ under the case's corruption, on the case's graph), "
-           r"(clean, corrupted) prompts from the case's sampler and metric $m = "
-           r"\texttt{logit\_difference}$ at the final position. Node-patching a head $h$ means "
+SETTING = (r"Let a case be one of the circuit cases of $\texttt{all\_cases}$. An "
+           r"InductionTransformer case has model $f$ (2 layers of attention heads $a_l.h_k$, "
+           r"no MLP) built at $(S, n)$, edge circuit $C$ ($\texttt{induction\_circuit}$ under "
+           r"the case's corruption, on the case's graph), (clean, corrupted) prompts from the "
+           r"case's sampler and metric $m = \texttt{logit\_difference}$ at the final "
+           r"position. A native case (majority-head, its qk-gauge and ln-rotation variants; "
+           r"one-step-gd, its null-space and spurious-head variants) has the case's model "
+           r"(1 layer of heads $a_0.h_k$: one head, two on the spurious-head variant, no MLP), "
+           r"its edge circuit $C$ ($\texttt{majority\_circuit}$ or $\texttt{icl\_circuit}$, "
+           r"heads renamed by $\texttt{SPURIOUS\_HEADS}$ on the spurious-head variant), the "
+           r"sizes and (clean, corrupted) prompts of its edge-level claims (majority-necessary, "
+           r"icl-necessary) and their metric $m$: $o_{n,t_r} - o_{n,b}$ on the majority cases, "
+           r"the prediction $\hat y$ on the one-step-GD ones. Node-patching a head $h$ means "
            r"patching, as in the edge-level claims, every edge of $\texttt{attention\_graph}$ "
-           r"out of $h$; $m(K)$ is the metric with every head of the set $K$ node-patched. "
+           r"out of $h$ (on a native case the one edge $h \to$ logits); $m(K)$ is the metric "
+           r"with every head of the set $K$ node-patched. "
            r"The head-level circuit $H$ is the set of heads that an edge of $C$ enters or "
            r"leaves (InterpBench's promotion of Q/K/V nodes to their head), and $\bar H$ the "
            r"other heads. ")
 
-PATCHED = (r"The cases: two-layer-induction and compact-induction (next-token "
+PATCHED = (r"The InductionTransformer cases: two-layer-induction and compact-induction (next-token "
            r"resampling), two-layer-induction-earlier-occurrence and compact-induction-"
            r"earlier-occurrence, and the earlier-occurrence variants: spurious-heads, "
            r"value-gauge and permuted-heads of the one-hot construction, rotated and "
@@ -110,14 +120,20 @@ HL_SUFFICIENT = Claim(
                r"2\bar\varepsilon d + r(S, n)$ on the two compact cases, and $\le 4e_\ell(m) + "
                r"5u$ on the value gauge; where $H$ holds every head (the earlier-occurrence "
                r"cases with one head a layer: the compact one, the value gauge, the rotated and "
-               r"reparametrised ones) $\bar H = \emptyset$ and this is trivial."),
+               r"reparametrised ones) $\bar H = \emptyset$ and this is trivial. "
+               r"On the native cases $m(\bar H) = m(\emptyset)$ bit for bit: $\bar H = "
+               r"\emptyset$ on the five one-head cases (trivial), and on one-step-gd-spurious-"
+               r"head $\bar H = \{a_0.h_0\}$, the spurious head, whose term $e_y^\top W^0_{PV}"
+               r"GW^0_{KQ}z_q$ is an exact zero whichever prompt it reads ($W^0_{PV}$'s label "
+               r"row is zero)."),
     source=(Source(where="the induction cases' circuits, promoted to heads (this project)",
                    tag="D", **SHT), INTERPBENCH),
     kind="bound",
     construction=f"{CONSTRUCTIONS}:induction_circuit",
     depends_on=("circuits.induction-sufficient", "circuits.compact-sufficient",
                 "circuits.earlier-occurrence-sufficient",
-                "circuits.compact-earlier-occurrence-sufficient", "circuits.variants-circuit"),
+                "circuits.compact-earlier-occurrence-sufficient", "circuits.variants-circuit",
+                "circuits.icl-spurious-head"),
     notes=NEURONS + r" Why the edge-level bounds apply: node-patching $\bar H$ patches a subset "
     r"of the complement of $C$, and the edge-level derivations argue edge by edge (each patched "
     r"term is an exact zero at the metric, or moves only keys the derivation already allows "
@@ -137,14 +153,22 @@ HL_NECESSARY = Claim(
                r"r(S, n)$ on the two compact cases. "
                r"On the rotated and reparametrised variant $g$ of either construction $f$, with "
                r"$P_h$ the edges out of $h$, $|m_g(\{h\}) - m_g(\emptyset)| \ge (\ell_f - "
-               r"E(P_h))(1 - \gamma_4)$, $\ell_f$ the original's bound above."),
+               r"E(P_h))(1 - \gamma_4)$, $\ell_f$ the original's bound above. "
+               r"On the native cases, with $h$ the real head ($a_0.h_0$, $a_0.h_1$ on the "
+               r"spurious-head variant), $|m(\{h\}) - m(\emptyset)|$ is at least the bound "
+               r"the edge-level necessity claim states for the edge $h \to$ logits: that of "
+               r"majority-necessary (about $2/n$), with each model's own computed operands, on "
+               r"the three majority cases, and that of icl-necessary ($T$ summed over the heads "
+               r"on the spurious-head variant) on the three one-step-GD cases."),
     source=(Source(where="the induction cases' circuits, promoted to heads (this project)",
                    tag="D", **SHT), INTERPBENCH),
     kind="bound",
     construction=f"{CONSTRUCTIONS}:induction_circuit",
     depends_on=("circuits.induction-necessary", "circuits.compact-necessary",
                 "circuits.earlier-occurrence-necessary",
-                "circuits.compact-earlier-occurrence-necessary", "circuits.variants-circuit"),
+                "circuits.compact-earlier-occurrence-necessary", "circuits.variants-circuit",
+                "circuits.majority-necessary", "circuits.majority-variants-circuit",
+                "circuits.icl-necessary", "circuits.icl-variant", "circuits.icl-spurious-head"),
     notes=NEURONS + r" Why the edge-level bounds apply: a head's out-edges other than its "
     r"circuit edge are zero maps of the mechanism (circuits.induction-mechanism) or lead into "
     r"spurious heads that nothing reads, so in exact arithmetic node-patching $h$ moves the "
@@ -154,7 +178,7 @@ HL_NECESSARY = Claim(
 
 HL_PROMOTION = Claim(
     id="circuits.head-level-promotion",
-    title="The head-level circuit of each induction case, and how much finer its edge "
+    title="The head-level circuit of each circuit case, and how much finer its edge "
           "circuit is",
     statement=(SETTING + r"Then $H = \{a_1.h_0\}$ for two-layer-induction and "
                r"compact-induction, $\{a_0.h_1, a_1.h_1\}$ for the spurious-heads variant, "
@@ -164,7 +188,10 @@ HL_PROMOTION = Claim(
                r"enter or leave a head of $H$ and are not in $C$ (edges the head-level ground "
                r"truth marks positive and the edge level negative) is 5 for the two "
                r"next-token cases, 14 for the spurious-heads and permuted-heads variants and 8 "
-               r"for the other seven."),
+               r"for the other seven. "
+               r"On the native cases $H = \{a_0.h_0\}$, but $\{a_0.h_1\}$ (the real head, "
+               r"renamed by $\texttt{SPURIOUS\_HEADS}$) on one-step-gd-spurious-head, and 2 "
+               r"edges of the graph enter or leave $H$ outside $C$ (its query and key inputs)."),
     source=(Source(where="the induction cases' circuits, promoted to heads (this project)",
                    tag="D", **SHT), INTERPBENCH),
     kind="identity",

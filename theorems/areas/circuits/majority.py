@@ -142,22 +142,49 @@ def _models(build, variant):
     return cached(lambda V, d, seed: variant(build(V, d, seed=seed)))
 
 
+def running_terms(model, clean: torch.Tensor, corrupted: torch.Tensor):
+    r"""(operands of both runs, :math:`e_w`, :math:`S` of each run, :math:`\eta`) for the
+    ``(1, n)`` prompts ``clean`` and ``corrupted`` (the claims' running bounds)."""
+    ops = [majority_operands(model, t) for t in (clean, corrupted)]
+    n = clean.shape[-1]
+    eta = max(score_bound(p["queries"][0], q["keys"][0], model.attention.scale)
+              for p in ops for q in ops)
+    e_w = (1 + torch.tensor(2 * eta).expm1().item()) * (1 + gamma(n + 4)) - 1
+    S = [o["values"][0].abs().sum(0) for o in ops]                       # (V,) per run
+    return ops, e_w, S, eta
+
+
 def _setup(models, case):
     V, d, seed, tokens, r, b = case
     model = models(V, d, seed)
     clean = torch.tensor([tokens])
     corrupted = resample_token(clean, r, b, V)
-    ops = [majority_operands(model, t) for t in (clean, corrupted)]
-    n = len(tokens)
-    eta = max(score_bound(p["queries"][0], q["keys"][0], model.attention.scale)
-              for p in ops for q in ops)
-    e_w = (1 + torch.tensor(2 * eta).expm1().item()) * (1 + gamma(n + 4)) - 1
-    S = [o["values"][0].abs().sum(0) for o in ops]                       # (V,) per run
+    ops, e_w, S, eta = running_terms(model, clean, corrupted)
     return model, clean, corrupted, ops, e_w, S, eta
 
 
 def _metric(output: torch.Tensor, a: int, b: int) -> float:
     return float(output[0, -1, a] - output[0, -1, b])
+
+
+def necessity_bound(model, clean: torch.Tensor, corrupted: torch.Tensor, base: float,
+                    value: float) -> float:
+    r"""The least float64 move of :math:`\texttt{circuits.majority-necessary}` for the ``(1, n)``
+    prompt ``clean`` and its resampling ``corrupted``, with ``base`` :math:`= m(\emptyset)` and
+    ``value`` :math:`= m(P)` the metric of the patched run: the exact move :math:`2/n` of
+    one-hot values, less both runs' weight errors :math:`e_w`, the values' distance
+    :math:`\varepsilon_V` to one-hot, the sums' rounding and the metric's subtractions."""
+    ops, e_w, S, _ = running_terms(model, clean, corrupted)
+    r = int((clean[0] != corrupted[0]).nonzero()[0, 0])
+    n, a, b, u = clean.shape[-1], int(clean[0, r]), int(corrupted[0, r]), unit_roundoff()
+    one_hot = [torch.nn.functional.one_hot(t[0], model.vocab_size).to(S[0])
+               for t in (clean, corrupted)]
+    eps_v = max(float((o["values"][0] - h).abs().max())
+                for o, h in zip(ops, one_hot, strict=True)) * (1 + gamma(2))
+    sigma, sigma_c = float(S[0][a] + S[0][b]), float(S[1][a] + S[1][b])
+    return ((1 - e_w) * (2 - 4 * eps_v) / n - 2 * e_w * sigma / n
+            - gamma(n) * (1 + e_w) * (2 * sigma + sigma_c) / n
+            - 4 * u * (1 + abs(base) + abs(value))) * (1 - 8 * u)
 
 
 # --- checks -----------------------------------------------------------------------------------
@@ -207,22 +234,15 @@ def necessity_check(build=majority_head, circuit=majority_circuit, minimal=False
     @example(case=SHORT_CASE)
     @budget(0.3, minimum=4)  # a few tiny forward passes per example
     def test_necessary(case):
-        model, clean, corrupted, ops, e_w, S, _ = _setup(models, case)
+        model, clean, corrupted, *_ = _setup(models, case)
         _, d, _, tokens, r, b = case
-        n, a, u = len(tokens), tokens[r], unit_roundoff()
-        one_hot = [torch.nn.functional.one_hot(t[0], model.vocab_size).to(S[0])
-                   for t in (clean, corrupted)]
-        eps_v = max(float((o["values"][0] - h).abs().max())
-                    for o, h in zip(ops, one_hot, strict=True)) * (1 + gamma(2))
-        sigma, sigma_c = float(S[0][a] + S[0][b]), float(S[1][a] + S[1][b])
+        n, a = len(tokens), tokens[r]
         base = _metric(majority_patched_output(model, clean, corrupted, ()), a, b)
         kept = circuit(d)
         for edge in kept.edges:
             patched = [edge, *kept.complement()] if minimal else [edge]
             value = _metric(majority_patched_output(model, clean, corrupted, patched), a, b)
-            bound = ((1 - e_w) * (2 - 4 * eps_v) / n - 2 * e_w * sigma / n
-                     - gamma(n) * (1 + e_w) * (2 * sigma + sigma_c) / n
-                     - 4 * u * (1 + abs(base) + abs(value))) * (1 - 8 * u)
+            bound = necessity_bound(model, clean, corrupted, base, value)
             assert bound > 1.9 / n, f"the derived bound {bound} should be about 2/n"
             moved = abs(base - value)
             assert moved >= bound, (f"patching {edge.name}"

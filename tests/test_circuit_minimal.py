@@ -122,3 +122,16 @@ PUBLIC_API_ACCEPTED = {
     # one more class is another valid output: the sum runs over however many there are
     ("circuits.final_logit_sum", "logits"): ("mismatched",),
 }
+
+
+@pytest.mark.mutant("circuits.minimal-circuits")
+def test_a_head_level_truth_of_the_output_heads_alone_misses_the_previous_token_heads():
+    # promoting each minimal circuit to the heads that write to the logits: {a1.h0}, which
+    # node-patching the previous-token heads shows is not enough
+    check = minimal_circuits.minimal_circuits_check(
+        names=("backup-heads",),
+        promote=lambda k, graph: frozenset(
+            e.source for e in graph if e.name in k and e.target == "logits"))
+    fails_at(check, r"backup-heads S=4 n=8 prompt 0: the minimal head sets are "
+             r"\[\['a0.h0', 'a1.h0'\], \['a0.h1', 'a1.h0'\]\], not \[\['a1.h0'\]\]",
+             S=4, n=8, seed=0, pick=-1)

@@ -72,8 +72,9 @@ PATCHED_CASES = ("two-layer-induction", "compact-induction",
                  "compact-induction-earlier-occurrence", "two-layer-induction-spurious-heads",
                  "two-layer-induction-value-gauge", "two-layer-induction-permuted-heads")
 
-SETTING = (r"Let a case be one of the circuit cases of $\texttt{all\_cases}$. An "
-           r"InductionTransformer case has model $f$ (2 layers of attention heads $a_l.h_k$, "
+SETTING = (r"Let a case be one of the circuit cases of $\texttt{all\_cases}$ named below "
+           r"(the stress cases' head-level circuits are enumerated by circuits.minimal-circuits). "
+           r"An InductionTransformer case has model $f$ (2 layers of attention heads $a_l.h_k$, "
            r"no MLP) built at $(S, n)$, edge circuit $C$ ($\texttt{induction\_circuit}$ under "
            r"the case's corruption, on the case's graph), (clean, corrupted) prompts from the "
            r"case's sampler and metric $m = \texttt{logit\_difference}$ at the final "

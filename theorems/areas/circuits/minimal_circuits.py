@@ -54,7 +54,13 @@ MINIMAL = Claim(
                r"are exactly the declared $\texttt{dont\_care}$: every edge outside that union "
                r"on five cases, and on superposed-features-flag every such edge but "
                r"input $\to a_1.h_0\langle q\rangle$ and $a_0.h_0 \to a_1.h_0\langle "
-               r"k\rangle$, each of which moves the metric when patched alone."),
+               r"k\rangle$, each of which moves the metric when patched alone; (iv) at the "
+               r"head level, where node-patching a set $R$ of heads patches every edge out of "
+               r"each, the inclusion-minimal sets $R$ of heads such that node-patching every "
+               r"other head leaves the metric bit for bit are exactly the sets of heads the "
+               r"declared minimal circuits touch: on backup-heads two, $\{a_0.h_0, a_1.h_0\}$ "
+               r"and $\{a_0.h_1, a_1.h_0\}$, so neither previous-token head is necessary "
+               r"alone at the head level either."),
     source=Source(where="minimal circuits of the exact circuit cases (this project)", tag="D",
                   **SHT),
     kind="identity",
@@ -102,13 +108,47 @@ def enumerate_row(table: dict[frozenset, torch.Tensor], live: list[str], row: in
     return minimal, dont_care
 
 
+def minimal_head_sets(case, model, clean, corrupted) -> list[set[frozenset]]:
+    """Per prompt, the inclusion-minimal sets R of heads such that node-patching every other
+    head (every edge out of it) leaves the metric bit for bit; all 2^heads sets are run."""
+    graph = attention_graph(len(model.layers), model.layers[0].n_heads)
+    heads = sorted({e.source for e in graph} - {"input"})
+    corrupt_out = source_outputs(model, corrupted)
+    metric = {}
+    for size in range(len(heads) + 1):
+        for kept in itertools.combinations(heads, size):
+            patched = [e for e in graph if e.source in heads and e.source not in kept]
+            metric[frozenset(kept)] = case.metric(replaced_run(model, clean, corrupt_out,
+                                                               patched), clean, corrupted)
+    base = metric[frozenset(heads)]      # nothing patched
+    rows = []
+    for row in range(clean.shape[0]):
+        enough = [k for k in metric if bool(metric[k][row] == base[row])]
+        rows.append({k for k in enough if not any(other < k for other in enough)})
+    return rows
+
+
+def _listed(sets) -> list[list[str]]:
+    """Sets of names as sorted lists, in sorted order (messages independent of hashing)."""
+    return sorted(sorted(k) for k in sets)
+
+
 def _size(name: str, S: int, n: int) -> dict:
     return {"vocab_size": S, "max_len": n}
 
 
-def minimal_circuits_check(cases=None, names=ENUMERATED, live_of=live_edges):
+def heads_touched(circuit_edges, graph) -> frozenset[str]:
+    """The heads the edges (names) enter or leave, ``graph`` the edges of the model's graph."""
+    by_name = {e.name: e for e in graph}
+    return frozenset({by_name[e].source for e in circuit_edges}
+                     | {by_name[e].target for e in circuit_edges}) - {"input", "logits"}
+
+
+def minimal_circuits_check(cases=None, names=ENUMERATED, live_of=live_edges,
+                           promote=heads_touched):
     """``cases``: name -> CircuitCase (a mutant replaces one), default the registered ones;
-    ``live_of(model)``: the live edges (a mutant leaves one out)."""
+    ``live_of(model)``: the live edges (a mutant leaves one out); ``promote(edges, graph)``:
+    the heads a minimal circuit's edges touch (a mutant promotes wrongly)."""
 
     @given(S=st.integers(4, 7), n=st.integers(3, 10), seed=st.integers(0, 2**32 - 1),
            pick=st.integers(0, len(names) - 1))
@@ -121,8 +161,8 @@ def minimal_circuits_check(cases=None, names=ENUMERATED, live_of=live_edges):
             model, circuit = case.instance(_size(name, S, n))
             clean, corrupted = case.prompts(torch.Generator().manual_seed(seed), 4,
                                             _size(name, S, n))
-            graph = [e.name for e in attention_graph(len(model.layers),
-                                                     model.layers[0].n_heads)]
+            edges = attention_graph(len(model.layers), model.layers[0].n_heads)
+            graph = [e.name for e in edges]
             live = sorted(live_of(model))
             table = metric_table(case, model, clean, corrupted, live)
             unpatched = case.metric(replaced_run(model, clean, source_outputs(model, corrupted),
@@ -140,10 +180,15 @@ def minimal_circuits_check(cases=None, names=ENUMERATED, live_of=live_edges):
                 minimal, dont_care = enumerate_row(table, live, row)
                 assert minimal == declared, (
                     f"{name} S={S} n={n} prompt {row}: the minimal circuits are "
-                    f"{[sorted(k) for k in minimal]}, not {[sorted(k) for k in declared]}")
+                    f"{_listed(minimal)}, not {_listed(declared)}")
                 assert dont_care | inert == set(case.dont_care), (
                     f"{name} S={S} n={n} prompt {row}: the don't-care edges are "
                     f"{sorted(dont_care | inert)}, not {sorted(case.dont_care)}")
+            promoted = {promote(k, edges) for k in declared}
+            for row, found in enumerate(minimal_head_sets(case, model, clean, corrupted)):
+                assert found == promoted, (
+                    f"{name} S={S} n={n} prompt {row}: the minimal head sets are "
+                    f"{_listed(found)}, not {_listed(promoted)}")
             evidence.cases(clean.shape[0])
     return test_minimal_circuits
 

@@ -36,7 +36,12 @@ sufficient only within a derived bound: two edges outside it move the metric thr
 :math:`\langle u_a, u_{\tau'} - u_\tau\rangle \ne 0`, by at most :math:`2\bar\varepsilon
 |u_\tau - u_{\tau'}|`, which each circuit edge's derived least move exceeds;
 likewise its 3-edge earlier-occurrence circuit, where only the induction head's value input
-moves the metric off the circuit (:mod:`.compact`). Patching runs on the
+moves the metric off the circuit (:mod:`.compact`). Stress cases on a saturated, bit-exact
+induction model (:mod:`.stress`: backup heads, a distractor sub-circuit, superposed features in
+one head) are benchmark cases too; on them and on the one-hot construction every minimal
+circuit and every don't-care edge is enumerated, at the edge and at the head level, and each
+case declares them (:mod:`.minimal_circuits`); every other case has ground truth at the head
+level as well (:mod:`.head_level`). Patching runs on the
 constructions' own hook points in float64
 (:func:`~constructions.circuits.edge_patched_logits`), without TransformerLens.
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from constructions.circuits import CircuitCase, all_cases
 
-# the head-level ground truth checks every case (.head_level the InductionTransformer ones,
-# .head_level_native the native ones)
+# the head-level ground truth checks every case but the four stress ones (.head_level the
+# InductionTransformer ones, .head_level_native the native ones; the stress cases' head level
+# is enumerated by circuits.minimal-circuits)
 _HEAD_LEVEL = ("circuits.head-level-sufficient", "circuits.head-level-necessary",
                "circuits.head-level-promotion")
 _VARIANTS = ("circuits.variants-same-function", "circuits.variants-circuit", *_HEAD_LEVEL)

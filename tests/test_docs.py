@@ -350,9 +350,9 @@ def test_circuit_cases_show_their_generated_diagram(site):
         start = circuits.index(f'data-case="{case.name}"')
         diagram = circuits[start:circuits.index("</svg>", start)]
         assert 'class="tt-circuit"' in diagram  # the SVG generated from circuit()
+        shown = html.unescape(diagram)   # Graphviz and Python escape -, ' and > differently
         for edge in circuit.edges:  # every circuit edge is drawn, with its role as tooltip
-            assert html.escape(f"{edge.name}: {edge.role}").replace("-", "&#45;") in diagram \
-                or html.escape(f"{edge.name}: {edge.role}") in diagram
+            assert f"{edge.name}: {edge.role}" in shown
         text = html.unescape(re.sub(r"<[^>]+>", "", circuits))
         assert case.corruption.split(":")[0] in text
         for claim in claims_of(case):

@@ -33,12 +33,14 @@ cases keep their prompt streams.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from constructions import _validate
 from constructions.circuits.case import CircuitCase
 from constructions.circuits.corruptions import logit_difference
-from constructions.circuits.graph import Circuit, Edge, other_edges
+from constructions.circuits.graph import Circuit, attention_graph, other_edges
 from constructions.circuits.induction_cases import (
     EARLIER_OCCURRENCE,
     sample_earlier_occurrence_pairs,
@@ -61,8 +63,10 @@ _ROLES = {
     "input->a0.h1<v>": "token -> L0H1 (backup previous-token head) value: the same record",
     "a0.h1->a1.h0<k>": "L0H1's record -> the induction head's key: the backup match",
     "a0.h0->a1.h0<v>": "L0H0's record -> the induction head's value: the matched token's flag",
-    "a1.h0->logits": "the induction head -> unembedding: the copied token (and the flag)",
+    "a1.h0->logits": "the induction head -> unembedding: the copied token",
 }
+_FLAG_OUTPUT = {"a1.h0->logits": "the induction head -> unembedding: the copied token and, "
+                                 "along the all-ones direction, the flag"}
 SIZES = {"smoke": {"vocab_size": 4, "max_len": 8}, "full": {"vocab_size": 16, "max_len": 32}}
 PRIMARY = (*BACKUP_PATHS["primary"], OUTPUT_EDGE)
 BACKUP = (*BACKUP_PATHS["backup"], OUTPUT_EDGE)
@@ -73,15 +77,14 @@ BACKUP = (*BACKUP_PATHS["backup"], OUTPUT_EDGE)
 COMPENSATING = ("input->a1.h0<q>", "a0.h0->a1.h0<k>")
 
 
-def _circuit(model: torch.nn.Module, name: str, edges: tuple[str, ...], corruption: str
-             ) -> Circuit:
-    parsed = []
-    for edge in edges:
-        source, _, rest = edge.partition("->")
-        target, _, port = rest.partition("<")
-        parsed.append(Edge(source, target, port.rstrip(">") or None, _ROLES[edge]))
-    return Circuit(name, len(model.layers), model.layers[0].n_heads, model.d_model,
-                   tuple(parsed), corruption=corruption)
+def _circuit(model: torch.nn.Module, name: str, edges: tuple[str, ...], corruption: str,
+             roles: dict[str, str] | None = None) -> Circuit:
+    roles = {**_ROLES, **(roles or {})}
+    shape = (len(model.layers), model.layers[0].n_heads)
+    graph = {e.name: e for e in attention_graph(*shape)}
+    return Circuit(name, *shape, model.d_model,
+                   tuple(dataclasses.replace(graph[e], role=roles[e]) for e in edges),
+                   corruption=corruption)
 
 
 def backup_circuit(vocab_size: int, max_len: int) -> Circuit:
@@ -107,7 +110,7 @@ def superposed_circuit(vocab_size: int, max_len: int, feature: str = "match") ->
     corruption = ("resample_earlier_occurrence" if feature == "match"
                   else "mark_final_token")
     return _circuit(superposed_induction(vocab_size, max_len), f"superposed {feature} circuit",
-                    SUPERPOSED_CIRCUITS[feature], corruption)
+                    SUPERPOSED_CIRCUITS[feature], corruption, _FLAG_OUTPUT)
 
 
 def sample_unmarked_occurrence_pairs(generator: torch.Generator, batch: int, *,

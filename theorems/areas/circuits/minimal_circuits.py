@@ -15,6 +15,7 @@ introduction; the definitions and the enumeration are ours [D].
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import torch
@@ -22,9 +23,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from constructions.circuits import all_cases, attention_graph
-from constructions.circuits.patching import graph_edges, replaced_run, source_outputs
+from constructions.circuits.patching import replaced_run, source_outputs
 from theorems.areas.circuits._shared import CONSTRUCTIONS, PATCHING, SHT
-from theorems.areas.circuits.stress import live_edges
+from theorems.areas.circuits.stress import live_edges, metric_table
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.profiles import budget
@@ -78,22 +79,6 @@ MINIMAL = Claim(
            r"bound, so bit-for-bit enumeration does not apply; the native cases have their "
            r"own minimality claims."),
 )
-
-
-def metric_table(case, model, clean, corrupted, live: list[str]) -> dict[frozenset, torch.Tensor]:
-    """``(B,)`` metrics for every subset :math:`P` of ``live`` patched, with every edge outside
-    ``live`` patched as well (which the lemma says changes nothing); the corrupted run's
-    outputs are computed once."""
-    graph = [e.name for e in attention_graph(len(model.layers), model.layers[0].n_heads)]
-    inert = [e for e in graph if e not in live]
-    corrupt_out = source_outputs(model, corrupted)
-    table = {}
-    for size in range(len(live) + 1):
-        for patched in itertools.combinations(live, size):
-            logits = replaced_run(model, clean, corrupt_out,
-                                  graph_edges(model, [*patched, *inert]))
-            table[frozenset(patched)] = case.metric(logits, clean, corrupted)
-    return table
 
 
 def enumerate_row(table: dict[frozenset, torch.Tensor], live: list[str], row: int
@@ -164,7 +149,11 @@ def minimal_circuits_check(cases=None, names=ENUMERATED, live_of=live_edges,
             edges = attention_graph(len(model.layers), model.layers[0].n_heads)
             graph = [e.name for e in edges]
             live = sorted(live_of(model))
-            table = metric_table(case, model, clean, corrupted, live)
+            # every subset of L patched (with every edge outside L, which the lemma says
+            # changes nothing), keyed by the patched set
+            table = metric_table(functools.partial(case.metric, clean=clean,
+                                                   corrupted=corrupted),
+                                 model, clean, corrupted, live)
             unpatched = case.metric(replaced_run(model, clean, source_outputs(model, corrupted),
                                                  []), clean, corrupted)
             # the lemma, once: patching every edge outside L changes nothing

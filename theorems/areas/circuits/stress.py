@@ -459,19 +459,26 @@ def superposed_check(build=superposed_induction, mark=mark_final_token, carried=
 test_superposed_features = check(SUPERPOSED, "property")(superposed_check())
 
 
-def patched_metrics(model, clean, corrupted, live: list[str]) -> dict[frozenset, tuple]:
-    """(m_A, m_B) for every subset K of ``live`` kept, its complement (the rest of ``live``
-    and every inert edge) patched; the corrupted outputs are computed once."""
+def metric_table(metric, model, clean, corrupted, live: list[str]) -> dict[frozenset, object]:
+    """``metric(logits)`` for every subset :math:`P` of ``live`` patched, keyed by :math:`P`,
+    with every edge outside ``live`` (every inert edge) patched as well; the corrupted run's
+    outputs are computed once."""
     graph = [e.name for e in attention_graph(len(model.layers), model.layers[0].n_heads)]
     inert = [e for e in graph if e not in live]
     corrupt_out = source_outputs(model, corrupted)
     table = {}
     for size in range(len(live) + 1):
-        for kept in itertools.combinations(live, size):
-            patched = [e for e in live if e not in kept] + inert
-            table[frozenset(kept)] = _metrics(
-                replaced_run(model, clean, corrupt_out, graph_edges(model, patched)), clean)
+        for patched in itertools.combinations(live, size):
+            table[frozenset(patched)] = metric(
+                replaced_run(model, clean, corrupt_out, graph_edges(model, [*patched, *inert])))
     return table
+
+
+def patched_metrics(model, clean, corrupted, live: list[str]) -> dict[frozenset, tuple]:
+    """(m_A, m_B) for every subset K of ``live`` kept, its complement (the rest of ``live``
+    and every inert edge) patched."""
+    table = metric_table(lambda logits: _metrics(logits, clean), model, clean, corrupted, live)
+    return {frozenset(live) - patched: value for patched, value in table.items()}
 
 
 def _nodes(circuit) -> set[str]:

@@ -206,6 +206,10 @@ def task_check(label=mnns_label, beam=beam_targets, minabs=beam_minabs_targets):
     @given(digits=digit_strings(), num_beams=st.integers(1, 70))
     @example(digits=(9, 1, 1, 1), num_beams=8)
     @example(digits=(0,), num_beams=1)
+    # the least string where a beam that keeps a negative partial sum fails: its one path
+    # ends at -1, so it reads out no label, not 1; pinned, so such a beam fails on every
+    # run, not only when the search happens to draw a string where it errs
+    @example(digits=(1,), num_beams=1)
     def run(digits, num_beams):
         y = label(digits)
         assert y == brute_force_label(digits), f"label {y} != brute force for {digits}"

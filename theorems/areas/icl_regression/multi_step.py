@@ -138,10 +138,17 @@ def _pinned_cot_case():
     return gaussian(generator, 2, 20, 10), gaussian(generator, 2, 20), 0.25, 100, "cot"
 
 
+def _pinned_loop_case():
+    """A small looped case: the cot case pins only the CoT mode."""
+    generator = torch.Generator().manual_seed(SEED)
+    return gaussian(generator, 2, 6, 3), gaussian(generator, 2, 6), 0.5, 3, "loop"
+
+
 def multi_step_check(build=multi_step_gd):
     @budget(0.5)
     @given(case=multi_step_cases())
     @example(case=_pinned_cot_case())
+    @example(case=_pinned_loop_case())  # pinned, so a fault of the looped mode fails every run
     def run(case):
         X, y, eta, steps, mode = case
         n, d = X.shape[-2:]

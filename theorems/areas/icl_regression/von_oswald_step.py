@@ -90,6 +90,12 @@ def von_oswald_check(build=von_oswald, claim_hypothesis: bool = True):
                    torch.tensor([[1.0, -1.0]], dtype=torch.float64),
                    torch.tensor([[1.0, 1.0]], dtype=torch.float64), 0.5,
                    torch.tensor([[1.0, 1.0]], dtype=torch.float64), claim_hypothesis))
+    # the same prompt unmasked with W0 = 0 (within the claim's hypothesis): pinned, so a layer
+    # wrong only without the mask fails on every run, not only when the search draws that
+    @example(case=(torch.tensor([[[1.0, 0.0], [0.0, 1.0]]], dtype=torch.float64),
+                   torch.tensor([[1.0, -1.0]], dtype=torch.float64),
+                   torch.tensor([[1.0, 1.0]], dtype=torch.float64), 0.5,
+                   torch.zeros(1, 2, dtype=torch.float64), False))
     def run(case):
         X, y, x_query, eta, W0, mask = case
         Z = prompt(X, y, x_query)

@@ -233,3 +233,11 @@ def test_the_constructions_hooks_hold_what_their_names_promise():
     meaning, _, named = hc.classify("blocks.1.attn.hook_attn_scores",
                                     cache["blocks.1.attn.hook_pattern"], exact)
     assert (meaning, named) == ("pattern", False)
+
+
+def test_a_lone_dash_in_a_page_cell_is_text_not_a_list():
+    # the third-party table's variant column holds "-" for a base case; unescaped, MyST made
+    # each such cell a bullet list
+    from theorems.areas.circuits._myst import _markdown, _table
+    assert _markdown("-") == r"\-" and _markdown("+") == r"\+"
+    assert "* - \\-" in _table(["variant"], [[_markdown("-")]]).splitlines()

@@ -9,8 +9,9 @@ from typing import Any
 
 
 def _markdown(text: str) -> str:
-    """Plain text safe in MyST: Markdown's active characters escaped."""
-    return re.sub(r"([\\`*_\[\]<>{}|#$])", r"\\\1", text)
+    """Plain text safe in MyST: Markdown's active characters escaped, ``-`` and ``+`` among
+    them (a table cell holding only ``-`` would otherwise become a bullet list)."""
+    return re.sub(r"([\\`*_\[\]<>{}|#$+-])", r"\\\1", text)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -241,3 +241,13 @@ def test_a_lone_dash_in_a_page_cell_is_text_not_a_list():
     from theorems.areas.circuits._myst import _markdown, _table
     assert _markdown("-") == r"\-" and _markdown("+") == r"\+"
     assert "* - \\-" in _table(["variant"], [[_markdown("-")]]).splitlines()
+
+
+def test_the_scores_table_shows_short_outcomes():
+    from theorems.areas.circuits._benchmark import short_outcome
+    assert short_outcome("fails: RuntimeError: output with shape [3, 1] doesn't match") == (
+        "fails: RuntimeError (see below)")
+    assert short_outcome("skipped, MajorityHead cannot be exported to TransformerLens: it "
+                         "uses LayerNorm") == ("skipped, MajorityHead cannot be exported to "
+                                               "TransformerLens")
+    assert short_outcome("scored") == "scored"

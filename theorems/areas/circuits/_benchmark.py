@@ -61,6 +61,17 @@ def _number(value: Any) -> float:
         return math.nan
 
 
+def short_outcome(outcome: str) -> str:
+    """A score row's outcome as the table shows it: a failure by its exception's name (the
+    message is in "Where a method misses"), a skip by its reason's first clause; whole
+    messages made the table too wide to read."""
+    if outcome.startswith("fails: "):
+        return f"fails: {outcome.removeprefix('fails: ').split(':')[0]} (see below)"
+    if outcome.startswith("skipped, "):
+        return outcome.split(":")[0]
+    return outcome
+
+
 def misses(result: Mapping[str, Any] | None) -> list[str]:
     """Sentences (MyST) for the third-party result's methods that did not run or are not exact
     on a case: one per failure, naming the methods and cases it hit (one failure of a package
@@ -155,7 +166,11 @@ def benchmark_section(results: Sequence[Mapping[str, Any]]) -> str:
         for name in ("scores", "runs"):
             table = result.get("tables", {}).get(name)
             if table:
-                lines += [_table(table["header"], table["rows"]), ""]
+                rows = table["rows"]
+                if name == "scores" and "outcome" in table["header"]:
+                    at = table["header"].index("outcome")
+                    rows = [[*r[:at], short_outcome(str(r[at])), *r[at + 1:]] for r in rows]
+                lines += [_table(table["header"], rows), ""]
     lines += ["### Where a method misses", ""]
     found = misses(result) + harness_misses(published(results, HARNESS))
     lines += found or ["Every published method recovers every circuit exactly (AUROC and "

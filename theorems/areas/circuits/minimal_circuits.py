@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from constructions.circuits import all_cases, attention_graph
 from constructions.circuits.patching import replaced_run, source_outputs
 from theorems.areas.circuits._shared import CONSTRUCTIONS, PATCHING, SHT
-from theorems.areas.circuits.stress import live_edges, metric_table
+from theorems.areas.circuits.stress import inclusion_minimal, live_edges, metric_table
 from theorems.claims import Claim, Source
 from theorems.evidence import check, evidence
 from theorems.profiles import budget
@@ -86,19 +86,19 @@ def enumerate_row(table: dict[frozenset, torch.Tensor], live: list[str], row: in
     """(the minimal circuits within ``live``, the don't-care edges of ``live``) on one prompt."""
     everything = frozenset(live)
     base = table[frozenset()][row]
-    sufficient = [k for k in table if bool(table[everything - k][row] == base)]
-    minimal = {k for k in sufficient if not any(other < k for other in sufficient)}
+    minimal = inclusion_minimal(k for k in table if bool(table[everything - k][row] == base))
     dont_care = {e for e in live
                  if all(bool(table[p | {e}][row] == table[p][row]) for p in table if e not in p)}
     return minimal, dont_care
 
 
-def minimal_head_sets(case, model, clean, corrupted) -> list[set[frozenset]]:
+def minimal_head_sets(case, model, clean, corrupted, corrupt_out: dict
+                      ) -> list[set[frozenset]]:
     """Per prompt, the inclusion-minimal sets R of heads such that node-patching every other
-    head (every edge out of it) leaves the metric bit for bit; all 2^heads sets are run."""
+    head (every edge out of it) leaves the metric bit for bit; all 2^heads sets are run
+    (``corrupt_out``: the corrupted run's source outputs)."""
     graph = attention_graph(len(model.layers), model.layers[0].n_heads)
     heads = sorted({e.source for e in graph} - {"input"})
-    corrupt_out = source_outputs(model, corrupted)
     metric = {}
     for size in range(len(heads) + 1):
         for kept in itertools.combinations(heads, size):
@@ -106,11 +106,8 @@ def minimal_head_sets(case, model, clean, corrupted) -> list[set[frozenset]]:
             metric[frozenset(kept)] = case.metric(replaced_run(model, clean, corrupt_out,
                                                                patched), clean, corrupted)
     base = metric[frozenset(heads)]      # nothing patched
-    rows = []
-    for row in range(clean.shape[0]):
-        enough = [k for k in metric if bool(metric[k][row] == base[row])]
-        rows.append({k for k in enough if not any(other < k for other in enough)})
-    return rows
+    return [inclusion_minimal(k for k in metric if bool(metric[k][row] == base[row]))
+            for row in range(clean.shape[0])]
 
 
 def _listed(sets) -> list[list[str]]:
@@ -149,13 +146,14 @@ def minimal_circuits_check(cases=None, names=ENUMERATED, live_of=live_edges,
             edges = attention_graph(len(model.layers), model.layers[0].n_heads)
             graph = [e.name for e in edges]
             live = sorted(live_of(model))
+            corrupt_out = source_outputs(model, corrupted)     # once, for every run below
             # every subset of L patched (with every edge outside L, which the lemma says
             # changes nothing), keyed by the patched set
             table = metric_table(functools.partial(case.metric, clean=clean,
                                                    corrupted=corrupted),
-                                 model, clean, corrupted, live)
-            unpatched = case.metric(replaced_run(model, clean, source_outputs(model, corrupted),
-                                                 []), clean, corrupted)
+                                 model, clean, corrupt_out, live)
+            unpatched = case.metric(replaced_run(model, clean, corrupt_out, []), clean,
+                                    corrupted)
             # the lemma, once: patching every edge outside L changes nothing
             assert torch.equal(table[frozenset()], unpatched), (
                 f"{name}: patching the edges outside the live set moved the metric")
@@ -174,7 +172,8 @@ def minimal_circuits_check(cases=None, names=ENUMERATED, live_of=live_edges,
                     f"{name} S={S} n={n} prompt {row}: the don't-care edges are "
                     f"{sorted(dont_care | inert)}, not {sorted(case.dont_care)}")
             promoted = {promote(k, edges) for k in declared}
-            for row, found in enumerate(minimal_head_sets(case, model, clean, corrupted)):
+            for row, found in enumerate(minimal_head_sets(case, model, clean, corrupted,
+                                                               corrupt_out)):
                 assert found == promoted, (
                     f"{name} S={S} n={n} prompt {row}: the minimal head sets are "
                     f"{_listed(found)}, not {_listed(promoted)}")

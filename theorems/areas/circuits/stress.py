@@ -459,13 +459,14 @@ def superposed_check(build=superposed_induction, mark=mark_final_token, carried=
 test_superposed_features = check(SUPERPOSED, "property")(superposed_check())
 
 
-def metric_table(metric, model, clean, corrupted, live: list[str]) -> dict[frozenset, object]:
+def metric_table(metric, model, clean, corrupt_out: dict, live: list[str]
+                 ) -> dict[frozenset, object]:
     """``metric(logits)`` for every subset :math:`P` of ``live`` patched, keyed by :math:`P`,
-    with every edge outside ``live`` (every inert edge) patched as well; the corrupted run's
-    outputs are computed once."""
+    with every edge outside ``live`` (every inert edge) patched as well; ``corrupt_out`` is the
+    corrupted run's source outputs (:func:`~constructions.circuits.patching.source_outputs`),
+    computed once by the caller."""
     graph = [e.name for e in attention_graph(len(model.layers), model.layers[0].n_heads)]
     inert = [e for e in graph if e not in live]
-    corrupt_out = source_outputs(model, corrupted)
     table = {}
     for size in range(len(live) + 1):
         for patched in itertools.combinations(live, size):
@@ -474,10 +475,17 @@ def metric_table(metric, model, clean, corrupted, live: list[str]) -> dict[froze
     return table
 
 
+def inclusion_minimal(sets) -> set[frozenset]:
+    """The sets of ``sets`` (frozensets) with no proper subset among them."""
+    sets = list(sets)
+    return {k for k in sets if not any(other < k for other in sets)}
+
+
 def patched_metrics(model, clean, corrupted, live: list[str]) -> dict[frozenset, tuple]:
     """(m_A, m_B) for every subset K of ``live`` kept, its complement (the rest of ``live``
     and every inert edge) patched."""
-    table = metric_table(lambda logits: _metrics(logits, clean), model, clean, corrupted, live)
+    table = metric_table(lambda logits: _metrics(logits, clean), model, clean,
+                         source_outputs(model, corrupted), live)
     return {frozenset(live) - patched: value for patched, value in table.items()}
 
 
